@@ -1,0 +1,32 @@
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+from django.utils.translation import gettext_lazy as _
+
+
+class Conversation(models.Model):
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        verbose_name=_("所有者"),
+        on_delete=models.CASCADE,
+        related_name="conversations",
+    )
+    environment = models.ForeignKey(
+        "diagnosis.Environment",
+        verbose_name=_("环境"),
+        on_delete=models.PROTECT,
+        related_name="conversations",
+    )
+    title = models.CharField(_("标题"), max_length=200, blank=True)
+    created_at = models.DateTimeField(_("创建时间"), auto_now_add=True)
+    updated_at = models.DateTimeField(_("更新时间"), auto_now=True)
+
+    class Meta:
+        ordering = ["-updated_at", "-id"]
+        verbose_name = _("对话")
+        verbose_name_plural = _("对话")
+        indexes = [models.Index(fields=["owner", "-updated_at"], name="conversation_owner_updated")]
+
+    def __str__(self) -> str:
+        return self.title or f"#{self.pk}"

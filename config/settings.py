@@ -1,0 +1,208 @@
+"""Rootproof settings, read from the environment (see README, Configuration)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from django.core.exceptions import ImproperlyConfigured
+from django.utils.translation import gettext_lazy as _
+
+from config.env import (
+    env_bool,
+    env_choice,
+    env_database,
+    env_float,
+    env_int,
+    env_list,
+    env_str,
+)
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+VAR_DIR = Path(env_str("ROOTPROOF_VAR_DIR", str(BASE_DIR / "var")))
+
+DEBUG = env_bool("DEBUG", False)
+SECRET_KEY = env_str("SECRET_KEY")
+if not SECRET_KEY:
+    if not DEBUG:
+        raise ImproperlyConfigured("SECRET_KEY: must be set when DEBUG is off")
+    SECRET_KEY = "dev-only-insecure-key-never-use-in-production"  # noqa: S105
+
+ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]", "testserver"])
+CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "django_htmx",
+    "template_partials",
+    "rest_framework",
+    "drf_spectacular",
+    "diagnosis",
+    "chat",
+    "audit",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.locale.LocaleMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "django_htmx.middleware.HtmxMiddleware",
+]
+
+ROOT_URLCONF = "config.urls"
+WSGI_APPLICATION = "config.wsgi.application"
+ASGI_APPLICATION = "config.asgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.template.context_processors.i18n",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    }
+]
+
+DATABASES = {"default": env_database("DATABASE_URL", f"sqlite:///{VAR_DIR / 'rootproof.sqlite3'}")}
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+]
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "chat:conversation_list"
+LOGOUT_REDIRECT_URL = "login"
+
+LANGUAGE_CODE = "zh-hans"
+LANGUAGES = [("zh-hans", _("简体中文")), ("en", _("English"))]
+LOCALE_PATHS = [BASE_DIR / "locale"]
+USE_I18N = True
+TIME_ZONE = "UTC"
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATIC_ROOT = VAR_DIR / "static"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "whitenoise.storage.CompressedStaticFilesStorage"},
+}
+
+DATA_UPLOAD_MAX_MEMORY_SIZE = env_int("DATA_UPLOAD_MAX_MEMORY_SIZE", 1_048_576, minimum=1024)
+
+# TLS: behind a TLS-terminating proxy set SECURE_TLS=true.
+SECURE_TLS = env_bool("SECURE_TLS", False)
+SESSION_COOKIE_SECURE = SECURE_TLS
+CSRF_COOKIE_SECURE = SECURE_TLS
+SECURE_SSL_REDIRECT = SECURE_TLS
+SECURE_HSTS_SECONDS = 31_536_000 if SECURE_TLS else 0
+SECURE_HSTS_INCLUDE_SUBDOMAINS = SECURE_TLS
+SECURE_HSTS_PRELOAD = SECURE_TLS
+if SECURE_TLS:
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+SESSION_COOKIE_HTTPONLY = True
+SECURE_CONTENT_TYPE_NOSNIFF = True
+X_FRAME_OPTIONS = "DENY"
+
+# --- Celery -----------------------------------------------------------------
+BROKER_DIR = VAR_DIR / "broker"
+CELERY_BROKER_URL = env_str("CELERY_BROKER_URL", "filesystem://")
+CELERY_BROKER_TRANSPORT_OPTIONS: dict[str, object] = {}
+if CELERY_BROKER_URL.startswith("filesystem://"):
+    CELERY_BROKER_TRANSPORT_OPTIONS = {
+        "data_folder_in": str(BROKER_DIR / "queue"),
+        "data_folder_out": str(BROKER_DIR / "queue"),
+        "control_folder": str(BROKER_DIR / "control"),
+        "store_processed": False,
+    }
+CELERY_TASK_SERIALIZER = "json"
+CELERY_RESULT_SERIALIZER = "json"
+CELERY_ACCEPT_CONTENT = ["json"]
+CELERY_TASK_IGNORE_RESULT = True
+CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_TASK_SOFT_TIME_LIMIT = env_int("CELERY_TASK_SOFT_TIME_LIMIT", 600, minimum=1)
+CELERY_TASK_TIME_LIMIT = env_int("CELERY_TASK_TIME_LIMIT", 660, minimum=1)
+CELERY_TASK_ALWAYS_EAGER = False
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+
+# --- Diagnosis flow ---------------------------------------------------------
+DIAGNOSIS_MAX_RETRIES = env_int("DIAGNOSIS_MAX_RETRIES", 1, minimum=0, maximum=5)
+DIAGNOSIS_DEFAULT_ENVIRONMENT = env_str("DIAGNOSIS_DEFAULT_ENVIRONMENT", "payment-pool-saturation")
+# A running session whose heartbeat is older than this is presumed orphaned.
+DIAGNOSIS_STALE_AFTER_SECONDS = env_int("DIAGNOSIS_STALE_AFTER_SECONDS", 900, minimum=30)
+DIAGNOSIS_HISTORY_MAX_CHARS = env_int("DIAGNOSIS_HISTORY_MAX_CHARS", 4000, minimum=0)
+SCENARIO_PACK_DIRS = [
+    Path(p) for p in env_list("SCENARIO_PACK_DIRS", [str(BASE_DIR / "scenarios")])
+]
+
+# --- Evidence tools ---------------------------------------------------------
+TOOL_TIMEOUT_SECONDS = env_float("TOOL_TIMEOUT_SECONDS", 15.0, minimum=0.1)
+TOOL_OUTPUT_MAX_CHARS = env_int("TOOL_OUTPUT_MAX_CHARS", 16_000, minimum=1000)
+TRACE_SUMMARY_TOKEN_BUDGET = env_int("TRACE_SUMMARY_TOKEN_BUDGET", 3000, minimum=200)
+
+# --- LLM providers ----------------------------------------------------------
+LLM_ROLES = ("planner", "executor", "verifier", "composer")
+LLM_PROVIDERS = ("offline", "openai", "scripted")
+LLM_PROVIDER = env_choice("LLM_PROVIDER", "offline", LLM_PROVIDERS)
+LLM_BASE_URL = env_str("LLM_BASE_URL")
+LLM_API_KEY = env_str("LLM_API_KEY")
+LLM_MODEL = env_str("LLM_MODEL", "gpt-4o-mini")
+LLM_TIMEOUT_SECONDS = env_float("LLM_TIMEOUT_SECONDS", 60.0, minimum=0.1)
+LLM_MAX_RETRIES = env_int("LLM_MAX_RETRIES", 3, minimum=0, maximum=10)
+LLM_MAX_TOKENS = env_int("LLM_MAX_TOKENS", 4096, minimum=64)
+LLM_TEMPERATURE = env_float("LLM_TEMPERATURE", 0.0, minimum=0.0)
+LLM_EXECUTOR_MAX_TOOL_ROUNDS = env_int("LLM_EXECUTOR_MAX_TOOL_ROUNDS", 8, minimum=1, maximum=50)
+LLM_ROLE_SETTINGS = {
+    role: {
+        "provider": env_choice(f"LLM_{role.upper()}_PROVIDER", LLM_PROVIDER, LLM_PROVIDERS),
+        "base_url": env_str(f"LLM_{role.upper()}_BASE_URL", LLM_BASE_URL),
+        "api_key": env_str(f"LLM_{role.upper()}_API_KEY", LLM_API_KEY),
+        "model": env_str(f"LLM_{role.upper()}_MODEL", LLM_MODEL),
+    }
+    for role in LLM_ROLES
+}
+
+# --- API --------------------------------------------------------------------
+REST_FRAMEWORK = {
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "rest_framework.authentication.SessionAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "Rootproof API",
+    "DESCRIPTION": "Evidence-bound incident diagnosis.",
+    "VERSION": "1.0.0",
+    "SERVE_INCLUDE_SCHEMA": False,
+}
+
+CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
+    "loggers": {"jieba": {"level": "WARNING"}, "httpx": {"level": "WARNING"}},
+}

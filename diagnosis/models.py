@@ -1,0 +1,324 @@
+"""The diagnosis domain: environments, sessions, tool invocations, model calls, runbooks."""
+
+from __future__ import annotations
+
+import uuid
+
+from django.conf import settings
+from django.db import models
+from django.utils.translation import gettext_lazy as _
+
+
+class Environment(models.Model):
+    """Where evidence comes from: a scenario pack on disk, or a live Prometheus/Loki."""
+
+    class Kind(models.TextChoices):
+        SCENARIO = "scenario", _("场景包")
+        LIVE = "live", _("线上系统")
+
+    slug = models.SlugField(_("标识"), max_length=100, unique=True)
+    name = models.CharField(_("名称"), max_length=200)
+    kind = models.CharField(_("类型"), max_length=20, choices=Kind.choices, default=Kind.SCENARIO)
+    description = models.TextField(_("说明"), blank=True)
+    pack_path = models.CharField(_("场景包路径"), max_length=500, blank=True)
+    prometheus_url = models.URLField(_("Prometheus 地址"), blank=True)
+    loki_url = models.URLField(_("Loki 地址"), blank=True)
+    # Credentials are never stored: only the name of the environment variable holding them.
+    prometheus_token_env = models.CharField(
+        _("Prometheus 令牌环境变量名"), max_length=100, blank=True
+    )
+    loki_token_env = models.CharField(_("Loki 令牌环境变量名"), max_length=100, blank=True)
+    loki_tenant = models.CharField(_("Loki 租户 (X-Scope-OrgID)"), max_length=100, blank=True)
+    services = models.JSONField(_("服务列表"), default=list, blank=True)
+    is_active = models.BooleanField(_("启用"), default=True)
+    created_at = models.DateTimeField(_("创建时间"), auto_now_add=True)
+
+    class Meta:
+        ordering = ["name"]
+        verbose_name = _("环境")
+        verbose_name_plural = _("环境")
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class DiagnosisSession(models.Model):
+    class Source(models.TextChoices):
+        CHAT = "chat", _("对话")
+        API = "api", _("API")
+        ALERT = "alert", _("告警")
+
+    class Status(models.TextChoices):
+        QUEUED = "queued", _("排队中")
+        RUNNING = "running", _("运行中")
+        COMPLETED = "completed", _("已完成")
+        FAILED = "failed", _("失败")
+        CANCELLED = "cancelled", _("已取消")
+
+    class Stage(models.TextChoices):
+        QUEUED = "queued", _("排队")
+        PLANNER = "planner", _("规划")
+        EXECUTOR = "executor", _("取证")
+        GATEKEEPER = "gatekeeper", _("证据校验")
+        VERIFIER = "verifier", _("核验")
+        COMPOSER = "composer", _("撰写")
+        DONE = "done", _("结束")
+
+    class Decision(models.TextChoices):
+        PASS = "PASS", _("证据充分")
+        LOW_CONFID = "LOW_CONFID", _("置信度低")
+        REJECT = "REJECT", _("无法确认")
+
+    class ParseStatus(models.TextChoices):
+        PARSED_V2 = "parsed_v2", "parsed_v2"
+        PARSED_V1 = "parsed_v1", "parsed_v1"
+        EMPTY = "empty", "empty"
+        INVALID_JSON = "invalid_json", "invalid_json"
+        NOT_AN_OBJECT = "not_an_object", "not_an_object"
+        SCHEMA_INVALID = "schema_invalid", "schema_invalid"
+
+    class AnswerSource(models.TextChoices):
+        COMPOSER = "composer", _("撰写器")
+        FALLBACK = "fallback", _("确定性渲染")
+
+    TERMINAL_STATUSES = (Status.COMPLETED, Status.FAILED, Status.CANCELLED)
+
+    public_id = models.UUIDField(_("公开 ID"), default=uuid.uuid4, unique=True, editable=False)
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        verbose_name=_("提问人"),
+        on_delete=models.PROTECT,
+        related_name="diagnosis_sessions",
+        null=True,
+        blank=True,
+    )
+    requested_by = models.CharField(_("请求方"), max_length=200, blank=True)
+    source = models.CharField(_("来源"), max_length=10, choices=Source.choices, default=Source.CHAT)
+    environment = models.ForeignKey(
+        Environment, verbose_name=_("环境"), on_delete=models.PROTECT, related_name="sessions"
+    )
+    conversation = models.ForeignKey(
+        "chat.Conversation",
+        verbose_name=_("对话"),
+        on_delete=models.CASCADE,
+        related_name="sessions",
+        null=True,
+        blank=True,
+    )
+    original_query = models.TextField(_("问题"))
+    language = models.CharField(_("回答语言"), max_length=10, default="zh-CN")
+    context = models.JSONField(_("上下文"), default=dict, blank=True)
+    status = models.CharField(
+        _("状态"), max_length=10, choices=Status.choices, default=Status.QUEUED
+    )
+    stage = models.CharField(_("阶段"), max_length=12, choices=Stage.choices, default=Stage.QUEUED)
+    decision = models.CharField(_("结论"), max_length=12, choices=Decision.choices, blank=True)
+    attempt_count = models.PositiveSmallIntegerField(_("执行次数"), default=0)
+    plan = models.JSONField(_("计划"), default=dict, blank=True)
+    executor_final_answer = models.TextField(_("Executor 原始回答"), blank=True)
+    executor_structured_output = models.JSONField(_("Executor 结构化输出"), null=True, blank=True)
+    executor_output_parse_status = models.CharField(
+        _("解析状态"), max_length=16, choices=ParseStatus.choices, blank=True
+    )
+    self_evaluation = models.JSONField(_("自我评估"), default=dict, blank=True)
+    final_answer = models.TextField(_("最终回答"), blank=True)
+    answer_source = models.CharField(
+        _("回答来源"), max_length=10, choices=AnswerSource.choices, blank=True
+    )
+    llm_usage = models.JSONField(_("模型用量"), default=dict, blank=True)
+    error = models.TextField(_("错误"), blank=True)
+    idempotency_key = models.CharField(_("幂等键"), max_length=200, blank=True)
+    callback_url = models.URLField(_("回调地址"), max_length=500, blank=True)
+    created_at = models.DateTimeField(_("创建时间"), auto_now_add=True, db_index=True)
+    started_at = models.DateTimeField(_("开始时间"), null=True, blank=True)
+    finished_at = models.DateTimeField(_("结束时间"), null=True, blank=True)
+    heartbeat_at = models.DateTimeField(_("心跳时间"), null=True, blank=True)
+
+    class Meta:
+        db_table = "diagnosis_session"
+        ordering = ["-created_at", "-id"]
+        verbose_name = _("诊断会话")
+        verbose_name_plural = _("诊断会话")
+        indexes = [
+            models.Index(fields=["owner", "-created_at"], name="session_owner_created"),
+            models.Index(fields=["status", "-created_at"], name="session_status_created"),
+            models.Index(fields=["status", "heartbeat_at"], name="session_status_heartbeat"),
+        ]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["owner", "idempotency_key"],
+                condition=~models.Q(idempotency_key=""),
+                name="session_owner_idempotency_key",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.public_id} {self.original_query[:40]}"
+
+    @property
+    def is_terminal(self) -> bool:
+        return self.status in self.TERMINAL_STATUSES
+
+    @property
+    def duration_seconds(self) -> float | None:
+        if self.started_at and self.finished_at:
+            return (self.finished_at - self.started_at).total_seconds()
+        return None
+
+
+class ToolInvocation(models.Model):
+    class Status(models.TextChoices):
+        OK = "ok", _("成功")
+        NO_DATA = "no_data", _("无数据")
+        ERROR = "error", _("错误")
+        TIMEOUT = "timeout", _("超时")
+
+    session = models.ForeignKey(
+        DiagnosisSession, on_delete=models.CASCADE, related_name="invocations"
+    )
+    attempt = models.PositiveSmallIntegerField(_("执行次数"), default=1)
+    sequence = models.PositiveIntegerField(_("序号"))
+    trace_ref = models.CharField(_("追踪引用"), max_length=20)
+    tool_name = models.CharField(_("工具"), max_length=50)
+    arguments = models.JSONField(_("参数"), default=dict, blank=True)
+    status = models.CharField(_("状态"), max_length=10, choices=Status.choices)
+    # Exactly what the model read; the Gatekeeper searches this text.
+    output = models.TextField(_("输出"), blank=True)
+    output_size = models.PositiveBigIntegerField(_("原始大小"), default=0)
+    truncated = models.BooleanField(_("已截断"), default=False)
+    summary = models.JSONField(_("摘要"), default=dict, blank=True)
+    error = models.TextField(_("错误"), blank=True)
+    started_at = models.DateTimeField(_("开始时间"))
+    duration_ms = models.PositiveIntegerField(_("耗时 (毫秒)"), default=0)
+
+    class Meta:
+        db_table = "tool_invocation"
+        ordering = ["session", "sequence"]
+        verbose_name = _("工具调用")
+        verbose_name_plural = _("工具调用")
+        constraints = [
+            models.UniqueConstraint(fields=["session", "sequence"], name="invocation_session_seq"),
+            models.UniqueConstraint(
+                fields=["session", "trace_ref"], name="invocation_session_trace_ref"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.trace_ref} {self.tool_name}"
+
+
+class LLMCall(models.Model):
+    """One model call, kept so a reviewer can see what each agent produced."""
+
+    class Status(models.TextChoices):
+        OK = "ok", _("成功")
+        ERROR = "error", _("错误")
+        TIMEOUT = "timeout", _("超时")
+        TRUNCATED = "truncated", _("被截断")
+        EMPTY = "empty", _("空回答")
+        REJECTED = "rejected", _("被拒绝")
+
+    session = models.ForeignKey(
+        DiagnosisSession, on_delete=models.CASCADE, related_name="llm_calls"
+    )
+    attempt = models.PositiveSmallIntegerField(_("执行次数"), default=1)
+    sequence = models.PositiveIntegerField(_("序号"))
+    role = models.CharField(_("角色"), max_length=20)
+    provider = models.CharField(_("提供方"), max_length=20)
+    model = models.CharField(_("模型"), max_length=200, blank=True)
+    request_chars = models.PositiveIntegerField(_("请求字符数"), default=0)
+    request = models.JSONField(_("请求"), default=dict, blank=True)
+    raw_response = models.TextField(_("原始回答"), blank=True)
+    tokens_in = models.PositiveIntegerField(_("输入 tokens"), default=0)
+    tokens_out = models.PositiveIntegerField(_("输出 tokens"), default=0)
+    latency_ms = models.PositiveIntegerField(_("延迟 (毫秒)"), default=0)
+    status = models.CharField(_("状态"), max_length=10, choices=Status.choices)
+    error = models.TextField(_("错误"), blank=True)
+    created_at = models.DateTimeField(_("时间"), auto_now_add=True)
+
+    class Meta:
+        ordering = ["session", "sequence"]
+        verbose_name = _("模型调用")
+        verbose_name_plural = _("模型调用")
+        constraints = [
+            models.UniqueConstraint(fields=["session", "sequence"], name="llmcall_session_seq"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.role} #{self.sequence}"
+
+
+class SessionEvent(models.Model):
+    """Progress a page or an API client can follow while a session runs."""
+
+    class Kind(models.TextChoices):
+        STAGE = "stage", _("阶段")
+        TOOL_CALL = "tool_call", _("工具调用")
+        TOOL_RESULT = "tool_result", _("工具结果")
+        INFO = "info", _("信息")
+        ERROR = "error", _("错误")
+
+    session = models.ForeignKey(DiagnosisSession, on_delete=models.CASCADE, related_name="events")
+    sequence = models.PositiveIntegerField()
+    kind = models.CharField(max_length=12, choices=Kind.choices)
+    stage = models.CharField(max_length=12, blank=True)
+    message = models.CharField(max_length=500, blank=True)
+    data = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["session", "sequence"]
+        verbose_name = _("进度事件")
+        verbose_name_plural = _("进度事件")
+        constraints = [
+            models.UniqueConstraint(fields=["session", "sequence"], name="event_session_seq"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.message}"
+
+
+class KnowledgeDocument(models.Model):
+    """A runbook or past-incident note, imported from Markdown and editable in admin."""
+
+    slug = models.SlugField(_("标识"), max_length=200)
+    environment = models.ForeignKey(
+        Environment,
+        verbose_name=_("环境"),
+        on_delete=models.CASCADE,
+        related_name="knowledge_documents",
+        null=True,
+        blank=True,
+        help_text=_("留空表示所有环境共享"),
+    )
+    title = models.CharField(_("标题"), max_length=300)
+    body = models.TextField(_("正文 (Markdown)"))
+    source_path = models.CharField(_("来源文件"), max_length=500, blank=True)
+    updated_at = models.DateTimeField(_("更新时间"), auto_now=True)
+
+    class Meta:
+        ordering = ["title"]
+        verbose_name = _("知识文档")
+        verbose_name_plural = _("知识文档")
+        constraints = [
+            models.UniqueConstraint(fields=["environment", "slug"], name="knowledge_env_slug"),
+        ]
+
+    def __str__(self) -> str:
+        return self.title
+
+
+class KnowledgeChunk(models.Model):
+    document = models.ForeignKey(KnowledgeDocument, on_delete=models.CASCADE, related_name="chunks")
+    chunk_id = models.CharField(_("块 ID"), max_length=300, unique=True)
+    ordinal = models.PositiveIntegerField(_("序号"))
+    heading = models.CharField(_("小节"), max_length=300, blank=True)
+    text = models.TextField(_("内容"))
+
+    class Meta:
+        ordering = ["document", "ordinal"]
+        verbose_name = _("知识块")
+        verbose_name_plural = _("知识块")
+
+    def __str__(self) -> str:
+        return self.chunk_id

@@ -1,0 +1,62 @@
+from __future__ import annotations
+
+import ipaddress
+import socket
+
+import pytest
+
+
+def _is_loopback(host: object) -> bool:
+    if not isinstance(host, str):
+        return True  # AF_UNIX paths and the like never leave the machine
+    if host in {"localhost", ""}:
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+@pytest.fixture(autouse=True)
+def _no_network_beyond_loopback(monkeypatch):
+    """Any connection to a non-loopback address fails the test (no real LLM, no internet)."""
+    real_connect = socket.socket.connect
+    real_connect_ex = socket.socket.connect_ex
+
+    def guarded(method):
+        def connect(self, address, *args, **kwargs):
+            host = address[0] if isinstance(address, tuple) else address
+            if not _is_loopback(host):
+                raise AssertionError(f"test tried to reach a non-loopback address: {address!r}")
+            return method(self, address, *args, **kwargs)
+
+        return connect
+
+    monkeypatch.setattr(socket.socket, "connect", guarded(real_connect))
+    monkeypatch.setattr(socket.socket, "connect_ex", guarded(real_connect_ex))
+
+
+@pytest.fixture
+def owner(django_user_model):
+    return django_user_model.objects.create_user(username="owner", password="pw-owner-1")
+
+
+@pytest.fixture
+def teammate(django_user_model):
+    return django_user_model.objects.create_user(username="teammate", password="pw-team-1")
+
+
+@pytest.fixture
+def outsider(django_user_model):
+    return django_user_model.objects.create_user(username="outsider", password="pw-out-1")
+
+
+@pytest.fixture
+def reviewer(django_user_model, db):
+    from diagnosis.demo import reviewers_group_ensure
+
+    user = django_user_model.objects.create_user(
+        username="reviewer", password="pw-rev-1", is_staff=True
+    )
+    user.groups.add(reviewers_group_ensure())
+    return user
