@@ -1,0 +1,334 @@
+"""The JSON contracts between the stages (docs: contracts.md).
+
+Parsing is tolerant (see ``diagnosis.parsing``), validation is strict. Each
+contract carries its version string. Models that hold model-produced data use
+``extra="allow"`` so unknown keys survive for the audit trail without being
+trusted; the Gatekeeper decides what counts.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+EXECUTOR_V1 = "executor_evidence_v1"
+EXECUTOR_V2 = "executor_evidence_v2"
+GATEKEEPER_V1 = "gatekeeper_v1"
+VERIFIER_V2 = "verifier_v2"
+COMPOSER_V1 = "composer_v1"
+
+
+class ParseStatus(StrEnum):
+    PARSED_V2 = "parsed_v2"
+    PARSED_V1 = "parsed_v1"
+    EMPTY = "empty"
+    INVALID_JSON = "invalid_json"
+    NOT_AN_OBJECT = "not_an_object"
+    SCHEMA_INVALID = "schema_invalid"
+
+
+class ClaimType(StrEnum):
+    SYMPTOM = "symptom"
+    ROOT_CAUSE = "root_cause"
+    CONTRIBUTING_FACTOR = "contributing_factor"
+    IMPACT = "impact"
+    TIMELINE = "timeline"
+    CONFIGURATION = "configuration"
+    OTHER = "other"
+
+
+class SupportLevel(StrEnum):
+    DIRECT = "direct"
+    INDIRECT = "indirect"
+    NONE = "none"
+
+
+class SourceType(StrEnum):
+    TOOL_TRACE = "tool_trace"
+    LOOKUP_EVIDENCE_BLOCK = "lookup_evidence_block"
+
+
+class Decision(StrEnum):
+    PASS = "PASS"
+    RETRY = "RETRY"
+    LOW_CONFID = "LOW_CONFID"
+    REJECT = "REJECT"
+
+
+class Classification(StrEnum):
+    DIRECT_OBSERVATION = "direct_observation"
+    REASONABLE_INFERENCE = "reasonable_inference"
+    OVERSTATED = "overstated"
+    UNSUPPORTED = "unsupported"
+    EXTERNAL_UNKNOWN = "external_unknown"
+    CONTRADICTED = "contradicted"
+
+
+class Verdict(StrEnum):
+    ACCEPTED = "accepted"
+    DEMOTED = "demoted"
+
+
+class FindingCode(StrEnum):
+    NO_BINDINGS = "no_bindings"
+    UNKNOWN_SOURCE_ID = "unknown_source_id"
+    INVOCATION_NOT_IN_SESSION = "invocation_not_in_session"
+    TOOL_NAME_MISMATCH = "tool_name_mismatch"
+    INVOCATION_FAILED = "invocation_failed"
+    EXCERPT_NOT_FOUND = "excerpt_not_found"
+    EXCERPT_TOO_SHORT = "excerpt_too_short"
+    NUMBER_MISMATCH = "number_mismatch"
+    KNOWLEDGE_ONLY_BINDING = "knowledge_only_binding"
+    DUPLICATE_CLAIM_ID = "duplicate_claim_id"
+    UNKNOWN_CLAIM_TYPE = "unknown_claim_type"
+    MALFORMED_CLAIM = "malformed_claim"
+    MALFORMED_BINDING = "malformed_binding"
+    MALFORMED_ITEM = "malformed_item"
+    SOURCE_ID_MISMATCH = "source_id_mismatch"
+    UNKNOWN_SOURCE_TYPE = "unknown_source_type"
+
+
+# --- 1. Executor output -------------------------------------------------------
+
+
+class EvidenceBinding(BaseModel):
+    """Where a claim's evidence is: an invocation (trace ref) or a knowledge chunk."""
+
+    model_config = ConfigDict(extra="allow")
+
+    source_type: str = Field(description="tool_trace or lookup_evidence_block")
+    source_id: str = Field(description="trace_ref (trace-N) or knowledge chunk id")
+    tool_name: str | None = Field(default=None, description="the invocation's tool, if given")
+    source_invocation_ids: list[int] = Field(
+        default_factory=list, description="persisted tool_invocation ids; optional"
+    )
+    evidence_excerpt: str = Field(default="", description="verbatim text from the tool output")
+
+
+class Claim(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    claim_id: str
+    claim_type: str = Field(description="one of ClaimType; anything else is kept as other")
+    claim_text: str
+    entity: str | None = Field(default=None, description="service or component the claim is about")
+    support_level: str = Field(default=SupportLevel.DIRECT.value)
+    evidence_bindings: list[EvidenceBinding] = Field(default_factory=list)
+
+
+class Hypothesis(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    hypothesis_text: str
+    entity: str | None = None
+    basis: str = ""
+    needed_evidence: list[str] = Field(default_factory=list)
+
+
+class RecommendedAction(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    action_text: str
+    reason: str = ""
+    evidence_bindings: list[EvidenceBinding] = Field(default_factory=list)
+
+
+class ExecutorEvidenceV2(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    answer_version: Literal["executor_evidence_v2"] = EXECUTOR_V2
+    claims: list[Claim] = Field(default_factory=list)
+    hypotheses: list[Hypothesis] = Field(default_factory=list)
+    recommended_actions: list[RecommendedAction] = Field(default_factory=list)
+    missing_info: list[str] = Field(default_factory=list)
+
+
+class ExecutorEvidenceV1(ExecutorEvidenceV2):
+    """Legacy v1: also parsed, but its ``user_facing_answer`` is never shown to a user."""
+
+    answer_version: Literal["executor_evidence_v1"] = EXECUTOR_V1  # type: ignore[assignment]
+    diagnosis_summary: str = ""
+    user_facing_answer: str = ""
+
+
+# --- 2. Gatekeeper ------------------------------------------------------------
+
+
+class Finding(BaseModel):
+    code: str
+    binding: int | None = Field(default=None, description="index of the binding, if any")
+    detail: str = ""
+
+
+class GatekeeperClaimResult(BaseModel):
+    claim_id: str
+    verdict: Verdict
+    valid_bindings: int = 0
+    findings: list[Finding] = Field(default_factory=list)
+
+
+class GatekeeperCounts(BaseModel):
+    claims: int = 0
+    accepted: int = 0
+    demoted: int = 0
+
+
+class GatekeeperReport(BaseModel):
+    gatekeeper_version: Literal["gatekeeper_v1"] = GATEKEEPER_V1
+    parse_status: ParseStatus
+    claims: list[GatekeeperClaimResult] = Field(default_factory=list)
+    findings: list[Finding] = Field(
+        default_factory=list, description="findings about the output as a whole or dropped items"
+    )
+    counts: GatekeeperCounts = Field(default_factory=GatekeeperCounts)
+
+    def verdict_for(self, claim_id: str) -> Verdict | None:
+        for result in self.claims:
+            if result.claim_id == claim_id:
+                return result.verdict
+        return None
+
+    def accepted_ids(self) -> set[str]:
+        return {c.claim_id for c in self.claims if c.verdict == Verdict.ACCEPTED}
+
+
+# --- 3. Verifier --------------------------------------------------------------
+
+
+class TraceSummaryEntry(BaseModel):
+    trace_ref: str
+    invocation_id: int
+    tool_name: str
+    arguments: Any = None
+    status: str
+    summary: str
+
+
+class VerifierPayload(BaseModel):
+    """Exactly what the Verifier may see; nothing of Planner or Executor reasoning."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    original_query: str
+    executor_final_answer: str
+    executor_structured_output: dict[str, Any] | None
+    executor_output_parse_status: ParseStatus
+    gatekeeper: GatekeeperReport
+    tool_trace_summary: list[TraceSummaryEntry]
+    retry_context: dict[str, Any] | None = None
+
+
+class ClaimCheck(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    claim_id: str
+    classification: Classification
+    reason: str = ""
+    bounded_wording: str | None = None
+
+
+class RetryRequest(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    missing_evidence: list[str] = Field(default_factory=list)
+    instructions: str = ""
+
+
+class VerifierOutput(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    verifier_version: Literal["verifier_v2"] = VERIFIER_V2
+    decision: Decision
+    claim_checks: list[ClaimCheck] = Field(default_factory=list)
+    extra_facts: list[str] = Field(default_factory=list)
+    retry_request: RetryRequest | None = None
+    summary: str = ""
+
+
+# --- 4. Composer --------------------------------------------------------------
+
+
+class Wording(StrEnum):
+    DEFINITE = "definite"
+    BOUNDED = "bounded"
+
+
+class AllowedClaim(BaseModel):
+    claim_id: str
+    text: str
+    wording: Wording
+    entity: str | None = None
+    claim_type: str = ClaimType.OTHER.value
+
+
+class AllowedHypothesis(BaseModel):
+    text: str
+    basis: str = ""
+    entity: str | None = None
+
+
+class ComposerAction(BaseModel):
+    text: str
+    reason: str = ""
+
+
+class ComposerInput(BaseModel):
+    """Built by code from the Gatekeeper and Verifier results only."""
+
+    decision: Decision
+    language: str = "zh-CN"
+    question: str
+    allowed_claims: list[AllowedClaim] = Field(default_factory=list)
+    allowed_hypotheses: list[AllowedHypothesis] = Field(default_factory=list)
+    missing_info: list[str] = Field(default_factory=list)
+    recommended_actions: list[ComposerAction] = Field(default_factory=list)
+
+
+class ComposerOutput(BaseModel):
+    answer_version: Literal["composer_v1"] = COMPOSER_V1
+    final_answer: str
+
+
+class ComposerStatus(StrEnum):
+    OK = "ok"
+    MALFORMED = "malformed"
+    GUARD_FAILED = "guard_failed"
+    ERROR = "error"
+
+
+class AnswerSource(StrEnum):
+    COMPOSER = "composer"
+    FALLBACK = "fallback"
+
+
+class ComposerOutputSnapshot(BaseModel):
+    """Audit snapshot at self_evaluation.verifier_evaluation.composer_output."""
+
+    status: ComposerStatus
+    source: AnswerSource
+    final_answer: str
+    guard_findings: list[str] = Field(default_factory=list)
+
+
+# --- Planner (Rootproof-internal) -------------------------------------------
+
+
+class TimeWindow(BaseModel):
+    start: str = Field(description="RFC 3339")
+    end: str = Field(description="RFC 3339")
+
+
+class PlannerOutput(BaseModel):
+    """The Planner's plan: where to look and with which tools."""
+
+    model_config = ConfigDict(extra="allow")
+
+    plan_version: Literal["planner_v1"] = "planner_v1"
+    services: list[str] = Field(default_factory=list)
+    window: TimeWindow | None = None
+    symptoms: list[str] = Field(default_factory=list, description="what the SRE reports")
+    focus: list[str] = Field(default_factory=list, description="what to look for")
+    tools: list[str] = Field(default_factory=list)
+    notes: str = ""
