@@ -51,7 +51,7 @@ class SourceType(StrEnum):
 
 
 class Decision(StrEnum):
-    PASS = "PASS"
+    PASS = "PASS"  # noqa: S105
     RETRY = "RETRY"
     LOW_CONFID = "LOW_CONFID"
     REJECT = "REJECT"
