@@ -133,6 +133,10 @@ class DiagnosisSession(models.Model):
     started_at = models.DateTimeField(_("开始时间"), null=True, blank=True)
     finished_at = models.DateTimeField(_("结束时间"), null=True, blank=True)
     heartbeat_at = models.DateTimeField(_("心跳时间"), null=True, blank=True)
+    # host:pid of the worker process running the flow, to tell a redelivery from a duplicate.
+    runner = models.CharField(_("执行进程"), max_length=200, blank=True)
+    restarts = models.PositiveSmallIntegerField(_("重启次数"), default=0)
+    cancel_requested = models.BooleanField(_("已请求取消"), default=False)
 
     class Meta:
         db_table = "diagnosis_session"
