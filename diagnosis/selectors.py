@@ -33,3 +33,96 @@ def broker_health(*, timeout: float = 2.0) -> ComponentHealth:
     except Exception as exc:
         return ComponentHealth(ok=False, detail=type(exc).__name__)
     return ComponentHealth(ok=True, detail=str(transport))
+
+
+# --- Claims as a reader sees them (chat evidence view, API, admin, CLI) -------
+
+
+@dataclass(frozen=True)
+class BindingView:
+    source_type: str
+    source_id: str
+    tool_name: str
+    excerpt: str
+    invocation_id: int | None
+    valid: bool
+
+
+@dataclass(frozen=True)
+class ClaimView:
+    claim_id: str
+    text: str
+    claim_type: str
+    entity: str
+    support_level: str
+    verdict: str  # gatekeeper: accepted / demoted / "" when unknown
+    findings: list[dict]
+    classification: str  # verifier; "" when the Verifier gave none
+    reason: str
+    placement: str  # allowed_claim / hypothesis / missing_info / dropped
+    bindings: list[BindingView]
+
+    @property
+    def allowed(self) -> bool:
+        return self.placement == "allowed_claim"
+
+    def as_dict(self) -> dict:
+        from dataclasses import asdict
+
+        return asdict(self)
+
+
+def session_claims_view(*, session) -> list[ClaimView]:
+    """Every claim of the last attempt with what the Gatekeeper and Verifier said of it."""
+    evaluation = session.self_evaluation or {}
+    structured = session.executor_structured_output or {}
+    gatekeeper = {
+        c.get("claim_id"): c
+        for c in (evaluation.get("gatekeeper") or {}).get("claims", [])
+        if isinstance(c, dict)
+    }
+    verifier = evaluation.get("verifier_evaluation") or {}
+    checks = {c.get("claim_id"): c for c in verifier.get("claim_checks", []) if isinstance(c, dict)}
+    placements = verifier.get("placements") or {}
+    invocation_ids = dict(session.invocations.values_list("trace_ref", "id"))
+    views = []
+    claims = structured.get("claims") if isinstance(structured, dict) else None
+    for claim in claims if isinstance(claims, list) else []:
+        if not isinstance(claim, dict):
+            continue
+        claim_id = str(claim.get("claim_id", ""))
+        gate = gatekeeper.get(claim_id, {})
+        bad_bindings = {f.get("binding") for f in gate.get("findings", []) if isinstance(f, dict)}
+        bindings = []
+        raw_bindings = claim.get("evidence_bindings")
+        for index, binding in enumerate(raw_bindings if isinstance(raw_bindings, list) else []):
+            if not isinstance(binding, dict):
+                continue
+            source_id = str(binding.get("source_id", ""))
+            bindings.append(
+                BindingView(
+                    source_type=str(binding.get("source_type", "")),
+                    source_id=source_id,
+                    tool_name=str(binding.get("tool_name") or ""),
+                    excerpt=str(binding.get("evidence_excerpt") or ""),
+                    invocation_id=invocation_ids.get(source_id),
+                    valid=gate.get("verdict") == "accepted" and index not in bad_bindings,
+                )
+            )
+        check = checks.get(claim_id, {})
+        views.append(
+            ClaimView(
+                claim_id=claim_id,
+                text=str(claim.get("claim_text", "")),
+                claim_type=str(claim.get("claim_type", "")),
+                entity=str(claim.get("entity") or ""),
+                support_level=str(claim.get("support_level", "")),
+                verdict=str(gate.get("verdict", "")),
+                findings=[f for f in gate.get("findings", []) if isinstance(f, dict)],
+                classification=str(check.get("classification", "")),
+                reason=str(check.get("reason", "")),
+                placement=str(placements.get(claim_id, "")),
+                bindings=bindings,
+            )
+        )
+    return views

@@ -1,0 +1,197 @@
+"""Evaluation: run scenario packs as real sessions and score them (scenario-pack.md)."""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from diagnosis.contracts import ComposerInput, Verdict
+from diagnosis.models import DiagnosisSession
+
+
+@dataclass
+class PackResult:
+    pack: str
+    path: str
+    session_id: str = ""
+    status: str = ""
+    decision: str = ""
+    answer_source: str = ""
+    root_cause_candidates: list[str] = field(default_factory=list)
+    expected_root_cause: str | None = None
+    hit_at_1: bool | None = None
+    hit_at_3: bool | None = None
+    must_mention: int = 0
+    must_mention_hits: int = 0
+    leaked: int = 0
+    leaked_phrases: list[str] = field(default_factory=list)
+    decision_ok: bool | None = None
+    answer_source_ok: bool | None = None
+    unsupported_in_answer: int = 0
+    tool_calls: int = 0
+    llm_calls: int = 0
+    tokens: int = 0
+    seconds: float = 0.0
+    error: str = ""
+
+
+@dataclass
+class EvaluationReport:
+    packs: list[PackResult]
+
+    @property
+    def totals(self) -> dict[str, Any]:
+        scored = [p for p in self.packs if p.hit_at_1 is not None]
+        mention = [p for p in self.packs if p.must_mention]
+        decisions: dict[str, int] = {}
+        for p in self.packs:
+            decisions[p.decision or p.status] = decisions.get(p.decision or p.status, 0) + 1
+        return {
+            "packs": len(self.packs),
+            "ac_at_1": _ratio(sum(bool(p.hit_at_1) for p in scored), len(scored)),
+            "ac_at_3": _ratio(sum(bool(p.hit_at_3) for p in scored), len(scored)),
+            "must_mention_rate": _ratio(
+                sum(p.must_mention_hits / p.must_mention for p in mention), len(mention)
+            ),
+            "leaks": sum(p.leaked for p in self.packs),
+            "unsupported_in_answer": sum(p.unsupported_in_answer for p in self.packs),
+            "decisions": decisions,
+            "failed": sum(1 for p in self.packs if p.status != "completed"),
+            "tool_calls": sum(p.tool_calls for p in self.packs),
+            "llm_calls": sum(p.llm_calls for p in self.packs),
+            "tokens": sum(p.tokens for p in self.packs),
+            "seconds": round(sum(p.seconds for p in self.packs), 3),
+        }
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"packs": [asdict(p) for p in self.packs], "totals": self.totals}
+
+
+def _ratio(numerator: float, denominator: int) -> float | None:
+    return round(numerator / denominator, 4) if denominator else None
+
+
+def _norm(text: str) -> str:
+    return " ".join(unicodedata.normalize("NFKC", text).casefold().split())
+
+
+def _mentions(text: str, services: list[str]) -> list[str]:
+    lowered = _norm(text)
+    found = []
+    for service in services:
+        match = re.search(rf"(?<![\w-]){re.escape(_norm(service))}(?![\w-])", lowered)
+        if match:
+            found.append((match.start(), service))
+    return [service for _, service in sorted(found)]
+
+
+def root_cause_candidates(*, composer_input: ComposerInput, services: list[str]) -> list[str]:
+    """Services ranked by the verified material: allowed root-cause claims, then hypotheses."""
+    ranked: list[str] = []
+
+    def add(entity: str | None, text: str) -> None:
+        names = [entity] if entity else _mentions(text, services)
+        for name in names:
+            if name and name not in ranked:
+                ranked.append(name)
+
+    for claim in composer_input.allowed_claims:
+        if claim.claim_type == "root_cause":
+            add(claim.entity, claim.text)
+    for hypothesis in composer_input.allowed_hypotheses:
+        add(hypothesis.entity, hypothesis.text)
+    return ranked
+
+
+def session_score(
+    *, session: DiagnosisSession, expected: dict[str, Any], result: PackResult
+) -> PackResult:
+    evaluation = session.self_evaluation or {}
+    composer_input = ComposerInput.model_validate(
+        evaluation.get("composer_input")
+        or {"decision": session.decision or "LOW_CONFID", "question": session.original_query}
+    )
+    services = list(session.environment.services or [])
+    result.session_id = str(session.public_id)
+    result.status = session.status
+    result.decision = session.decision
+    result.answer_source = session.answer_source
+    result.root_cause_candidates = root_cause_candidates(
+        composer_input=composer_input, services=services
+    )
+    answer = _norm(session.final_answer)
+    expected_service = expected.get("root_cause_service")
+    if expected_service:
+        result.expected_root_cause = expected_service
+        result.hit_at_1 = expected_service in result.root_cause_candidates[:1]
+        result.hit_at_3 = expected_service in result.root_cause_candidates[:3]
+    must_mention = [str(p) for p in expected.get("must_mention") or []]
+    result.must_mention = len(must_mention)
+    result.must_mention_hits = sum(1 for p in must_mention if _norm(p) in answer)
+    input_text = _norm(composer_input.model_dump_json()) + _norm(
+        " ".join(
+            [c.text for c in composer_input.allowed_claims]
+            + [h.text + " " + h.basis for h in composer_input.allowed_hypotheses]
+            + composer_input.missing_info
+            + [a.text + " " + a.reason for a in composer_input.recommended_actions]
+        )
+    )
+    claims_text = [_norm(c.text) for c in composer_input.allowed_claims]
+    for phrase in [str(p) for p in expected.get("must_not_claim") or []]:
+        needle = _norm(phrase)
+        if any(needle in text for text in claims_text) or (
+            needle in answer and needle not in input_text
+        ):
+            result.leaked_phrases.append(phrase)
+    result.leaked = len(result.leaked_phrases)
+    if expected.get("decision"):
+        result.decision_ok = session.decision == expected["decision"]
+    if expected.get("answer_source"):
+        result.answer_source_ok = session.answer_source == expected["answer_source"]
+    accepted = {
+        c["claim_id"]
+        for c in (evaluation.get("gatekeeper") or {}).get("claims", [])
+        if c.get("verdict") == Verdict.ACCEPTED.value
+    }
+    result.unsupported_in_answer = sum(
+        1 for c in composer_input.allowed_claims if c.claim_id not in accepted
+    )
+    result.tool_calls = session.invocations.count()
+    usage = (session.llm_usage or {}).get("total", {})
+    result.llm_calls = int(usage.get("calls", 0))
+    result.tokens = int(usage.get("tokens_in", 0)) + int(usage.get("tokens_out", 0))
+    result.seconds = round(session.duration_seconds or 0.0, 3)
+    return result
+
+
+def pack_evaluate(*, path: Path, provider: str | None = None) -> PackResult:
+    """Run one pack as a real session (same flow, same persistence) and score it."""
+    from diagnosis.evidence.packs import PackError, pack_load
+    from diagnosis.evidence.services import environment_sync_from_pack
+    from diagnosis.services import diagnosis_run, diagnosis_submit
+
+    result = PackResult(pack=path.name, path=str(path))
+    try:
+        pack = pack_load(path)
+    except PackError as exc:
+        result.status = "load_failed"
+        result.error = str(exc)
+        return result
+    result.pack = pack.id
+    environment = environment_sync_from_pack(path=path)
+    session = diagnosis_submit(
+        question=pack.question,
+        environment=environment,
+        requested_by="evaluate",
+        source=DiagnosisSession.Source.API,
+        language=pack.language or "zh-CN",
+        provider=provider,
+        enqueue=False,
+    )
+    finished = diagnosis_run(session_id=session.id) or DiagnosisSession.objects.get(pk=session.pk)
+    if finished.error:
+        result.error = finished.error
+    return session_score(session=finished, expected=dict(pack.expected or {}), result=result)

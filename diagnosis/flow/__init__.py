@@ -1,0 +1,1 @@
+"""The diagnosis flow: Planner → Executor → Gatekeeper → Verifier → router → Composer."""

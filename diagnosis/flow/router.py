@@ -1,0 +1,74 @@
+"""Router: turns the Verifier's decision into the session's, with code-enforced limits.
+
+- a malformed or failed Verifier answer degrades to LOW_CONFID;
+- RETRY re-runs the Executor at most ``max_retries`` times, then degrades to LOW_CONFID;
+- a Verifier that passes a claim the Gatekeeper demoted has been fooled: PASS becomes
+  LOW_CONFID (the claim itself is kept out by the Composer filter);
+- PASS with no Gatekeeper-accepted claim is not a pass: LOW_CONFID.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from diagnosis.contracts import Classification, Decision, GatekeeperReport, Verdict, VerifierOutput
+
+_ALLOWED = {Classification.DIRECT_OBSERVATION, Classification.REASONABLE_INFERENCE}
+
+
+@dataclass(frozen=True)
+class RouteResult:
+    decision: Decision
+    retry_context: dict[str, Any] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+
+def _demoted_summary(gatekeeper: GatekeeperReport) -> list[dict[str, Any]]:
+    return [
+        {"claim_id": c.claim_id, "findings": sorted({f.code for f in c.findings})}
+        for c in gatekeeper.claims
+        if c.verdict == Verdict.DEMOTED
+    ]
+
+
+def route(
+    *,
+    verifier: VerifierOutput | None,
+    verifier_status: str,
+    gatekeeper: GatekeeperReport,
+    retries_used: int,
+    max_retries: int,
+) -> RouteResult:
+    if verifier is None:
+        return RouteResult(Decision.LOW_CONFID, notes=[f"verifier_malformed:{verifier_status}"])
+    notes: list[str] = []
+    decision = verifier.decision
+    fooled = [
+        check.claim_id
+        for check in verifier.claim_checks
+        if check.classification in _ALLOWED
+        and gatekeeper.verdict_for(check.claim_id) != Verdict.ACCEPTED
+    ]
+    if fooled:
+        notes.append("verifier_allowed_demoted_claims:" + ",".join(sorted(set(fooled))))
+
+    if decision == Decision.RETRY:
+        if retries_used < max_retries:
+            request = verifier.retry_request
+            context = {
+                "previous_attempt": retries_used + 1,
+                "missing_evidence": list(request.missing_evidence) if request else [],
+                "instructions": request.instructions if request else "",
+                "demoted_claims": _demoted_summary(gatekeeper),
+            }
+            return RouteResult(Decision.RETRY, retry_context=context, notes=notes)
+        notes.append("retry_budget_exhausted")
+        decision = Decision.LOW_CONFID
+
+    if decision == Decision.PASS and fooled:
+        decision = Decision.LOW_CONFID
+    if decision == Decision.PASS and gatekeeper.counts.accepted == 0:
+        notes.append("pass_without_accepted_claims")
+        decision = Decision.LOW_CONFID
+    return RouteResult(decision, notes=notes)

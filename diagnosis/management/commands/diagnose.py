@@ -1,0 +1,83 @@
+import json
+from pathlib import Path
+
+from django.core.management.base import BaseCommand, CommandError
+from rich.console import Console
+from rich.table import Table
+
+from diagnosis.models import DiagnosisSession, Environment
+from diagnosis.selectors import session_claims_view
+from diagnosis.services import diagnosis_run, diagnosis_submit, environment_default
+
+
+class Command(BaseCommand):
+    help = "Run one diagnosis in-process and print the answer, decision and claims."
+
+    def add_arguments(self, parser):
+        parser.add_argument("question")
+        parser.add_argument("--pack", help="a scenario pack folder to diagnose against")
+        parser.add_argument("--environment", help="an environment slug")
+        parser.add_argument("--provider", choices=["offline", "openai", "scripted"])
+        parser.add_argument("--language", default="zh-CN")
+        parser.add_argument("--json", action="store_true", help="print JSON instead")
+
+    def handle(self, *args, question, pack, environment, provider, language, **options):
+        if pack:
+            from diagnosis.evidence.services import environment_sync_from_pack
+
+            env = environment_sync_from_pack(path=Path(pack))
+        elif environment:
+            env = Environment.objects.filter(slug=environment).first()
+            if env is None:
+                raise CommandError(f"no environment {environment!r}")
+        else:
+            env = environment_default()
+        session = diagnosis_submit(
+            question=question,
+            environment=env,
+            requested_by="cli",
+            source=DiagnosisSession.Source.API,
+            language=language,
+            provider=provider,
+            enqueue=False,
+        )
+        session = diagnosis_run(session_id=session.id) or DiagnosisSession.objects.get(
+            pk=session.pk
+        )
+        claims = session_claims_view(session=session)
+        if options["json"]:
+            self.stdout.write(
+                json.dumps(
+                    {
+                        "session": str(session.public_id),
+                        "status": session.status,
+                        "decision": session.decision,
+                        "answer_source": session.answer_source,
+                        "final_answer": session.final_answer,
+                        "claims": [c.as_dict() for c in claims],
+                    },
+                    ensure_ascii=False,
+                    indent=2,
+                )
+            )
+            return
+        console = Console(file=self.stdout, width=140)
+        console.print(session.final_answer, markup=False, highlight=False)
+        console.print(
+            f"decision: {session.decision or '-'}   status: {session.status}   "
+            f"answer source: {session.answer_source or '-'}   session: {session.public_id}",
+            markup=False,
+        )
+        table = Table(title="claims")
+        for column in ("claim", "type", "gatekeeper", "verifier", "placement", "evidence"):
+            table.add_column(column)
+        for c in claims:
+            table.add_row(
+                c.text[:60],
+                c.claim_type,
+                c.verdict,
+                c.classification or "-",
+                c.placement,
+                "; ".join(f"{b.source_id}: {b.excerpt[:40]}" for b in c.bindings),
+            )
+        console.print(table)

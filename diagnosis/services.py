@@ -1,0 +1,276 @@
+"""Writes of the diagnosis domain: submit, run, events, cancel, reap."""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+from datetime import UTC, timedelta
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import F, Max
+from django.utils import timezone
+
+from diagnosis.models import DiagnosisSession, Environment, SessionEvent
+
+logger = logging.getLogger(__name__)
+
+SAFE_FAILURE_ANSWER = {
+    "zh": "**诊断未能完成**\n\n本次诊断在运行中出错，没有得出任何经过证据校验的结论。"
+    "请稍后重试；审计页面记录了失败原因。\n",
+    "en": "**The diagnosis did not finish**\n\nThis run failed before any evidence-checked "
+    "conclusion was reached. Please retry; the audit page records why it failed.\n",
+}
+CANCELLED_ANSWER = {
+    "zh": "**诊断已取消**\n\n本次诊断在完成前被取消，没有给出结论。\n",
+    "en": "**The diagnosis was cancelled**\n\nIt was cancelled before it finished; no "
+    "conclusion was given.\n",
+}
+
+
+def _lang(language: str) -> str:
+    return "en" if language.lower().startswith("en") else "zh"
+
+
+def runner_identity() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def runner_is_alive(runner: str) -> bool:
+    """True unless the runner is a process on this host that no longer exists."""
+    host, _, pid = runner.rpartition(":")
+    if host != socket.gethostname() or not pid.isdigit():
+        return True  # another machine: only the heartbeat can tell
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def environment_default() -> Environment:
+    env = Environment.objects.filter(
+        slug=settings.DIAGNOSIS_DEFAULT_ENVIRONMENT, is_active=True
+    ).first()
+    if env is None:
+        env = Environment.objects.filter(is_active=True).order_by("id").first()
+    if env is None:
+        raise Environment.DoesNotExist("no active environment is configured")
+    return env
+
+
+def _rfc3339(moment) -> str:
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def environment_context(*, environment: Environment) -> dict[str, Any]:
+    """When questions are asked in this environment: a pack's `now` and window, or the clock."""
+    if environment.kind == Environment.Kind.SCENARIO and environment.pack_path:
+        from diagnosis.evidence.packs import pack_header_load
+
+        try:
+            pack = pack_header_load(environment.pack_path)
+        except Exception:  # a broken pack still diagnoses, against the clock
+            logger.warning("could not read pack %s", environment.pack_path)
+        else:
+            context: dict[str, Any] = {"now": _rfc3339(pack.now)}
+            if pack.window:
+                context["window_hint"] = {
+                    "start": _rfc3339(pack.window.start),
+                    "end": _rfc3339(pack.window.end),
+                }
+            return context
+    return {"now": _rfc3339(timezone.now())}
+
+
+@transaction.atomic
+def diagnosis_submit(
+    *,
+    question: str,
+    environment: Environment,
+    owner=None,
+    requested_by: str = "",
+    source: str = DiagnosisSession.Source.CHAT,
+    language: str = "zh-CN",
+    context: dict[str, Any] | None = None,
+    conversation=None,
+    idempotency_key: str = "",
+    callback_url: str = "",
+    provider: str | None = None,
+    enqueue: bool = True,
+) -> DiagnosisSession:
+    """Create a queued session and enqueue its run after commit.
+
+    ``enqueue=False`` is for commands that run the session in-process (diagnose, evaluate).
+    """
+    context = dict(context or {})
+    for key, value in environment_context(environment=environment).items():
+        context.setdefault(key, value)
+    if provider:
+        context["provider"] = provider
+    session = DiagnosisSession.objects.create(
+        owner=owner,
+        requested_by=requested_by,
+        source=source,
+        environment=environment,
+        conversation=conversation,
+        original_query=question,
+        language=language,
+        context=context,
+        idempotency_key=idempotency_key,
+        callback_url=callback_url,
+    )
+    session_event_add(
+        session=session, kind=SessionEvent.Kind.STAGE, stage="queued", message="queued"
+    )
+    if enqueue:
+        from diagnosis.tasks import diagnosis_run_task
+
+        transaction.on_commit(lambda: diagnosis_run_task.delay(session.id))
+    return session
+
+
+def session_event_add(
+    *,
+    session: DiagnosisSession,
+    kind: str,
+    stage: str = "",
+    message: str = "",
+    data: dict[str, Any] | None = None,
+) -> SessionEvent:
+    """Append a progress event and beat the session's heartbeat."""
+    last = session.events.aggregate(m=Max("sequence"))["m"] or 0
+    event = SessionEvent.objects.create(
+        session=session,
+        sequence=last + 1,
+        kind=kind,
+        stage=stage,
+        message=message[:500],
+        data=data or {},
+    )
+    if session.status == DiagnosisSession.Status.RUNNING:
+        DiagnosisSession.objects.filter(pk=session.pk).update(heartbeat_at=timezone.now())
+    return event
+
+
+def session_claim(*, session_id: int) -> DiagnosisSession | None:
+    """Take a queued session (or an orphaned running one) for this process.
+
+    Returns None when the session is missing, finished, or being run by a live
+    worker: a duplicate delivery does nothing.
+    """
+    with transaction.atomic():
+        session = DiagnosisSession.objects.select_for_update().filter(pk=session_id).first()
+        if session is None or session.is_terminal:
+            return None
+        now = timezone.now()
+        if session.status == DiagnosisSession.Status.RUNNING:
+            stale_after = timedelta(seconds=settings.DIAGNOSIS_STALE_AFTER_SECONDS)
+            fresh = session.heartbeat_at and now - session.heartbeat_at < stale_after
+            if fresh and runner_is_alive(session.runner):
+                return None
+            session.restarts = F("restarts") + 1
+        if session.cancel_requested:
+            _finish_cancelled(session)
+            return None
+        session.status = DiagnosisSession.Status.RUNNING
+        session.started_at = session.started_at or now
+        session.heartbeat_at = now
+        session.runner = runner_identity()
+        session.save(update_fields=["status", "started_at", "heartbeat_at", "runner", "restarts"])
+        session.refresh_from_db()
+    return session
+
+
+def _finish_cancelled(session: DiagnosisSession) -> None:
+    session.status = DiagnosisSession.Status.CANCELLED
+    session.stage = DiagnosisSession.Stage.DONE
+    session.final_answer = CANCELLED_ANSWER[_lang(session.language)]
+    session.finished_at = timezone.now()
+    session.save(update_fields=["status", "stage", "final_answer", "finished_at"])
+    session_event_add(
+        session=session, kind=SessionEvent.Kind.STAGE, stage="done", message="cancelled"
+    )
+
+
+def diagnosis_cancel(*, session: DiagnosisSession) -> DiagnosisSession:
+    """Cancel a queued session now; ask a running one to stop at its next step."""
+    with transaction.atomic():
+        locked = DiagnosisSession.objects.select_for_update().get(pk=session.pk)
+        if locked.is_terminal:
+            return locked
+        locked.cancel_requested = True
+        locked.save(update_fields=["cancel_requested"])
+        if locked.status == DiagnosisSession.Status.QUEUED:
+            _finish_cancelled(locked)
+    locked.refresh_from_db()
+    return locked
+
+
+def session_fail(
+    *, session_id: int, error: str, only_if_status: tuple[str, ...] | None = None
+) -> bool:
+    """End a session as failed with a safe answer. Returns False if it had already ended."""
+    with transaction.atomic():
+        session = DiagnosisSession.objects.select_for_update().filter(pk=session_id).first()
+        if session is None or session.is_terminal:
+            return False
+        if only_if_status and session.status not in only_if_status:
+            return False
+        session.status = DiagnosisSession.Status.FAILED
+        session.stage = DiagnosisSession.Stage.DONE
+        session.final_answer = SAFE_FAILURE_ANSWER[_lang(session.language)]
+        session.answer_source = DiagnosisSession.AnswerSource.FALLBACK
+        session.error = error[:5000]
+        session.finished_at = timezone.now()
+        session.save(
+            update_fields=[
+                "status",
+                "stage",
+                "final_answer",
+                "answer_source",
+                "error",
+                "finished_at",
+            ]
+        )
+        session_event_add(
+            session=session, kind=SessionEvent.Kind.ERROR, stage="done", message=error[:200]
+        )
+    return True
+
+
+def sessions_reap_stale(*, now=None) -> int:
+    """Fail running sessions whose worker stopped beating: no session runs forever."""
+    now = now or timezone.now()
+    cutoff = now - timedelta(seconds=settings.DIAGNOSIS_STALE_AFTER_SECONDS)
+    stale = DiagnosisSession.objects.filter(
+        status=DiagnosisSession.Status.RUNNING, heartbeat_at__lt=cutoff
+    ).values_list("id", flat=True)
+    reaped = 0
+    for session_id in list(stale):
+        if session_fail(
+            session_id=session_id,
+            error="worker_lost: no heartbeat since the cutoff; the worker presumably died",
+            only_if_status=(DiagnosisSession.Status.RUNNING,),
+        ):
+            reaped += 1
+    return reaped
+
+
+def diagnosis_run(*, session_id: int) -> DiagnosisSession | None:
+    """Run the flow for one session id (idempotent: a finished session is skipped)."""
+    from diagnosis.flow.run import flow_run
+
+    session = session_claim(session_id=session_id)
+    if session is None:
+        return None
+    try:
+        flow_run(session=session)
+    except Exception as exc:  # the flow records its own errors; this is the last line
+        logger.exception("diagnosis %s failed", session_id)
+        session_fail(session_id=session_id, error=f"{type(exc).__name__}: {exc}")
+    return DiagnosisSession.objects.get(pk=session_id)

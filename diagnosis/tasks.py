@@ -1,0 +1,26 @@
+from __future__ import annotations
+
+from celery import shared_task
+from celery.exceptions import SoftTimeLimitExceeded
+from django.conf import settings
+
+from diagnosis.services import diagnosis_run, session_fail, sessions_reap_stale
+
+
+@shared_task(
+    name="diagnosis.run",
+    acks_late=True,
+    reject_on_worker_lost=True,
+    soft_time_limit=settings.CELERY_TASK_SOFT_TIME_LIMIT,
+    time_limit=settings.CELERY_TASK_TIME_LIMIT,
+)
+def diagnosis_run_task(session_id: int) -> None:
+    try:
+        diagnosis_run(session_id=session_id)
+    except SoftTimeLimitExceeded:
+        session_fail(session_id=session_id, error="timeout: the run exceeded its time limit")
+
+
+@shared_task(name="diagnosis.reap_stale", acks_late=True, soft_time_limit=60, time_limit=90)
+def sessions_reap_stale_task() -> int:
+    return sessions_reap_stale()

@@ -1,0 +1,111 @@
+import json
+
+import pytest
+
+from diagnosis.contracts import (
+    AllowedClaim,
+    AllowedHypothesis,
+    ComposerAction,
+    ComposerInput,
+)
+from diagnosis.flow.guard import composer_guard
+from diagnosis.flow.renderer import answer_render
+
+SERVICES = ["payment-service", "order-service", "mysql"]
+
+
+@pytest.fixture
+def composer_input():
+    return ComposerInput(
+        decision="PASS",
+        language="zh-CN",
+        question="payment-service 从 10:20 开始大量超时",
+        allowed_claims=[
+            AllowedClaim(
+                claim_id="c1",
+                text="payment-service hikaricp_connections_active 在 10:21 达到 20",
+                wording="definite",
+                entity="payment-service",
+                claim_type="symptom",
+            ),
+            AllowedClaim(
+                claim_id="c2", text="连接池配置偏小", wording="bounded", claim_type="root_cause"
+            ),
+        ],
+        allowed_hypotheses=[AllowedHypothesis(text="可能存在连接泄漏", basis="无泄漏日志")],
+        missing_info=["缺少 mysql 的慢查询日志"],
+        recommended_actions=[ComposerAction(text="检查 HikariCP 配置", reason="确认上限")],
+    )
+
+
+def test_the_fallback_renderer_passes_the_guard(composer_input):
+    answer = answer_render(composer_input)
+    assert (
+        composer_guard(answer=answer, composer_input=composer_input, known_services=SERVICES) == []
+    )
+    assert "（推断，可能）" in answer
+
+
+def test_the_fallback_renderer_writes_english_for_an_english_session(composer_input):
+    english = composer_input.model_copy(update={"language": "en"})
+    answer = answer_render(english)
+    assert "**Confirmed (with tool evidence)**" in answer
+    assert "(inferred, likely)" in answer
+
+
+def test_an_answer_that_adds_a_number_fails_the_guard(composer_input):
+    answer = answer_render(composer_input) + "\n- 错误率达到 35%\n"
+    assert "new_number:35%" in composer_guard(
+        answer=answer, composer_input=composer_input, known_services=SERVICES
+    )
+
+
+def test_an_answer_that_adds_a_time_fails_the_guard(composer_input):
+    answer = "payment-service 在 10:45 恢复"
+    assert "new_time:10:45" in composer_guard(
+        answer=answer, composer_input=composer_input, known_services=SERVICES
+    )
+
+
+def test_an_answer_that_names_another_service_fails_the_guard(composer_input):
+    findings = composer_guard(
+        answer="根因是 order-service", composer_input=composer_input, known_services=SERVICES
+    )
+    assert "new_service:order-service" in findings
+
+
+def test_an_answer_that_adds_an_identifier_fails_the_guard(composer_input):
+    findings = composer_guard(
+        answer="请回滚到 v2.13.9", composer_input=composer_input, known_services=SERVICES
+    )
+    assert "new_identifier:v2.13.9" in findings
+
+
+def test_a_json_answer_fails_the_guard(composer_input):
+    answer = json.dumps({"final_answer": "x"})
+    assert "answer_is_json" in composer_guard(
+        answer=answer, composer_input=composer_input, known_services=SERVICES
+    )
+
+
+def test_an_answer_quoting_raw_executor_fields_fails_the_guard(composer_input):
+    findings = composer_guard(
+        answer="user_facing_answer: 连接池配置偏小",
+        composer_input=composer_input,
+        known_services=SERVICES,
+    )
+    assert "raw_field:user_facing_answer" in findings
+
+
+def test_an_empty_answer_fails_the_guard(composer_input):
+    assert composer_guard(answer="  ", composer_input=composer_input) == ["empty_answer"]
+
+
+def test_a_faithful_rephrasing_passes_the_guard(composer_input):
+    answer = (
+        "**结论**\n\npayment-service 的 hikaricp_connections_active 在 10:21 达到 20，"
+        "连接池配置可能偏小。\n\n1. 检查 HikariCP 配置\n"
+    )
+    assert (
+        composer_guard(answer=answer, composer_input=composer_input, known_services=SERVICES) == []
+    )
