@@ -88,6 +88,10 @@ class FindingCode(StrEnum):
     MALFORMED_ITEM = "malformed_item"
     SOURCE_ID_MISMATCH = "source_id_mismatch"
     UNKNOWN_SOURCE_TYPE = "unknown_source_type"
+    # Rootproof additions (report-level, see diagnosis.parsing / diagnosis.gatekeeper)
+    UNKNOWN_ANSWER_VERSION = "unknown_answer_version"
+    UNUSABLE_OUTPUT = "unusable_output"
+    INTERNAL_ERROR = "internal_error"
 
 
 # --- 1. Executor output -------------------------------------------------------
