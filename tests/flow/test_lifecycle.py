@@ -1,0 +1,95 @@
+"""Idempotent runs, redelivery after a dead worker, the stale-session reaper, cancel."""
+
+from datetime import timedelta
+
+from django.utils import timezone
+
+from diagnosis.models import DiagnosisSession, ToolInvocation
+from diagnosis.services import (
+    diagnosis_cancel,
+    diagnosis_run,
+    session_claim,
+    sessions_reap_stale,
+)
+from tests.flow.conftest import QUERY_LOGS, executor_json, log_claim, verifier_json
+
+SCRIPT = {
+    "executor": [QUERY_LOGS, executor_json(log_claim())],
+    "verifier": [verifier_json("PASS", **{"claim-1": "direct_observation"})],
+}
+
+
+def test_a_finished_session_is_skipped_when_its_task_is_delivered_again(run_scripted):
+    session = run_scripted(SCRIPT)
+    before = ToolInvocation.objects.filter(session=session).count()
+    assert diagnosis_run(session_id=session.id) is None
+    assert ToolInvocation.objects.filter(session=session).count() == before
+
+
+def test_a_missing_session_is_skipped(db):
+    assert session_claim(session_id=999_999) is None
+
+
+def test_a_session_run_by_a_live_worker_is_not_taken_twice(mini_env, owner):
+    session = DiagnosisSession.objects.create(
+        owner=owner,
+        environment=mini_env,
+        original_query="q",
+        status=DiagnosisSession.Status.RUNNING,
+        heartbeat_at=timezone.now(),
+        runner="some-other-host:123",
+    )
+    assert session_claim(session_id=session.id) is None
+
+
+def test_a_redelivered_session_whose_worker_died_restarts_as_a_new_attempt(mini_env, owner):
+    session = DiagnosisSession.objects.create(
+        owner=owner,
+        environment=mini_env,
+        original_query="q",
+        status=DiagnosisSession.Status.RUNNING,
+        heartbeat_at=timezone.now(),
+        runner="dead:999999999",
+    )
+    import socket
+
+    DiagnosisSession.objects.filter(pk=session.pk).update(
+        runner=f"{socket.gethostname()}:999999999"
+    )
+    claimed = session_claim(session_id=session.id)
+    assert claimed is not None
+    assert claimed.restarts == 1
+    assert claimed.status == DiagnosisSession.Status.RUNNING
+
+
+def test_the_reaper_fails_a_running_session_whose_heartbeat_stopped(mini_env, owner, settings):
+    settings.DIAGNOSIS_STALE_AFTER_SECONDS = 60
+    now = timezone.now()
+    stale = DiagnosisSession.objects.create(
+        owner=owner,
+        environment=mini_env,
+        original_query="q",
+        status=DiagnosisSession.Status.RUNNING,
+        heartbeat_at=now - timedelta(seconds=61),
+    )
+    fresh = DiagnosisSession.objects.create(
+        owner=owner,
+        environment=mini_env,
+        original_query="q",
+        status=DiagnosisSession.Status.RUNNING,
+        heartbeat_at=now,
+    )
+    assert sessions_reap_stale(now=now) == 1
+    stale.refresh_from_db()
+    fresh.refresh_from_db()
+    assert stale.status == "failed" and "worker_lost" in stale.error
+    assert "诊断未能完成" in stale.final_answer
+    assert fresh.status == "running"
+
+
+def test_cancelling_a_queued_session_ends_it_at_once(mini_env, owner):
+    session = DiagnosisSession.objects.create(owner=owner, environment=mini_env, original_query="q")
+    cancelled = diagnosis_cancel(session=session)
+    assert cancelled.status == "cancelled"
+    assert "已取消" in cancelled.final_answer
+    assert diagnosis_run(session_id=session.id) is None
