@@ -1,0 +1,240 @@
+"""lookup_knowledge: runbook chunks ranked with BM25 over jieba-segmented text.
+
+Markdown runbooks are cut at ``## `` headings; each chunk has a stable id derived from the
+document and section, so bindings that cite a chunk survive re-imports of unchanged text.
+The index is built once per process for each environment and knowledge version.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import re
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+import bm25s
+import jieba
+from django.db.models import Count, Max, Q
+from django.utils.text import slugify
+
+from diagnosis.evidence.common import BackendOutput
+from diagnosis.models import Environment, KnowledgeChunk, KnowledgeDocument
+
+jieba.setLogLevel(logging.WARNING)
+
+DEFAULT_K = 5
+MAX_K = 20
+MAX_CHUNK_CHARS = 2500
+INTRO_HEADING = ""
+INTRO_LABEL = "(intro)"  # how the text before the first section is named in headers
+_FENCE = re.compile(r"^\s*(```|~~~)")
+_STOPWORDS = frozenset(
+    "a an and are as at be by for from how in is it of on or the this to was what when where "
+    "which who why with do does did can could should would i we you our my me "
+    "的 了 是 在 和 与 或 及 吗 呢 吧 啊 我 我们 你 你们 他 她 它 这 那 个 "
+    "帮 帮我 看看 一下 怎么 什么 为什么 如何 请 有 没有 就 都 也 把 被".split()
+)
+
+
+@dataclass(frozen=True)
+class ChunkDraft:
+    chunk_id: str
+    ordinal: int
+    heading: str
+    text: str
+
+
+@dataclass(frozen=True)
+class MarkdownDoc:
+    title: str
+    sections: list[tuple[str, str]]  # (heading, text)
+
+
+def markdown_split(text: str, *, fallback_title: str) -> MarkdownDoc:
+    """Title from the first ``# `` line; sections at each ``## `` line outside code fences."""
+    title = ""
+    sections: list[tuple[str, list[str]]] = [(INTRO_HEADING, [])]
+    in_fence = False
+    for line in text.splitlines():
+        if _FENCE.match(line):
+            in_fence = not in_fence
+        if not in_fence and not title and line.startswith("# "):
+            title = line[2:].strip()
+            continue
+        if not in_fence and line.startswith("## "):
+            sections.append((line[3:].strip(), []))
+            continue
+        sections[-1][1].append(line)
+    built = [(heading, "\n".join(body).strip()) for heading, body in sections]
+    built = [(h, t) for h, t in built if t or h]
+    return MarkdownDoc(title=title or fallback_title, sections=built)
+
+
+def slug_or_hash(text: str, *, prefix: str, max_length: int = 60) -> str:
+    slug = slugify(text)[:max_length].strip("-")
+    if slug:
+        return slug
+    return prefix + hashlib.sha1(text.encode("utf-8"), usedforsecurity=False).hexdigest()[:8]
+
+
+def document_slug(stem: str) -> str:
+    return slug_or_hash(stem, prefix="doc-", max_length=120)
+
+
+def chunk_drafts(
+    *, document_slug_value: str, environment_slug: str | None, body: str, title: str
+) -> list[ChunkDraft]:
+    """The chunks of a Markdown body, with ids ``kb-[<env>.]<doc>-<section>``."""
+    doc = markdown_split(body, fallback_title=title)
+    prefix = (
+        f"kb-{environment_slug}.{document_slug_value}"
+        if environment_slug
+        else f"kb-{document_slug_value}"
+    )
+    drafts: list[ChunkDraft] = []
+    used: set[str] = set()
+    for ordinal, (heading, text) in enumerate(doc.sections):
+        section = "intro" if heading == INTRO_HEADING else slug_or_hash(heading, prefix="s")
+        chunk_id = f"{prefix}-{section}"
+        suffix = 2
+        while chunk_id in used:
+            chunk_id = f"{prefix}-{section}-{suffix}"
+            suffix += 1
+        used.add(chunk_id)
+        drafts.append(
+            ChunkDraft(chunk_id=chunk_id[:300], ordinal=ordinal, heading=heading, text=text)
+        )
+    return drafts
+
+
+def text_tokenize(text: str) -> list[str]:
+    """Lowercased jieba search-mode tokens, no punctuation or stopwords, English plurals folded."""
+    tokens = []
+    for raw in jieba.cut_for_search(text.lower()):
+        token = raw.strip()
+        if not token or not any(ch.isalnum() for ch in token) or token in _STOPWORDS:
+            continue
+        if token.isascii() and len(token) > 3 and token.endswith("s") and not token.endswith("ss"):
+            token = token[:-1]
+        tokens.append(token)
+    return tokens
+
+
+@dataclass(frozen=True)
+class IndexedChunk:
+    chunk_id: str
+    document_title: str
+    heading: str
+    text: str
+
+
+@dataclass
+class KnowledgeIndex:
+    version: tuple[Any, ...]
+    chunks: list[IndexedChunk]
+    retriever: bm25s.BM25 | None
+
+    def search(self, query: str, k: int) -> list[tuple[IndexedChunk, float]]:
+        tokens = text_tokenize(query)
+        if not tokens or self.retriever is None:
+            return []
+        scores = self.retriever.get_scores(tokens)
+        ranked = sorted(
+            ((float(score), index) for index, score in enumerate(scores) if score > 0),
+            key=lambda item: (-item[0], self.chunks[item[1]].chunk_id),
+        )
+        return [(self.chunks[index], score) for score, index in ranked[:k]]
+
+
+_INDEXES: dict[int | None, KnowledgeIndex] = {}
+_INDEX_LOCK = threading.Lock()
+
+
+def _documents_for(environment: Environment | None) -> Q:
+    if environment is None:
+        return Q(environment__isnull=True)
+    return Q(environment=environment) | Q(environment__isnull=True)
+
+
+def knowledge_version(environment: Environment | None) -> tuple[Any, ...]:
+    docs = KnowledgeDocument.objects.filter(_documents_for(environment)).aggregate(
+        count=Count("id"), updated=Max("updated_at")
+    )
+    chunks = KnowledgeChunk.objects.filter(
+        document__in=KnowledgeDocument.objects.filter(_documents_for(environment))
+    ).aggregate(count=Count("id"), last=Max("id"))
+    return (docs["count"], docs["updated"], chunks["count"], chunks["last"])
+
+
+def knowledge_index_get(environment: Environment | None) -> KnowledgeIndex:
+    """The BM25 index for this environment's runbooks, rebuilt only when the knowledge changed."""
+    key = environment.pk if environment is not None else None
+    version = knowledge_version(environment)
+    with _INDEX_LOCK:
+        cached = _INDEXES.get(key)
+        if cached is not None and cached.version == version:
+            return cached
+    rows = (
+        KnowledgeChunk.objects.filter(
+            document__in=KnowledgeDocument.objects.filter(_documents_for(environment))
+        )
+        .select_related("document")
+        .order_by("chunk_id")
+    )
+    chunks = [IndexedChunk(c.chunk_id, c.document.title, c.heading, c.text) for c in rows]
+    retriever = None
+    if chunks:
+        corpus = [
+            text_tokenize(f"{c.document_title}\n{c.heading}\n{c.text}") or ["<empty>"]
+            for c in chunks
+        ]
+        retriever = bm25s.BM25()
+        retriever.index(corpus, show_progress=False)
+    index = KnowledgeIndex(version=version, chunks=chunks, retriever=retriever)
+    with _INDEX_LOCK:
+        _INDEXES[key] = index
+    return index
+
+
+def chunk_header(chunk: IndexedChunk) -> str:
+    heading = chunk.heading or INTRO_LABEL
+    return f"=== {chunk.chunk_id} | {chunk.document_title} / {heading} ==="
+
+
+def chunk_text_bounded(text: str) -> str:
+    if len(text) <= MAX_CHUNK_CHARS:
+        return text
+    return text[:MAX_CHUNK_CHARS].rstrip() + " …[chunk truncated]"
+
+
+def knowledge_lookup(*, environment: Environment | None, query: str, k: int) -> BackendOutput:
+    index = knowledge_index_get(environment)
+    hits = index.search(query, k)
+    lines = [f"lookup_knowledge query={query!r} k={k}"]
+    summary: dict[str, Any] = {"query": query, "chunks": []}
+    if not index.chunks:
+        lines.append("no data: this environment has no runbooks")
+        return BackendOutput(status="no_data", output="\n".join(lines), summary=summary)
+    if not hits:
+        lines.append(f"no data: none of {len(index.chunks)} runbook chunks matched the query terms")
+        return BackendOutput(status="no_data", output="\n".join(lines), summary=summary)
+    ranking = ", ".join(f"{chunk.chunk_id} ({score:.2f})" for chunk, score in hits)
+    lines.append(f"{len(hits)} chunks matched, best first: {ranking}")
+    lines.append("")
+    for chunk, score in hits:
+        text = chunk_text_bounded(chunk.text)
+        lines.append(chunk_header(chunk))
+        lines.append(text)
+        lines.append("")
+        summary["chunks"].append(
+            {
+                "chunk_id": chunk.chunk_id,
+                "document_title": chunk.document_title,
+                "heading": chunk.heading or INTRO_LABEL,
+                "score": round(score, 4),
+                "text": text,
+            }
+        )
+    return BackendOutput(status="ok", output="\n".join(lines).rstrip() + "\n", summary=summary)

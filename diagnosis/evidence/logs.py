@@ -1,0 +1,532 @@
+"""query_logs: log lines from pack files or Loki, clustered into templates with drain3.
+
+The file backend streams every file line by line (memory does not grow with the file);
+each matching line lands in a template cluster that keeps counts for the window and the
+baseline, first/last seen and a few verbatim sample lines.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+from collections import Counter
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+from drain3.drain import Drain
+
+from diagnosis.evidence.common import (
+    BackendOutput,
+    Deadline,
+    QueryWindow,
+    ToolFailure,
+    ToolTimeout,
+    num_format,
+    num_value,
+)
+from diagnosis.evidence.formats import (
+    LogRecord,
+    jsonl_line_parse,
+    level_normalise,
+    log_time_parse,
+    plain_line_parse,
+)
+from diagnosis.evidence.timeutil import time_format, time_from_unix
+
+DEFAULT_SAMPLE_LIMIT = 3
+MAX_SAMPLE_LIMIT = 20
+MAX_TEMPLATES_SHOWN = 10
+MAX_CLUSTERS = 5000
+MAX_SAMPLE_CHARS = 400
+MASK_CACHE_SIZE = 200_000
+LOKI_MAX_LINES = 5000
+LEVEL_WEIGHT = {"FATAL": 3.0, "CRITICAL": 3.0, "ERROR": 3.0, "WARN": 2.0}
+LEVEL_ALIASES = {
+    "WARN": ("warn", "warning"),
+    "ERROR": ("error", "err"),
+    "CRITICAL": ("critical", "crit"),
+    "FATAL": ("fatal", "panic", "emerg"),
+    "INFO": ("info",),
+    "DEBUG": ("debug", "dbg"),
+}
+
+_MASKS = (
+    (
+        re.compile(
+            r"\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b"
+        ),
+        "<UUID>",
+    ),
+    (re.compile(r"\b\d{1,3}(?:\.\d{1,3}){3}(?::\d+)?\b"), "<IP>"),
+    (
+        re.compile(
+            r"\b0x[0-9a-fA-F]+\b|\b(?=[0-9a-fA-F]*\d)(?=[0-9a-fA-F]*[a-fA-F])[0-9a-fA-F]{12,}\b"
+        ),
+        "<HEX>",
+    ),
+    # Ids such as O26030277937 or pod-h466w: a word with a run of three or more digits.
+    (re.compile(r"\b[A-Za-z](?=[\w-]*\d{3})[\w-]*"), "<ID>"),
+    (re.compile(r"(?<![A-Za-z0-9])[-+]?\d+(?:[.,]\d+)*"), "<NUM>"),
+)
+_DIGIT = re.compile(r"\d")
+
+
+def message_mask(message: str) -> str:
+    """Replace ids, addresses and numbers so lines differing only in them share a template."""
+    if not _DIGIT.search(message):
+        return message
+    for pattern, token in _MASKS:
+        message = pattern.sub(token, message)
+    return message
+
+
+@dataclass(frozen=True)
+class LogFilter:
+    service: str | None = None
+    text: str | None = None
+    pattern: re.Pattern[str] | None = None
+    level: str | None = None
+
+    @classmethod
+    def build(cls, *, service: str | None, query: str | None, level: str | None) -> LogFilter:
+        text = pattern = None
+        if query:
+            if len(query) >= 2 and query.startswith("/") and query.endswith("/"):
+                try:
+                    pattern = re.compile(query[1:-1])
+                except re.error as exc:
+                    raise ToolFailure(
+                        f"query {query!r} is not a valid regular expression: {exc}"
+                    ) from None
+            else:
+                text = query
+        return cls(
+            service=service or None,
+            text=text,
+            pattern=pattern,
+            level=level_normalise(level) or None,
+        )
+
+    def matches(self, record: LogRecord) -> bool:
+        if self.service and record.service != self.service:
+            return False
+        if self.level and record.level != self.level:
+            return False
+        if self.text is not None and self.text not in record.message:
+            return False
+        return not (self.pattern is not None and not self.pattern.search(record.message))
+
+    def describe(self) -> str:
+        parts = []
+        if self.service:
+            parts.append(f"service={self.service}")
+        if self.text is not None:
+            parts.append(f"query={json.dumps(self.text, ensure_ascii=False)}")
+        if self.pattern is not None:
+            parts.append(f"query=/{self.pattern.pattern}/")
+        if self.level:
+            parts.append(f"level={self.level}")
+        return " ".join(parts) or "all services"
+
+    def raw_prefilter(self) -> list[str]:
+        """Substrings every matching JSON line must contain verbatim (safe: plain ASCII only)."""
+        needles = []
+        for value in (self.service, self.text):
+            if (
+                value
+                and value.isascii()
+                and value.isprintable()
+                and '"' not in value
+                and "\\" not in value
+            ):
+                needles.append(value)
+        return needles
+
+
+@dataclass
+class TemplateStats:
+    service: str
+    level: str
+    cluster_id: int
+    count_window: int = 0
+    count_baseline: int = 0
+    first_seen: float = math.inf
+    last_seen: float = -math.inf
+    samples: list[str] = field(default_factory=list)
+    baseline_samples: list[str] = field(default_factory=list)
+
+
+class LogClusterer:
+    """Counts matching records per (service, level, template) for the window and the baseline."""
+
+    def __init__(self, *, window: QueryWindow, limit: int) -> None:
+        self.window_start = window.start.timestamp()
+        self.window_end = window.end.timestamp()
+        self.baseline_start = window.baseline_start.timestamp()
+        self.limit = limit
+        self.drain = Drain(depth=4, sim_th=0.4, max_children=100)
+        self.mask_cache: dict[str, int | None] = {}
+        self.stats: dict[tuple[str, str, int], TemplateStats] = {}
+        self.levels_window: Counter[str] = Counter()
+        self.total_window = 0
+        self.total_baseline = 0
+        self.unclustered = 0
+
+    def in_range(self, ts: float) -> bool:
+        return self.baseline_start <= ts <= self.window_end
+
+    def _cluster_id(self, message: str) -> int | None:
+        masked = message_mask(message)
+        cached = self.mask_cache.get(masked, -1)
+        if cached != -1:
+            return cached
+        if len(self.drain.id_to_cluster) < MAX_CLUSTERS:
+            cluster, _ = self.drain.add_log_message(masked)
+            found: int | None = cluster.cluster_id
+        else:
+            match = self.drain.match(masked)
+            found = match.cluster_id if match else None
+        if len(self.mask_cache) >= MASK_CACHE_SIZE:
+            self.mask_cache.clear()
+        self.mask_cache[masked] = found
+        return found
+
+    def add(self, record: LogRecord) -> None:
+        in_window = record.ts >= self.window_start
+        if in_window:
+            self.total_window += 1
+            self.levels_window[record.level or "-"] += 1
+        else:
+            self.total_baseline += 1
+        cluster_id = self._cluster_id(record.message)
+        if cluster_id is None:
+            self.unclustered += 1
+            return
+        key = (record.service, record.level, cluster_id)
+        stats = self.stats.get(key)
+        if stats is None:
+            stats = self.stats[key] = TemplateStats(record.service, record.level, cluster_id)
+        stats.first_seen = min(stats.first_seen, record.ts)
+        stats.last_seen = max(stats.last_seen, record.ts)
+        if in_window:
+            stats.count_window += 1
+            if len(stats.samples) < self.limit:
+                stats.samples.append(_sample_text(record.sample))
+        else:
+            stats.count_baseline += 1
+            if len(stats.baseline_samples) < self.limit:
+                stats.baseline_samples.append(_sample_text(record.sample))
+
+    def template(self, cluster_id: int) -> str:
+        cluster = self.drain.id_to_cluster.get(cluster_id)
+        return cluster.get_template() if cluster else "<unknown>"
+
+
+def _sample_text(sample: str) -> str:
+    return sample if len(sample) <= MAX_SAMPLE_CHARS else sample[: MAX_SAMPLE_CHARS - 1] + "…"
+
+
+def _minutes(seconds: float) -> float:
+    return max(seconds / 60.0, 1.0 / 60.0)
+
+
+def logs_render(
+    *,
+    clusterer: LogClusterer,
+    window: QueryWindow,
+    log_filter: LogFilter,
+    notes: Iterable[str] = (),
+) -> BackendOutput:
+    window_minutes = _minutes(clusterer.window_end - clusterer.window_start)
+    baseline_minutes = _minutes(clusterer.window_start - clusterer.baseline_start)
+    rows = []
+    for stats in clusterer.stats.values():
+        surge = ((stats.count_window + 1) / window_minutes) / (
+            (stats.count_baseline + 1) / baseline_minutes
+        )
+        is_new = stats.count_baseline == 0 and stats.count_window > 0
+        score = LEVEL_WEIGHT.get(stats.level, 1.0) * math.log(surge) + (2.0 if is_new else 0.0)
+        template = clusterer.template(stats.cluster_id)
+        rows.append((score, surge, is_new, template, stats))
+    rows.sort(key=lambda r: (-r[0], -r[4].count_window, r[4].service, r[3]))
+    shown = rows[:MAX_TEMPLATES_SHOWN]
+    omitted = len(rows) - len(shown)
+    levels = ", ".join(
+        f"{lvl} {n}"
+        for lvl, n in sorted(clusterer.levels_window.items(), key=lambda i: (-i[1], i[0]))
+    )
+    lines = [f"query_logs {log_filter.describe()}", window.describe()]
+    lines.extend(notes)
+    totals = (
+        f"totals: {clusterer.total_window} lines in the window"
+        + (f" ({levels})" if levels else "")
+        + f", {clusterer.total_baseline} lines in the baseline, {len(rows)} templates"
+    )
+    lines.append(totals)
+    if clusterer.unclustered:
+        lines.append(
+            f"{clusterer.unclustered} lines beyond {MAX_CLUSTERS} templates "
+            "were counted but not clustered"
+        )
+    summary: dict[str, Any] = {
+        "window": window.as_dict(),
+        "baseline": window.baseline_dict(),
+        "total_window": clusterer.total_window,
+        "total_baseline": clusterer.total_baseline,
+        "templates": [],
+        "omitted": omitted,
+    }
+    if clusterer.total_window == 0 and clusterer.total_baseline == 0:
+        lines.append("no data: no log lines matched in the window or the baseline")
+        return BackendOutput(status="no_data", output="\n".join(lines), summary=summary)
+    if clusterer.total_window == 0:
+        lines.append("no log lines matched in the window (only in the baseline)")
+    for _score, surge, is_new, template, stats in shown:
+        head = f'{stats.service} {stats.level or "-"} template "{template}": '
+        facts = [f"{stats.count_window} in window", f"{stats.count_baseline} in baseline"]
+        if is_new:
+            facts.append("NEW (absent from the baseline)")
+        facts.append(f"surge {num_format(surge)}x")
+        facts.append(f"first seen {time_format(time_from_unix(stats.first_seen))}")
+        facts.append(f"last seen {time_format(time_from_unix(stats.last_seen))}")
+        line = head + ", ".join(facts)
+        samples = stats.samples or stats.baseline_samples
+        lines.append(line)
+        lines.extend(f"  sample: {s}" for s in samples)
+        summary["templates"].append(
+            {
+                "template": template,
+                "service": stats.service,
+                "level": stats.level,
+                "count_window": stats.count_window,
+                "count_baseline": stats.count_baseline,
+                "first_seen": time_format(time_from_unix(stats.first_seen)),
+                "last_seen": time_format(time_from_unix(stats.last_seen)),
+                "is_new": is_new,
+                "surge_ratio": num_value(surge) or 0.0,
+                "line": line,
+                "samples": list(samples),
+            }
+        )
+    if omitted:
+        lines.append(f"{omitted} more templates omitted (lower rank)")
+    status = "ok" if clusterer.total_window else "no_data"
+    return BackendOutput(status=status, output="\n".join(lines), summary=summary)
+
+
+# --- file backend -----------------------------------------------------------
+
+
+def _file_records(path: Path, log_filter: LogFilter, deadline: Deadline) -> Iterator[LogRecord]:
+    plain = path.suffix == ".log"
+    if plain and log_filter.service and path.stem != log_filter.service:
+        return
+    needles = [] if plain else log_filter.raw_prefilter()
+    with path.open(encoding="utf-8", errors="replace") as handle:
+        for number, line in enumerate(handle):
+            if number & 0x3FF == 0:
+                deadline.check()
+            if needles and not all(n in line for n in needles):
+                continue
+            if not line.strip():
+                continue
+            try:
+                record = (
+                    plain_line_parse(line, service=path.stem) if plain else jsonl_line_parse(line)
+                )
+            except ValueError:
+                continue
+            yield record
+
+
+def logs_from_files(
+    *,
+    files: Iterable[Path],
+    log_filter: LogFilter,
+    window: QueryWindow,
+    limit: int,
+    deadline: Deadline,
+) -> BackendOutput:
+    clusterer = LogClusterer(window=window, limit=limit)
+    for path in sorted(files):
+        for record in _file_records(path, log_filter, deadline):
+            if clusterer.in_range(record.ts) and log_filter.matches(record):
+                clusterer.add(record)
+    return logs_render(clusterer=clusterer, window=window, log_filter=log_filter)
+
+
+# --- Loki backend -----------------------------------------------------------
+
+
+def _logql_string(value: str) -> str:
+    return json.dumps(value, ensure_ascii=False)
+
+
+def logql_build(log_filter: LogFilter) -> str:
+    """LogQL for the filter: stream selector, line filter, and a coarse level line filter.
+
+    The level is matched in the line text (not as a label) because deployments differ in
+    whether level is a stream label; each returned line's level is checked exactly afterwards.
+    """
+    selector = (
+        f"{{service={_logql_string(log_filter.service)}}}"
+        if log_filter.service
+        else '{service=~".+"}'
+    )
+    parts = [selector]
+    if log_filter.text is not None:
+        parts.append(f"|= {_logql_string(log_filter.text)}")
+    if log_filter.pattern is not None:
+        parts.append(f"|~ {_logql_string(log_filter.pattern.pattern)}")
+    if log_filter.level:
+        names = LEVEL_ALIASES.get(log_filter.level, (log_filter.level.lower(),))
+        parts.append(f"|~ {_logql_string('(?i)(' + '|'.join(names) + ')')}")
+    return " ".join(parts)
+
+
+def _loki_record(stream: dict[str, str], ns: str, line: str) -> LogRecord:
+    """A Loki entry as a log record: JSON lines and plain lines are read like pack files."""
+    ts = int(ns) / 1e9
+    service = (
+        stream.get("service")
+        or stream.get("service_name")
+        or stream.get("app")
+        or stream.get("job")
+        or ""
+    )
+    stream_level = level_normalise(stream.get("level") or stream.get("detected_level") or "")
+    text = line.rstrip("\r\n")
+    ts_text = time_format(time_from_unix(ts))
+    data: object = None
+    if text.lstrip().startswith("{"):
+        try:
+            data = json.loads(text)
+        except ValueError:
+            data = None
+    if isinstance(data, dict):
+        message = data.get("message", data.get("msg"))
+        if isinstance(message, str):
+            level = level_normalise(data.get("level") or data.get("severity")) or stream_level
+            service = data.get("service") if isinstance(data.get("service"), str) else service
+            sample = f"{ts_text} {service} {level or '-'} {message}"
+            return LogRecord(ts, ts_text, service, level, message, sample)
+    try:
+        parsed = plain_line_parse(text, service=service)
+    except ValueError:
+        return LogRecord(ts, ts_text, service, stream_level, text, f"{ts_text} {text}")
+    return LogRecord(
+        ts, parsed.ts_text, service, parsed.level or stream_level, parsed.message, text
+    )
+
+
+def _loki_headers(token_env: str, tenant: str) -> dict[str, str]:
+    headers: dict[str, str] = {}
+    if token_env:
+        token = os.environ.get(token_env, "")
+        if not token:
+            raise ToolFailure(f"the environment variable {token_env} (the Loki token) is empty")
+        headers["Authorization"] = f"Bearer {token}"
+    if tenant:
+        headers["X-Scope-OrgID"] = tenant
+    return headers
+
+
+def loki_query_range(
+    *,
+    base_url: str,
+    headers: dict[str, str],
+    logql: str,
+    start: float,
+    end: float,
+    deadline: Deadline,
+) -> tuple[list[LogRecord], bool]:
+    """One ``/loki/api/v1/query_range`` call; the records and whether the line limit was hit."""
+    url = base_url.rstrip("/") + "/loki/api/v1/query_range"
+    params = {
+        "query": logql,
+        "start": str(int(start * 1e9)),
+        "end": str(int(end * 1e9)),
+        "limit": str(LOKI_MAX_LINES),
+        "direction": "backward",
+    }
+    try:
+        response = httpx.get(
+            url, params=params, headers=headers, timeout=max(deadline.remaining(), 0.05)
+        )
+    except httpx.TimeoutException as exc:
+        raise ToolTimeout(
+            f"Loki at {base_url} did not answer within {deadline.seconds:g}s"
+        ) from exc
+    except httpx.HTTPError as exc:
+        raise ToolFailure(f"cannot reach Loki at {base_url}: {exc}") from exc
+    if response.status_code != 200:
+        raise ToolFailure(
+            f"Loki rejected the query {logql!r} "
+            f"(HTTP {response.status_code}): {response.text[:300].strip()}"
+        )
+    try:
+        body = response.json()
+    except ValueError:
+        raise ToolFailure(f"Loki at {base_url} answered without JSON") from None
+    data = body.get("data") if isinstance(body, dict) else None
+    if not isinstance(data, dict) or data.get("resultType") != "streams":
+        raise ToolFailure("Loki returned no streams result (expected resultType 'streams')")
+    records = []
+    for stream in data.get("result") or []:
+        labels = stream.get("stream") or {}
+        for value in stream.get("values") or []:
+            ns, line = value[0], value[1]
+            records.append(_loki_record(labels, ns, line))
+    return records, len(records) >= LOKI_MAX_LINES
+
+
+def logs_from_loki(
+    *,
+    base_url: str,
+    token_env: str,
+    tenant: str,
+    log_filter: LogFilter,
+    window: QueryWindow,
+    limit: int,
+    deadline: Deadline,
+) -> BackendOutput:
+    headers = _loki_headers(token_env, tenant)
+    logql = logql_build(log_filter)
+    clusterer = LogClusterer(window=window, limit=limit)
+    notes = [f"LogQL: {logql}"]
+    ranges = (
+        ("baseline", window.baseline_start.timestamp(), window.start.timestamp() - 1e-9),
+        ("window", window.start.timestamp(), window.end.timestamp() + 1e-9),
+    )
+    for label, start, end in ranges:
+        records, capped = loki_query_range(
+            base_url=base_url, headers=headers, logql=logql, start=start, end=end, deadline=deadline
+        )
+        if capped:
+            notes.append(
+                f"Loki returned its limit of {LOKI_MAX_LINES} lines for the {label}; "
+                "counts there are lower bounds"
+            )
+        records.sort(key=lambda r: r.ts)
+        for record in records:
+            if clusterer.in_range(record.ts) and log_filter.matches(record):
+                clusterer.add(record)
+    return logs_render(clusterer=clusterer, window=window, log_filter=log_filter, notes=notes)
+
+
+__all__ = [
+    "DEFAULT_SAMPLE_LIMIT",
+    "MAX_SAMPLE_LIMIT",
+    "LogClusterer",
+    "LogFilter",
+    "log_time_parse",
+    "logql_build",
+    "logs_from_files",
+    "logs_from_loki",
+    "message_mask",
+]

@@ -1,0 +1,586 @@
+"""query_metrics: series from OpenMetrics files or Prometheus, compared window vs baseline.
+
+Both backends produce the same thing: each series evaluated on one time grid
+(``step`` apart, aligned to multiples of ``step``, each point the latest sample no
+older than Prometheus' 5-minute lookback), so the file backend and a Prometheus
+loaded with the same data report the same facts.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import os
+import re
+from bisect import bisect_right
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from diagnosis.evidence.common import (
+    BackendOutput,
+    Deadline,
+    QueryWindow,
+    ToolFailure,
+    ToolTimeout,
+    num_format,
+    num_value,
+)
+from diagnosis.evidence.formats import openmetrics_line_parse
+from diagnosis.evidence.timeutil import duration_format, unix_format
+
+LOOKBACK_SECONDS = 300.0  # Prometheus' default lookback delta
+DEFAULT_STEP_SECONDS = 60
+MAX_GRID_POINTS = 1500
+MAX_SERIES_SHOWN = 12
+MAX_SERIES_READ = 2000
+TREND_POINTS = 12
+ANOMALY_THRESHOLD = 3.0
+ANOMALY_CAP = 1000.0
+# Names that OpenMetrics reserves for monotonic counters: these are compared as per-second rates.
+COUNTER_SUFFIXES = ("_total", "_count", "_sum", "_bucket")
+
+_SELECTOR = re.compile(r"^\s*([a-zA-Z_:][a-zA-Z0-9_:]*)?\s*(\{.*\})?\s*$", re.DOTALL)
+_MATCHER = re.compile(
+    r'\s*([a-zA-Z_][a-zA-Z0-9_]*)\s*(=~|!~|!=|=)\s*"((?:[^"\\]|\\.)*)"\s*(,|$)', re.DOTALL
+)
+
+
+@dataclass(frozen=True)
+class Matcher:
+    name: str
+    op: str
+    value: str
+
+    def matches(self, labels: dict[str, str]) -> bool:
+        actual = labels.get(self.name, "")
+        if self.op == "=":
+            return actual == self.value
+        if self.op == "!=":
+            return actual != self.value
+        found = re.fullmatch(self.value, actual) is not None
+        return found if self.op == "=~" else not found
+
+    def render(self) -> str:
+        escaped = self.value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+        return f'{self.name}{self.op}"{escaped}"'
+
+
+@dataclass(frozen=True)
+class Selector:
+    name: str | None
+    matchers: tuple[Matcher, ...]
+
+    def render(self) -> str:
+        inner = ",".join(m.render() for m in self.matchers)
+        return f"{self.name or ''}{{{inner}}}" if inner or not self.name else self.name
+
+    def matches(self, name: str, labels: dict[str, str]) -> bool:
+        if self.name and name != self.name:
+            return False
+        with_name = {**labels, "__name__": name}
+        return all(m.matches(with_name) for m in self.matchers)
+
+
+def selector_parse(text: str) -> Selector | None:
+    """Parse ``name``, ``name{l="v",…}`` or ``{l=~"v"}``; None when it is not a plain selector."""
+    match = _SELECTOR.match(text)
+    if not match or not (match.group(1) or match.group(2)):
+        return None
+    matchers: list[Matcher] = []
+    body = (match.group(2) or "{}")[1:-1].strip()
+    position = 0
+    while position < len(body):
+        item = _MATCHER.match(body, position)
+        if not item:
+            return None
+        value = re.sub(r"\\(.)", lambda m: {"n": "\n"}.get(m.group(1), m.group(1)), item.group(3))
+        if item.group(2) in {"=~", "!~"}:
+            try:
+                re.compile(value)
+            except re.error:
+                return None
+        matchers.append(Matcher(item.group(1), item.group(2), value))
+        position = item.end()
+    return Selector(name=match.group(1), matchers=tuple(matchers))
+
+
+def selector_build(
+    *, metric: str | None, service: str | None, labels: dict[str, str]
+) -> Selector | None:
+    """The selector for these arguments, or None when ``metric`` is a PromQL expression."""
+    base = selector_parse(metric) if metric else Selector(name=None, matchers=())
+    if base is None:
+        return None
+    extra = [Matcher("service", "=", service)] if service else []
+    extra += [Matcher(k, "=", v) for k, v in sorted(labels.items())]
+    existing = {(m.name, m.op) for m in base.matchers}
+    merged = list(base.matchers) + [m for m in extra if (m.name, m.op) not in existing]
+    return Selector(name=base.name, matchers=tuple(merged))
+
+
+# --- the time grid ----------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Grid:
+    start: float
+    end: float
+    step: float
+
+    @classmethod
+    def for_window(cls, window: QueryWindow, step: timedelta | None) -> Grid:
+        span = (window.end - window.baseline_start).total_seconds()
+        seconds = step.total_seconds() if step else float(DEFAULT_STEP_SECONDS)
+        if span / seconds > MAX_GRID_POINTS:
+            # Coarsen to whole minutes so long ranges stay within Prometheus' point limit.
+            seconds = math.ceil(span / MAX_GRID_POINTS / 60) * 60
+        # One extra step before the baseline so a counter's first rate lands on the baseline start.
+        start = math.floor(window.baseline_start.timestamp() / seconds) * seconds - seconds
+        end = math.floor(window.end.timestamp() / seconds) * seconds
+        return cls(start=start, end=end, step=seconds)
+
+    def times(self) -> list[float]:
+        count = round((self.end - self.start) / self.step) + 1
+        return [self.start + i * self.step for i in range(count)]
+
+
+@dataclass
+class RawSeries:
+    name: str
+    labels: dict[str, str]  # without __name__
+    points: list[tuple[float, float]]  # on the grid
+    is_rate: bool = False
+
+
+def is_counter_name(name: str) -> bool:
+    return name.endswith(COUNTER_SUFFIXES)
+
+
+def grid_evaluate(samples: list[tuple[float, float]], grid: Grid) -> list[tuple[float, float]]:
+    """Prometheus instant-vector semantics at each grid time: the latest sample within lookback."""
+    samples.sort(key=lambda p: p[0])
+    stamps = [t for t, _ in samples]
+    points: list[tuple[float, float]] = []
+    for t in grid.times():
+        index = bisect_right(stamps, t) - 1
+        if index >= 0 and stamps[index] >= t - LOOKBACK_SECONDS:
+            points.append((t, samples[index][1]))
+    return points
+
+
+def counter_to_rate(points: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    """Per-second increase between consecutive grid points, resets counted from zero."""
+    rates: list[tuple[float, float]] = []
+    for (t0, v0), (t1, v1) in itertools.pairwise(points):
+        if t1 <= t0:
+            continue
+        increase = v1 - v0 if v1 >= v0 else v1
+        rates.append((t1, increase / (t1 - t0)))
+    return rates
+
+
+# --- analysis ---------------------------------------------------------------
+
+
+def _quantile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    position = (len(ordered) - 1) * q
+    low = math.floor(position)
+    high = math.ceil(position)
+    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
+
+
+def _robust_scale(values: list[float], median: float) -> float:
+    iqr = _quantile(values, 0.75) - _quantile(values, 0.25)
+    mad = _quantile([abs(v - median) for v in values], 0.5)
+    return max(iqr / 1.349, 1.4826 * mad, 0.01 * abs(median), 1e-9)
+
+
+@dataclass
+class SeriesFacts:
+    service: str
+    metric: str
+    labels: dict[str, str]
+    is_rate: bool
+    baseline_mean: float | None
+    window_mean: float | None
+    window_max: float | None
+    window_max_at: float | None
+    window_min: float | None
+    ratio: float | None
+    change_point: float | None
+    direction: str
+    anomaly_score: float
+    baseline_points: int
+    window_points: int
+    last_seen: float | None
+    trend: list[float | None]
+    trend_step: float
+    trend_start: float
+
+    @property
+    def identity(self) -> str:
+        shown = {k: v for k, v in sorted(self.labels.items()) if k != "service"}
+        inner = ",".join(f'{k}="{v}"' for k, v in shown.items())
+        name = f"{self.metric}{{{inner}}}" if inner else self.metric
+        prefix = f"{self.service} " if self.service else ""
+        return prefix + name + (" per-second rate" if self.is_rate else "")
+
+    def line(self) -> str:
+        if self.window_points == 0:
+            seen = unix_format(self.last_seen) if self.last_seen else "n/a"
+            return (
+                f"{self.identity}: no samples in the window, baseline mean "
+                f"{num_format(self.baseline_mean)} over {self.baseline_points} points, "
+                f"last seen {seen}"
+            )
+        parts = [
+            f"window max {num_format(self.window_max)} at {unix_format(self.window_max_at or 0)}",
+            f"window min {num_format(self.window_min)}",
+            f"window mean {num_format(self.window_mean)}",
+        ]
+        if self.baseline_points:
+            parts.append(f"baseline mean {num_format(self.baseline_mean)}")
+            parts.append(
+                f"ratio {num_format(self.ratio)}x" if self.ratio is not None else "ratio n/a"
+            )
+        else:
+            parts.append("no baseline samples (new series)")
+        if self.change_point is not None:
+            parts.append(f"change point {unix_format(self.change_point)}")
+        parts.append(f"anomaly score {num_format(self.anomaly_score)} ({self.direction})")
+        return f"{self.identity}: " + ", ".join(parts)
+
+    def trend_line(self) -> str:
+        values = " | ".join(num_format(v) if v is not None else "-" for v in self.trend)
+        step = duration_format(timedelta(seconds=self.trend_step))
+        return (
+            f"{self.identity} trend, mean per {step} from {unix_format(self.trend_start)}: {values}"
+        )
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "service": self.service,
+            "metric": self.metric,
+            "labels": dict(sorted(self.labels.items())),
+            "rate": self.is_rate,
+            "baseline_mean": num_value(self.baseline_mean),
+            "window_mean": num_value(self.window_mean),
+            "window_max": num_value(self.window_max),
+            "window_max_at": unix_format(self.window_max_at) if self.window_max_at else None,
+            "window_min": num_value(self.window_min),
+            "ratio": num_value(self.ratio),
+            "change_point": unix_format(self.change_point) if self.change_point else None,
+            "direction": self.direction,
+            "anomaly_score": num_value(self.anomaly_score) or 0.0,
+            "line": self.line(),
+            "trend_line": self.trend_line(),
+        }
+
+
+def _trend(
+    points: list[tuple[float, float]], start: float, end: float, step: float
+) -> tuple[list[float | None], float]:
+    """Bucket means, at most TREND_POINTS buckets, each a whole number of steps wide."""
+    width = max(math.ceil((end - start) / TREND_POINTS / step), 1) * step
+    buckets = max(min(math.ceil((end - start) / width), TREND_POINTS), 1)
+    sums = [0.0] * buckets
+    counts = [0] * buckets
+    for t, v in points:
+        if t < start or math.isnan(v):
+            continue
+        index = min(int((t - start) // width), buckets - 1)
+        sums[index] += v
+        counts[index] += 1
+    return [s / c if c else None for s, c in zip(sums, counts, strict=True)], width
+
+
+def series_analyse(series: RawSeries, window: QueryWindow, step: float) -> SeriesFacts:
+    ws, we = window.start.timestamp(), window.end.timestamp()
+    bs = window.baseline_start.timestamp()
+    usable = [(t, v) for t, v in series.points if t >= bs and t <= we and math.isfinite(v)]
+    baseline = [v for t, v in usable if t < ws]
+    in_window = [(t, v) for t, v in usable if t >= ws]
+    values = [v for _, v in in_window]
+    baseline_mean = sum(baseline) / len(baseline) if baseline else None
+    window_mean = sum(values) / len(values) if values else None
+    window_max = max(values) if values else None
+    window_max_at = next(t for t, v in in_window if v == window_max) if values else None
+    ratio = None
+    if baseline_mean and window_mean is not None:
+        ratio = window_mean / baseline_mean
+    score = 0.0
+    direction = "flat"
+    change_point = None
+    if baseline and values:
+        median = _quantile(baseline, 0.5)
+        scale = _robust_scale(baseline, median)
+        deviations = [(v - median) / scale for v in values]
+        extreme_index = max(range(len(values)), key=lambda i: abs(deviations[i]))
+        score = min(abs(deviations[extreme_index]), ANOMALY_CAP)
+        if score >= ANOMALY_THRESHOLD:
+            sign = 1.0 if deviations[extreme_index] > 0 else -1.0
+            direction = "up" if sign > 0 else "down"
+            # The onset of this excursion: walk back from the extreme while it stays away
+            # from the baseline median (half the anomaly threshold, so noise does not cut it).
+            extreme_at = in_window[extreme_index][0]
+            onset = extreme_at
+            for t, v in reversed([p for p in usable if p[0] <= extreme_at]):
+                if sign * (v - median) / scale < ANOMALY_THRESHOLD / 2:
+                    break
+                onset = t
+            change_point = onset
+    elif baseline and not values:
+        # A series that stopped reporting is worth a look, but ranks below clear excursions.
+        score = ANOMALY_THRESHOLD
+        direction = "down"
+    trend, width = _trend(usable, bs, we, step)
+    service = series.labels.get("service", "")
+    return SeriesFacts(
+        service=service,
+        metric=series.name,
+        labels=series.labels,
+        is_rate=series.is_rate,
+        baseline_mean=baseline_mean,
+        window_mean=window_mean,
+        window_max=window_max,
+        window_max_at=window_max_at,
+        window_min=min(values) if values else None,
+        ratio=ratio,
+        change_point=change_point,
+        direction=direction,
+        anomaly_score=score,
+        baseline_points=len(baseline),
+        window_points=len(values),
+        last_seen=usable[-1][0] if usable else None,
+        trend=trend,
+        trend_step=width,
+        trend_start=bs,
+    )
+
+
+def metrics_render(
+    *,
+    series: list[RawSeries],
+    window: QueryWindow,
+    grid: Grid,
+    description: str,
+    notes: Iterable[str] = (),
+) -> BackendOutput:
+    facts = [series_analyse(s, window, grid.step) for s in series]
+    facts = [f for f in facts if f.window_points or f.baseline_points]
+    facts.sort(key=lambda f: (-f.anomaly_score, f.service, f.metric, sorted(f.labels.items())))
+    shown = facts[:MAX_SERIES_SHOWN]
+    omitted = len(facts) - len(shown)
+    step = duration_format(timedelta(seconds=grid.step))
+    lines = [f"query_metrics {description}", f"{window.describe()}; step {step}"]
+    lines.extend(notes)
+    summary: dict[str, Any] = {
+        "window": window.as_dict(),
+        "baseline": window.baseline_dict(),
+        "step": step,
+        "series": [],
+        "omitted": omitted,
+    }
+    if not facts:
+        lines.append("no data: no series matched in this time range")
+        return BackendOutput(status="no_data", output="\n".join(lines), summary=summary)
+    lines.append(f"{len(facts)} series matched, most anomalous first:")
+    for fact in shown:
+        lines.append(fact.line())
+        lines.append(fact.trend_line())
+        summary["series"].append(fact.summary())
+    if omitted:
+        lines.append(f"{omitted} more series omitted (lower anomaly scores)")
+    return BackendOutput(status="ok", output="\n".join(lines), summary=summary)
+
+
+# --- file backend -----------------------------------------------------------
+
+
+def metrics_from_files(
+    *,
+    files: Iterable[Path],
+    selector: Selector,
+    grid: Grid,
+    deadline: Deadline,
+) -> tuple[list[RawSeries], list[str]]:
+    """Read OpenMetrics files as a stream; keep only samples of matching series in range."""
+    earliest = grid.start - LOOKBACK_SECONDS
+    collected: dict[tuple[str, tuple[tuple[str, str], ...]], list[tuple[float, float]]] = {}
+    notes: list[str] = []
+    too_many = False
+    for path in files:
+        with path.open(encoding="utf-8", errors="replace") as handle:
+            for number, line in enumerate(handle, start=1):
+                if number % 20_000 == 0:
+                    deadline.check()
+                try:
+                    sample = openmetrics_line_parse(line)
+                except ValueError:
+                    continue
+                if sample is None or sample.timestamp is None:
+                    continue
+                if sample.timestamp < earliest or sample.timestamp > grid.end:
+                    continue
+                labels = dict(sample.labels)
+                if not selector.matches(sample.name, labels):
+                    continue
+                key = (sample.name, sample.labels)
+                bucket = collected.get(key)
+                if bucket is None:
+                    if len(collected) >= MAX_SERIES_READ:
+                        too_many = True
+                        continue
+                    bucket = collected[key] = []
+                bucket.append((sample.timestamp, sample.value))
+    if too_many:
+        notes.append(f"more than {MAX_SERIES_READ} series matched; narrow the selector")
+    series = []
+    for (name, labels), samples in sorted(collected.items()):
+        points = grid_evaluate(samples, grid)
+        if not points:
+            continue
+        series.append(RawSeries(name=name, labels=dict(labels), points=points))
+    return series, notes
+
+
+def rates_apply(series: list[RawSeries]) -> list[RawSeries]:
+    out = []
+    for item in series:
+        if is_counter_name(item.name):
+            out.append(
+                RawSeries(item.name, item.labels, counter_to_rate(item.points), is_rate=True)
+            )
+        else:
+            out.append(item)
+    return out
+
+
+# --- Prometheus backend -----------------------------------------------------
+
+
+def _auth_headers(token_env: str) -> dict[str, str]:
+    if token_env:
+        token = os.environ.get(token_env, "")
+        if not token:
+            raise ToolFailure(
+                f"the environment variable {token_env} (the Prometheus token) is empty"
+            )
+        return {"Authorization": f"Bearer {token}"}
+    return {}
+
+
+def metrics_from_prometheus(
+    *,
+    base_url: str,
+    token_env: str,
+    query: str,
+    grid: Grid,
+    deadline: Deadline,
+) -> list[RawSeries]:
+    """One ``/api/v1/query_range`` call on the grid; the series as Prometheus evaluated them."""
+    url = base_url.rstrip("/") + "/api/v1/query_range"
+    params = {
+        "query": query,
+        "start": f"{grid.start:.3f}",
+        "end": f"{grid.end:.3f}",
+        "step": f"{grid.step:g}",
+        "timeout": f"{max(deadline.remaining(), 0.1):.1f}s",
+    }
+    timeout = max(deadline.remaining(), 0.05)
+    try:
+        response = httpx.get(url, params=params, headers=_auth_headers(token_env), timeout=timeout)
+    except httpx.TimeoutException as exc:
+        raise ToolTimeout(
+            f"Prometheus at {base_url} did not answer within {deadline.seconds:g}s"
+        ) from exc
+    except httpx.HTTPError as exc:
+        raise ToolFailure(f"cannot reach Prometheus at {base_url}: {exc}") from exc
+    try:
+        body = response.json()
+    except ValueError:
+        raise ToolFailure(
+            f"Prometheus at {base_url} answered HTTP {response.status_code} without JSON"
+        ) from None
+    if response.status_code != 200 or body.get("status") != "success":
+        detail = body.get("error") if isinstance(body, dict) else None
+        raise ToolFailure(
+            f"Prometheus rejected the query {query!r} "
+            f"(HTTP {response.status_code}): {detail or 'no detail'}"
+        )
+    data = body.get("data") or {}
+    if data.get("resultType") != "matrix":
+        raise ToolFailure(
+            f"Prometheus returned {data.get('resultType')!r}, expected a range matrix"
+        )
+    series = []
+    for item in data.get("result") or []:
+        labels = dict(item.get("metric") or {})
+        name = labels.pop("__name__", "") or query
+        points = [(float(t), float(v)) for t, v in item.get("values") or []]
+        series.append(RawSeries(name=name, labels=labels, points=points))
+    series.sort(key=lambda s: (s.name, sorted(s.labels.items())))
+    return series
+
+
+def metrics_query(
+    *,
+    service: str | None,
+    metric: str | None,
+    labels: dict[str, str],
+    window: QueryWindow,
+    step: timedelta | None,
+    deadline: Deadline,
+    files: tuple[Path, ...] | None = None,
+    prometheus_url: str | None = None,
+    prometheus_token_env: str = "",
+) -> BackendOutput:
+    """Run query_metrics against files (``files``) or Prometheus (``prometheus_url``)."""
+    if not metric and not service:
+        raise ToolFailure("give a service, a metric, or both (for example service=payment-service)")
+    grid = Grid.for_window(window, step)
+    selector = selector_build(metric=metric, service=service, labels=labels)
+    described = " ".join(f"{k}={v}" for k, v in (("service", service), ("metric", metric)) if v)
+    if labels:
+        described += " labels=" + ",".join(f"{k}={v}" for k, v in sorted(labels.items()))
+    notes: list[str] = []
+    if prometheus_url:
+        if selector is not None:
+            series = metrics_from_prometheus(
+                base_url=prometheus_url,
+                token_env=prometheus_token_env,
+                query=selector.render(),
+                grid=grid,
+                deadline=deadline,
+            )
+            series = rates_apply(series)
+        else:
+            # A PromQL expression is evaluated as written; service/labels filter its result.
+            series = metrics_from_prometheus(
+                base_url=prometheus_url,
+                token_env=prometheus_token_env,
+                query=metric or "",
+                grid=grid,
+                deadline=deadline,
+            )
+            wanted = {**labels, **({"service": service} if service else {})}
+            series = [s for s in series if all(s.labels.get(k) == v for k, v in wanted.items())]
+    else:
+        if selector is None:
+            raise ToolFailure(
+                f"metric {metric!r} is not a metric name or selector such as "
+                'hikaricp_connections_active{pool="main"}; PromQL functions need a live Prometheus'
+            )
+        series, notes = metrics_from_files(
+            files=files or (), selector=selector, grid=grid, deadline=deadline
+        )
+        series = rates_apply(series)
+    return metrics_render(
+        series=series, window=window, grid=grid, description=described, notes=notes
+    )

@@ -1,0 +1,452 @@
+"""Scenario packs: load and validate one incident folder (see docs/scenario-pack.md).
+
+``pack_load`` checks every file of a pack and raises one ``PackError`` that lists every
+problem as ``file:line: message``; a broken pack never ends in a traceback.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from diagnosis.evidence.formats import (
+    jsonl_line_parse,
+    openmetrics_comment_check,
+    openmetrics_line_parse,
+    plain_line_parse,
+)
+from diagnosis.evidence.timeutil import TimeFormatError, time_parse
+
+PACK_FILE = "scenario.yaml"
+PACK_ID = re.compile(r"^[a-z0-9](?:[a-z0-9-]{0,98}[a-z0-9])?$")
+ROOT_CAUSE_KINDS = (
+    "cpu",
+    "memory",
+    "disk",
+    "network",
+    "latency",
+    "errors",
+    "resource_exhaustion",
+    "configuration",
+    "dependency",
+    "code",
+)
+DECISIONS = ("PASS", "LOW_CONFID", "REJECT")
+ANSWER_SOURCES = ("composer", "fallback")
+RECORDED_TOOLS = ("query_metrics", "query_logs", "lookup_knowledge")
+RECORDED_STATUSES = ("ok", "no_data", "error", "timeout")
+# Past this many problems in one file, the rest are counted, not listed.
+MAX_PROBLEMS_PER_FILE = 20
+
+
+@dataclass(frozen=True)
+class Problem:
+    file: str
+    line: int | None
+    message: str
+
+    def __str__(self) -> str:
+        where = f"{self.file}:{self.line}" if self.line else self.file
+        return f"{where}: {self.message}"
+
+
+class PackError(Exception):
+    """A pack that cannot be used; ``problems`` lists each one with its file and line."""
+
+    def __init__(self, path: Path | str, problems: list[Problem]) -> None:
+        self.path = Path(path)
+        self.problems = problems
+        lines = "\n".join(f"  {p}" for p in problems)
+        super().__init__(f"scenario pack {self.path} has {len(problems)} problem(s):\n{lines}")
+
+
+@dataclass(frozen=True)
+class Window:
+    start: datetime
+    end: datetime
+
+
+@dataclass(frozen=True)
+class PackPaths:
+    root: Path
+    metrics: tuple[Path, ...] = ()
+    logs_jsonl: tuple[Path, ...] = ()
+    logs_plain: tuple[Path, ...] = ()
+    knowledge: tuple[Path, ...] = ()
+    recorded: Path | None = None
+    scripted: Path | None = None
+
+    @property
+    def logs(self) -> tuple[Path, ...]:
+        return tuple(sorted(self.logs_jsonl + self.logs_plain))
+
+
+@dataclass(frozen=True)
+class ScenarioPack:
+    id: str
+    title: str
+    question: str
+    now: datetime
+    window: Window | None
+    language: str
+    services: tuple[str, ...]
+    expected: dict[str, Any]
+    paths: PackPaths
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def path(self) -> Path:
+        return self.paths.root
+
+
+def _sorted_files(folder: Path, suffix: str) -> tuple[Path, ...]:
+    if not folder.is_dir():
+        return ()
+    return tuple(sorted(p for p in folder.iterdir() if p.is_file() and p.name.endswith(suffix)))
+
+
+def pack_paths(root: Path) -> PackPaths:
+    recorded = root / "recorded" / "invocations.jsonl"
+    scripted = root / "scripted"
+    return PackPaths(
+        root=root,
+        metrics=_sorted_files(root / "metrics", ".om"),
+        logs_jsonl=_sorted_files(root / "logs", ".jsonl"),
+        logs_plain=_sorted_files(root / "logs", ".log"),
+        knowledge=_sorted_files(root / "knowledge", ".md"),
+        recorded=recorded if recorded.is_file() else None,
+        scripted=scripted if scripted.is_dir() else None,
+    )
+
+
+def pack_discover(dirs: Iterable[Path | str]) -> list[Path]:
+    """Pack folders in ``dirs``: each dir holding a scenario.yaml, or its children that do."""
+    found: set[Path] = set()
+    for entry in dirs:
+        folder = Path(entry)
+        if (folder / PACK_FILE).is_file():
+            found.add(folder.resolve())
+            continue
+        if folder.is_dir():
+            for child in folder.iterdir():
+                if child.is_dir() and (child / PACK_FILE).is_file():
+                    found.add(child.resolve())
+    return sorted(found)
+
+
+class _ProblemList:
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.items: list[Problem] = []
+        self._per_file: dict[str, int] = {}
+
+    def add(self, path: Path, line: int | None, message: str) -> None:
+        name = os.path.relpath(path, self.root) if path.is_absolute() else str(path)
+        count = self._per_file.get(name, 0) + 1
+        self._per_file[name] = count
+        if count <= MAX_PROBLEMS_PER_FILE:
+            self.items.append(Problem(name, line, message))
+
+    def finish(self) -> list[Problem]:
+        for name, count in self._per_file.items():
+            if count > MAX_PROBLEMS_PER_FILE:
+                extra = count - MAX_PROBLEMS_PER_FILE
+                self.items.append(Problem(name, None, f"… and {extra} more problem(s)"))
+        return self.items
+
+
+def _key_lines(text: str) -> dict[str, int]:
+    """Line number of each top-level key of a YAML mapping."""
+    try:
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.YAMLError:
+        return {}
+    if not isinstance(node, yaml.MappingNode):
+        return {}
+    return {
+        str(k.value): k.start_mark.line + 1 for k, _ in node.value if isinstance(k, yaml.ScalarNode)
+    }
+
+
+def _time_field(value: object, label: str, add: Any) -> datetime | None:
+    if value is None:
+        add(f"{label} is required (an RFC 3339 time such as 2026-03-02T10:40:00Z)")
+        return None
+    try:
+        return time_parse(value if isinstance(value, datetime) else str(value))
+    except TimeFormatError as exc:
+        add(f"{label}: {exc}")
+        return None
+
+
+def _header_check(root: Path, problems: _ProblemList) -> dict[str, Any]:
+    """Validate scenario.yaml; return the parsed fields (possibly partial)."""
+    path = root / PACK_FILE
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        problems.add(path, None, "missing scenario.yaml")
+        return {}
+    except (OSError, UnicodeDecodeError) as exc:
+        problems.add(path, None, f"cannot read: {exc}")
+        return {}
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        reason = getattr(exc, "problem", None) or str(exc)
+        problems.add(path, mark.line + 1 if mark else None, f"invalid YAML: {reason}")
+        return {}
+    if not isinstance(data, dict):
+        problems.add(path, 1, "scenario.yaml must be a mapping of keys to values")
+        return {}
+    lines = _key_lines(text)
+
+    def at(key: str) -> Any:
+        return lambda message: problems.add(path, lines.get(key), message)
+
+    out: dict[str, Any] = {}
+    for key in ("id", "title", "question"):
+        value = data.get(key)
+        if not isinstance(value, str) or not value.strip():
+            at(key)(f"'{key}' is required (a non-empty string)")
+        else:
+            out[key] = value.strip()
+    if "id" in out and not PACK_ID.match(out["id"]):
+        at("id")(f"id {out['id']!r} must use only a-z, 0-9 and '-' (e.g. payment-pool-saturation)")
+        out.pop("id")
+    out["now"] = _time_field(data.get("now"), "now", at("now"))
+    window = data.get("window")
+    out["window"] = None
+    if window is not None:
+        if not isinstance(window, dict):
+            at("window")("window must be a mapping with start and end")
+        else:
+            start = _time_field(window.get("start"), "window.start", at("window"))
+            end = _time_field(window.get("end"), "window.end", at("window"))
+            if start and end:
+                if start >= end:
+                    at("window")("window.start must be before window.end")
+                else:
+                    out["window"] = Window(start=start, end=end)
+    language = data.get("language", "zh-CN")
+    if not isinstance(language, str) or not re.fullmatch(
+        r"[A-Za-z]{2,3}(-[A-Za-z0-9]{2,8})*", language
+    ):
+        at("language")(f"language {language!r} must be a language tag such as zh-CN or en")
+        language = "zh-CN"
+    out["language"] = language
+    services = data.get("services", [])
+    if not isinstance(services, list) or not all(isinstance(s, str) and s for s in services):
+        at("services")("services must be a list of service names")
+        services = []
+    out["services"] = tuple(services)
+    expected = data.get("expected", {}) or {}
+    if not isinstance(expected, dict):
+        at("expected")("expected must be a mapping")
+        expected = {}
+    kind = expected.get("root_cause_kind")
+    if kind is not None and kind not in ROOT_CAUSE_KINDS:
+        at("expected")(
+            f"expected.root_cause_kind {kind!r} must be one of: {', '.join(ROOT_CAUSE_KINDS)}"
+        )
+    for key in ("must_mention", "must_not_claim"):
+        value = expected.get(key)
+        if value is not None and not (
+            isinstance(value, list) and all(isinstance(v, str) for v in value)
+        ):
+            at("expected")(f"expected.{key} must be a list of strings")
+    if expected.get("decision") is not None and expected["decision"] not in DECISIONS:
+        at("expected")(f"expected.decision must be one of: {', '.join(DECISIONS)}")
+    if (
+        expected.get("answer_source") is not None
+        and expected["answer_source"] not in ANSWER_SOURCES
+    ):
+        at("expected")(f"expected.answer_source must be one of: {', '.join(ANSWER_SOURCES)}")
+    out["expected"] = expected
+    known = {"id", "title", "question", "now", "window", "language", "services", "expected"}
+    out["extra"] = {k: v for k, v in data.items() if k not in known}
+    return out
+
+
+def _lines(path: Path, problems: _ProblemList) -> Iterable[tuple[int, str]]:
+    try:
+        with path.open(encoding="utf-8", errors="strict") as handle:
+            yield from enumerate(handle, start=1)
+    except UnicodeDecodeError as exc:
+        problems.add(path, None, f"not UTF-8 text ({exc.reason})")
+    except OSError as exc:
+        problems.add(path, None, f"cannot read: {exc}")
+
+
+def _metrics_check(path: Path, problems: _ProblemList) -> None:
+    saw_eof = False
+    samples = 0
+    for number, line in _lines(path, problems):
+        if not line.strip():
+            continue
+        if saw_eof:
+            problems.add(path, number, "content after '# EOF'")
+            break
+        if line.startswith("#"):
+            issue = openmetrics_comment_check(line)
+            if issue:
+                problems.add(path, number, issue)
+            saw_eof = line.split() == ["#", "EOF"]
+            continue
+        try:
+            sample = openmetrics_line_parse(line)
+        except ValueError as exc:
+            problems.add(path, number, f"malformed OpenMetrics sample: {exc}")
+            continue
+        if sample is not None:
+            samples += 1
+            if sample.timestamp is None:
+                problems.add(path, number, "sample has no timestamp (Unix seconds)")
+    if not saw_eof:
+        problems.add(path, None, "missing the final '# EOF' line (promtool needs it)")
+    elif samples == 0:
+        problems.add(path, None, "no samples")
+
+
+def _jsonl_check(path: Path, problems: _ProblemList) -> None:
+    for number, line in _lines(path, problems):
+        if not line.strip():
+            continue
+        try:
+            jsonl_line_parse(line)
+        except ValueError as exc:
+            problems.add(path, number, str(exc))
+
+
+def _plain_check(path: Path, problems: _ProblemList) -> None:
+    service = path.stem
+    for number, line in _lines(path, problems):
+        if not line.strip():
+            continue
+        try:
+            plain_line_parse(line, service=service)
+        except ValueError as exc:
+            problems.add(path, number, str(exc))
+
+
+def _recorded_check(path: Path, problems: _ProblemList) -> None:
+    for number, line in _lines(path, problems):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as exc:
+            problems.add(path, number, f"not valid JSON ({exc.msg})")
+            continue
+        if not isinstance(record, dict):
+            problems.add(path, number, "a recorded invocation must be a JSON object")
+            continue
+        if record.get("tool_name") not in RECORDED_TOOLS:
+            problems.add(path, number, f"tool_name must be one of: {', '.join(RECORDED_TOOLS)}")
+        if not isinstance(record.get("arguments", {}), dict):
+            problems.add(path, number, "arguments must be an object")
+        if record.get("status", "ok") not in RECORDED_STATUSES:
+            problems.add(path, number, f"status must be one of: {', '.join(RECORDED_STATUSES)}")
+        if not isinstance(record.get("output"), str):
+            problems.add(path, number, "output must be a string")
+
+
+def _knowledge_check(path: Path, problems: _ProblemList) -> None:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        problems.add(path, None, f"not UTF-8 text ({exc.reason})")
+        return
+    if not text.strip():
+        problems.add(path, None, "empty runbook")
+
+
+def _scripted_check(folder: Path, problems: _ProblemList) -> None:
+    for path in sorted(folder.glob("*.json")):
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except json.JSONDecodeError as exc:
+            problems.add(path, exc.lineno, f"not valid JSON ({exc.msg})")
+            continue
+        except (OSError, UnicodeDecodeError) as exc:
+            problems.add(path, None, f"cannot read: {exc}")
+            continue
+        if not isinstance(data, dict) or not ({"content", "tool_calls"} & data.keys()):
+            problems.add(path, 1, 'must be {"content": …} or {"tool_calls": […]}')
+
+
+def _pack_build(root: Path, header: dict[str, Any], paths: PackPaths) -> ScenarioPack:
+    return ScenarioPack(
+        id=header["id"],
+        title=header["title"],
+        question=header["question"],
+        now=header["now"],
+        window=header["window"],
+        language=header["language"],
+        services=header["services"],
+        expected=header["expected"],
+        paths=paths,
+        extra=header["extra"],
+    )
+
+
+def pack_load(path: Path | str, *, check_data: bool = True) -> ScenarioPack:
+    """Load a pack; with ``check_data`` every data file is validated line by line.
+
+    Raises ``PackError`` listing every problem found (file and line).
+    """
+    root = Path(path).resolve()
+    problems = _ProblemList(root)
+    if not root.is_dir():
+        problems.add(root, None, "not a directory")
+        raise PackError(root, problems.finish())
+    header = _header_check(root, problems)
+    paths = pack_paths(root)
+    if check_data:
+        for om in paths.metrics:
+            _metrics_check(om, problems)
+        for jl in paths.logs_jsonl:
+            _jsonl_check(jl, problems)
+        for pl in paths.logs_plain:
+            _plain_check(pl, problems)
+        for md in paths.knowledge:
+            _knowledge_check(md, problems)
+        if paths.recorded:
+            _recorded_check(paths.recorded, problems)
+        if paths.scripted:
+            _scripted_check(paths.scripted, problems)
+    found = problems.finish()
+    if found:
+        raise PackError(root, found)
+    return _pack_build(root, header, paths)
+
+
+_HEADER_CACHE: dict[tuple[str, float], ScenarioPack] = {}
+
+
+def pack_header_load(path: Path | str) -> ScenarioPack:
+    """The pack's scenario.yaml and file list, cached per file mtime (tools call this per query)."""
+    root = Path(path).resolve()
+    try:
+        mtime = (root / PACK_FILE).stat().st_mtime
+    except OSError:
+        mtime = -1.0
+    key = (str(root), mtime)
+    pack = _HEADER_CACHE.get(key)
+    if pack is None:
+        pack = pack_load(root, check_data=False)
+        if len(_HEADER_CACHE) > 256:
+            _HEADER_CACHE.clear()
+        _HEADER_CACHE[key] = pack
+    # Data files come and go without touching scenario.yaml; listing them is cheap.
+    return dataclasses.replace(pack, paths=pack_paths(root))

@@ -1,0 +1,136 @@
+"""Small scenario packs written into a temporary folder for the evidence tests."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+NOW = datetime(2026, 3, 2, 10, 40, tzinfo=UTC)
+WINDOW_START = datetime(2026, 3, 2, 10, 0, tzinfo=UTC)
+DATA_START = datetime(2026, 3, 2, 7, 50, tzinfo=UTC)
+CHANGE_AT = datetime(2026, 3, 2, 10, 19, tzinfo=UTC)
+
+SCENARIO_YAML = """\
+id: {pack_id}
+title: 支付连接池测试
+question: pay 从 10:20 开始超时，帮我看看
+now: 2026-03-02T10:40:00Z
+window:
+  start: 2026-03-02T10:00:00Z
+  end: 2026-03-02T10:40:00Z
+language: zh-CN
+services: [pay, gateway]
+expected:
+  root_cause_service: pay
+  root_cause_kind: resource_exhaustion
+  must_mention: [连接池]
+"""
+
+POOL_RUNBOOK = """\
+# 连接池耗尽处理手册
+
+适用于 HikariCP 连接池。
+
+## 现象
+
+支付服务请求超时，日志出现 Connection is not available，连接池活跃连接数达到上限。
+
+## 处理步骤
+
+先确认慢查询，再临时扩大连接池 maximumPoolSize，最后回滚引入长事务的变更。
+"""
+
+DEPLOY_RUNBOOK = """\
+# Deploy rollback runbook
+
+## When to roll back
+
+Roll back a release when the 5xx error rate doubles within ten minutes of a deploy.
+
+## How to roll back
+
+Run the pipeline's rollback stage and watch the error rate for fifteen minutes.
+"""
+
+
+def _minutes(start: datetime, end: datetime, every: int = 60) -> list[datetime]:
+    out = []
+    t = start
+    while t <= end:
+        out.append(t)
+        t += timedelta(seconds=every)
+    return out
+
+
+def pack_write(root: Path, *, pack_id: str = "fixture-pool", knowledge: bool = True) -> Path:
+    """Write a small but realistic pack: a pool that saturates at 10:19, with noise."""
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "scenario.yaml").write_text(SCENARIO_YAML.format(pack_id=pack_id), encoding="utf-8")
+    metrics = root / "metrics"
+    metrics.mkdir(exist_ok=True)
+    lines = ["# HELP pool_active Active connections.", "# TYPE pool_active gauge"]
+    stamps = _minutes(DATA_START, NOW)
+    for i, t in enumerate(stamps):
+        value = 20 if t >= CHANGE_AT else 5 + (i % 3)
+        lines.append(f'pool_active{{service="pay",pool="main"}} {value} {int(t.timestamp())}')
+    lines += ["# TYPE cpu_usage gauge"]
+    for i, t in enumerate(stamps):
+        value = 0.4 + (i % 5) * 0.01
+        lines.append(f'cpu_usage{{service="gateway"}} {value:.2f} {int(t.timestamp())}')
+    lines += ["# HELP http_requests Requests.", "# TYPE http_requests counter"]
+    total = 0.0
+    for t in stamps:
+        total += 600 if t >= CHANGE_AT else 6
+        lines.append(
+            f'http_requests_total{{service="pay",status="500"}} {total:g} {int(t.timestamp())}'
+        )
+    lines.append("# EOF")
+    (metrics / "app.om").write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+    logs = root / "logs"
+    logs.mkdir(exist_ok=True)
+    records = []
+    for i, t in enumerate(_minutes(DATA_START, NOW, every=30)):
+        records.append((t, "pay", "INFO", f"POST /pay 200 {10 + i % 7}ms order=O{1000 + i}"))
+        if i % 4 == 0:
+            records.append((t, "pay", "WARN", f"slow query took {900 + i}ms on table orders"))
+    for i, t in enumerate(_minutes(CHANGE_AT + timedelta(seconds=5), NOW, every=10)):
+        records.append(
+            (
+                t,
+                "pay",
+                "ERROR",
+                "HikariPool-1 - Connection is not available, "
+                f"request timed out after 30000ms id={i}",
+            )
+        )
+    records.sort(key=lambda r: r[0])
+    with (logs / "app.jsonl").open("w", encoding="utf-8") as handle:
+        for t, service, level, message in records:
+            ts = t.strftime("%Y-%m-%dT%H:%M:%S.000Z")
+            handle.write(
+                json.dumps({"ts": ts, "service": service, "level": level, "message": message})
+                + "\n"
+            )
+    with (logs / "gateway.log").open("w", encoding="utf-8") as handle:
+        for i, t in enumerate(_minutes(DATA_START, NOW, every=60)):
+            status = 504 if t >= CHANGE_AT else 200
+            stamp = t.strftime("%Y-%m-%dT%H:%M:%SZ")
+            handle.write(f'{stamp} INFO "POST /pay" {status} upstream=pay rt={i % 9}\n')
+    if knowledge:
+        folder = root / "knowledge"
+        folder.mkdir(exist_ok=True)
+        (folder / "pool-runbook.md").write_text(POOL_RUNBOOK, encoding="utf-8")
+        (folder / "deploy-rollback.md").write_text(DEPLOY_RUNBOOK, encoding="utf-8")
+    return root
+
+
+def recorded_write(root: Path, records: list[dict]) -> Path:
+    folder = root / "recorded"
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "invocations.jsonl"
+    path.write_text(
+        "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records), encoding="utf-8"
+    )
+    return path
