@@ -1,0 +1,146 @@
+"""The one prompt loader: ``prompts/<name>.md`` with ``{{ name }}`` placeholders.
+
+Double braces never clash with the JSON examples in the prompt text (single
+braces). Substitution is a single pass, so a value that itself contains
+``{{ x }}`` (a question, a log line) is inserted literally, never expanded.
+A role's file holds the system prompt, then a line ``<!-- user -->``, then the
+user message; ``prompt_messages`` splits it.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+
+from diagnosis.contracts import ComposerInput, VerifierPayload
+from diagnosis.llm.base import ExecutorRequest, PlannerRequest
+
+USER_MARKER = "<!-- user -->"
+_PLACEHOLDER = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
+_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
+
+
+class PromptError(Exception):
+    """A prompt that cannot be rendered: unknown file, missing or unknown variable."""
+
+
+def prompts_dir() -> Path:
+    return Path(getattr(settings, "PROMPTS_DIR", settings.BASE_DIR / "prompts"))
+
+
+@lru_cache(maxsize=32)
+def _template(path: Path, mtime_ns: int) -> tuple[str, frozenset[str]]:
+    text = path.read_text(encoding="utf-8")
+    names = frozenset(_PLACEHOLDER.findall(text))
+    leftover = _PLACEHOLDER.sub("", text)
+    if "{{" in leftover or "}}" in leftover:
+        raise PromptError(f"prompt {path.name}: malformed placeholder (use {{{{ name }}}})")
+    return text, names
+
+
+def _load(name: str) -> tuple[str, frozenset[str]]:
+    if not _NAME.match(name):
+        raise PromptError(f"invalid prompt name {name!r}")
+    path = prompts_dir() / f"{name}.md"
+    if not path.is_file():
+        raise PromptError(f"prompt {name!r} not found at {path}")
+    return _template(path, path.stat().st_mtime_ns)
+
+
+def prompt_variables(name: str) -> frozenset[str]:
+    """The placeholder names a prompt file uses."""
+    return _load(name)[1]
+
+
+def _as_text(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    if hasattr(value, "model_dump"):
+        value = value.model_dump(mode="json")
+    return json.dumps(value, ensure_ascii=False, indent=2, default=str)
+
+
+def _checked_values(name: str, variables: dict[str, Any]) -> tuple[str, dict[str, str]]:
+    text, names = _load(name)
+    missing = sorted(names - variables.keys())
+    if missing:
+        raise PromptError(f"prompt {name!r}: missing variable(s) {', '.join(missing)}")
+    unknown = sorted(variables.keys() - names)
+    if unknown:
+        raise PromptError(
+            f"prompt {name!r}: unknown variable(s) {', '.join(unknown)}; "
+            f"the file uses {', '.join(sorted(names)) or 'none'}"
+        )
+    return text, {key: _as_text(value) for key, value in variables.items()}
+
+
+def _substitute(text: str, values: dict[str, str]) -> str:
+    return _PLACEHOLDER.sub(lambda m: values[m.group(1)], text)
+
+
+def prompt_render(name: str, **variables: Any) -> str:
+    """Render ``prompts/<name>.md``; every placeholder must be given, and nothing else.
+
+    Strings are inserted as they are; anything else (dicts, lists, None, pydantic
+    models) as indented JSON.
+    """
+    text, values = _checked_values(name, variables)
+    return _substitute(text, values)
+
+
+def prompt_messages(name: str, **variables: Any) -> list[dict[str, str]]:
+    """A role prompt as chat messages: the system part, then the user part."""
+    text, values = _checked_values(name, variables)
+    # Split the template, not the rendered text: a value may contain the marker.
+    if USER_MARKER not in text:
+        raise PromptError(f"prompt {name!r} has no {USER_MARKER} line")
+    system_part, user_part = text.split(USER_MARKER, 1)
+    return [
+        {"role": "system", "content": _substitute(system_part, values).strip()},
+        {"role": "user", "content": _substitute(user_part, values).strip()},
+    ]
+
+
+# --- the four roles: request -> messages ------------------------------------
+
+
+def planner_messages(request: PlannerRequest) -> list[dict[str, str]]:
+    return prompt_messages(
+        "planner",
+        question=request.question,
+        language=request.language,
+        now=request.now,
+        window_hint=request.window,
+        services=request.services,
+        history=request.history,
+        alert=request.alert,
+    )
+
+
+def executor_messages(request: ExecutorRequest) -> list[dict[str, str]]:
+    return prompt_messages(
+        "executor",
+        question=request.question,
+        language=request.language,
+        now=request.now,
+        window=request.window,
+        services=request.services,
+        plan=request.plan,
+        attempt=str(request.attempt),
+        retry_context=request.retry_context,
+    )
+
+
+def verifier_messages(payload: VerifierPayload) -> list[dict[str, str]]:
+    return prompt_messages("verifier", payload=payload)
+
+
+def composer_messages(composer_input: ComposerInput) -> list[dict[str, str]]:
+    return prompt_messages(
+        "composer", language=composer_input.language, composer_input=composer_input
+    )

@@ -1,0 +1,139 @@
+"""One ``LLMCall`` row per model call, bounded, never holding a credential."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.db.models import Max
+
+from diagnosis.llm.base import CallRecorder, Role
+from diagnosis.models import DiagnosisSession, LLMCall
+
+MESSAGE_MAX_CHARS = 4_000
+RAW_RESPONSE_MAX_CHARS = 200_000
+ERROR_MAX_CHARS = 4_000
+_SECRET_KEYS = {"api_key", "apikey", "authorization", "x-api-key", "password", "secret"}
+_MAX_UINT = 2_147_483_647
+
+
+def _truncate(text: str, limit: int) -> str:
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}\n…[truncated: {len(text)} chars in all]"
+
+
+def _configured_secrets() -> list[str]:
+    keys = {getattr(settings, "LLM_API_KEY", "") or ""}
+    for role_settings in getattr(settings, "LLM_ROLE_SETTINGS", {}).values():
+        keys.add(role_settings.get("api_key") or "")
+    # Very short values would redact ordinary words; real keys are long.
+    return sorted((k for k in keys if len(k) >= 8), key=len, reverse=True)
+
+
+def _redact(text: str, secrets: list[str]) -> str:
+    text = text.replace("\x00", "\\x00")  # PostgreSQL rejects NUL in text and jsonb
+    for secret in secrets:
+        text = text.replace(secret, "[redacted]")
+    return text
+
+
+def _bounded(value: Any, secrets: list[str], *, key: str = "") -> Any:
+    if key.lower() in _SECRET_KEYS:
+        return "[redacted]"
+    if isinstance(value, str):
+        return _redact(_truncate(value, MESSAGE_MAX_CHARS), secrets)
+    if isinstance(value, dict):
+        return {str(k): _bounded(v, secrets, key=str(k)) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_bounded(v, secrets) for v in value]
+    if value is None or isinstance(value, bool | int | float):
+        return value
+    return _redact(_truncate(str(value), MESSAGE_MAX_CHARS), secrets)
+
+
+def _clamp(value: int) -> int:
+    return max(0, min(int(value), _MAX_UINT))
+
+
+def llm_call_record(
+    *,
+    session: DiagnosisSession,
+    attempt: int,
+    role: Role | str,
+    provider: str,
+    model: str,
+    request: dict[str, Any],
+    raw_response: str,
+    tokens_in: int,
+    tokens_out: int,
+    latency_ms: int,
+    status: str,
+    error: str = "",
+) -> LLMCall:
+    secrets = _configured_secrets()
+    request_chars = len(json.dumps(request, ensure_ascii=False, default=str))
+    if status not in LLMCall.Status.values:
+        error = f"[status {status}] {error}"
+        status = LLMCall.Status.ERROR
+    fields = {
+        "attempt": max(0, min(int(attempt or 0), 32_767)),
+        "role": str(role),
+        "provider": provider[:20],
+        "model": _redact(model or "", secrets)[:200],
+        "request_chars": _clamp(request_chars),
+        "request": _bounded(request, secrets),
+        "raw_response": _redact(_truncate(raw_response or "", RAW_RESPONSE_MAX_CHARS), secrets),
+        "tokens_in": _clamp(tokens_in),
+        "tokens_out": _clamp(tokens_out),
+        "latency_ms": _clamp(latency_ms),
+        "status": status,
+        "error": _redact(_truncate(error or "", ERROR_MAX_CHARS), secrets),
+    }
+    for _ in range(5):
+        try:
+            with transaction.atomic():
+                last = LLMCall.objects.filter(session=session).aggregate(m=Max("sequence"))["m"]
+                return LLMCall.objects.create(session=session, sequence=(last or 0) + 1, **fields)
+        except IntegrityError:
+            continue  # another writer took the sequence number; take the next one
+    raise RuntimeError(f"could not allocate an LLMCall sequence for session {session.pk}")
+
+
+def llm_call_recorder(
+    *, session: DiagnosisSession, attempt_getter: Callable[[], int]
+) -> CallRecorder:
+    """A ``CallRecorder`` that writes one LLMCall row of ``session`` per model call."""
+
+    def record(
+        *,
+        role: Role,
+        provider: str,
+        model: str,
+        request: dict[str, Any],
+        raw_response: str,
+        tokens_in: int,
+        tokens_out: int,
+        latency_ms: int,
+        status: str,
+        error: str = "",
+    ) -> None:
+        llm_call_record(
+            session=session,
+            attempt=attempt_getter(),
+            role=role,
+            provider=provider,
+            model=model,
+            request=request,
+            raw_response=raw_response,
+            tokens_in=tokens_in,
+            tokens_out=tokens_out,
+            latency_ms=latency_ms,
+            status=status,
+            error=error,
+        )
+
+    return record

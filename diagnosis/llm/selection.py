@@ -1,0 +1,67 @@
+"""Which provider answers each role of a session."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
+
+from diagnosis.llm.base import AgentProvider, Role
+from diagnosis.models import DiagnosisSession
+
+
+def _offline() -> AgentProvider:
+    # Imported lazily: the offline engine is large and optional for openai/scripted runs.
+    from diagnosis.llm.offline import OfflineProvider
+
+    return OfflineProvider()
+
+
+def agents_for_session(
+    *, session: DiagnosisSession, provider: str | None = None
+) -> dict[Role, AgentProvider]:
+    """One provider per role, from ``LLM_ROLE_SETTINGS`` or the ``provider`` override.
+
+    Call it once per flow run: a scripted provider consumes its turns across the
+    whole session (a RETRY gets the next Executor turns), so it must not be
+    rebuilt between attempts. Roles that share a provider kind share one instance.
+    """
+    if provider is not None and provider not in settings.LLM_PROVIDERS:
+        known = ", ".join(settings.LLM_PROVIDERS)
+        raise ImproperlyConfigured(f"unknown LLM provider {provider!r}; expected one of {known}")
+    shared: dict[str, AgentProvider] = {}
+
+    def offline() -> AgentProvider:
+        if "offline" not in shared:
+            shared["offline"] = _offline()
+        return shared["offline"]
+
+    def scripted() -> AgentProvider:
+        if "scripted" not in shared:
+            from diagnosis.llm.scripted import ScriptedProvider
+
+            pack_path = session.environment.pack_path
+            folder = Path(pack_path) / "scripted" if pack_path else None
+            if folder is None:
+                shared["scripted"] = ScriptedProvider(fallback=offline(), source="no pack")
+            else:
+                shared["scripted"] = ScriptedProvider.from_folder(folder, fallback=offline())
+        return shared["scripted"]
+
+    agents: dict[Role, AgentProvider] = {}
+    for role in Role:
+        name = provider or settings.LLM_ROLE_SETTINGS.get(role.value, {}).get(
+            "provider", settings.LLM_PROVIDER
+        )
+        if name == "openai":
+            from diagnosis.llm.openai_provider import OpenAIProvider
+
+            agents[role] = OpenAIProvider.for_role(role)
+        elif name == "scripted":
+            agents[role] = scripted()
+        elif name == "offline":
+            agents[role] = offline()
+        else:
+            raise ImproperlyConfigured(f"unknown LLM provider {name!r} for the {role.value}")
+    return agents
