@@ -132,6 +132,13 @@ if CELERY_BROKER_URL.startswith("filesystem://"):
         "control_folder": str(BROKER_DIR / "control"),
         "store_processed": False,
     }
+elif CELERY_BROKER_URL.startswith(("redis://", "rediss://")):
+    # An unacknowledged task (its worker died) is redelivered after this many seconds;
+    # keep it above CELERY_TASK_TIME_LIMIT.
+    CELERY_BROKER_TRANSPORT_OPTIONS = {
+        "visibility_timeout": env_int("CELERY_VISIBILITY_TIMEOUT", 3600, minimum=1)
+    }
+CELERY_TASK_DEFAULT_QUEUE = env_str("CELERY_QUEUE", "rootproof")
 CELERY_TASK_SERIALIZER = "json"
 CELERY_RESULT_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
