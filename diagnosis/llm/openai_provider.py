@@ -36,6 +36,7 @@ from diagnosis.llm.prompts import (
     prompt_render,
     verifier_messages,
 )
+from diagnosis.tokens import estimate_tokens
 
 PROVIDER_NAME = "openai"
 # A Retry-After above this is not "small": we use our own backoff instead.
@@ -43,19 +44,6 @@ RETRY_AFTER_MAX_SECONDS = 30.0
 _RETRYABLE_STATUS = {408, 409, 429}
 # Local servers (Ollama, vLLM, llama.cpp) need no key, but the SDK insists on one.
 _NO_KEY = "not-needed"
-
-
-def estimate_tokens(text: str) -> int:
-    """A conservative token count for servers that report no usage (no tokenizer here).
-
-    Over-counts on purpose: one token per non-ASCII character (CJK is about one a
-    character in common tokenizers) and one per three ASCII characters (English
-    averages about four).
-    """
-    if not text:
-        return 0
-    non_ascii = sum(1 for ch in text if ord(ch) > 127)
-    return non_ascii + -(-(len(text) - non_ascii) // 3)
 
 
 @dataclass

@@ -36,7 +36,7 @@ from diagnosis.llm.base import (
     Role,
     ToolRunner,
 )
-from diagnosis.llm.openai_provider import estimate_tokens
+from diagnosis.tokens import estimate_tokens
 
 PROVIDER_NAME = "scripted"
 _FILE = re.compile(r"^(planner|executor|verifier|composer)(?:-(\d+))?\.json$")

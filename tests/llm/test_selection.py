@@ -101,3 +101,14 @@ def test_roles_can_use_different_providers(openai_settings, session, offline_stu
 def test_an_unknown_provider_is_improperly_configured(session):
     with pytest.raises(ImproperlyConfigured, match="unknown LLM provider 'claude'"):
         selection.agents_for_session(session=session, provider="claude")
+
+
+def test_with_no_configuration_every_role_is_the_offline_engine(settings, session):
+    offline = pytest.importorskip("diagnosis.llm.offline")
+    settings.LLM_PROVIDER = "offline"
+    _role_settings(settings)
+
+    agents = selection.agents_for_session(session=session)
+
+    assert all(isinstance(agent, offline.OfflineProvider) for agent in agents.values())
+    assert len({id(agent) for agent in agents.values()}) == 1
