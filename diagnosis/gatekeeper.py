@@ -708,11 +708,14 @@ def gatekeeper_accepted_claims(
 
 def _cited_ids(parsed: ParsedExecutorOutput) -> set[int]:
     ids: set[int] = set()
-    for claim in _claims_of(parsed):
-        for binding in claim.evidence_bindings or []:
-            for inv_id in binding.source_invocation_ids or []:
-                if isinstance(inv_id, int) and 0 < inv_id <= _MAX_DB_ID:
-                    ids.add(inv_id)
+    try:
+        for claim in _claims_of(parsed):
+            for binding in claim.evidence_bindings or []:
+                for inv_id in binding.source_invocation_ids or []:
+                    if isinstance(inv_id, int) and 0 < inv_id <= _MAX_DB_ID:
+                        ids.add(inv_id)
+    except Exception:  # gatekeeper_check reports a malformed parse result itself
+        return set()
     return ids
 
 

@@ -104,14 +104,20 @@ def _decode_whole(text: str) -> tuple[bool, object]:
         return False, None
 
 
-def _scan(text: str, opener: str, want: type) -> object | None:
-    """Longest top-level value of type ``want`` starting at an ``opener`` in prose."""
+def _scan(text: str, opener: str, want: type, before: int = -1) -> tuple[object | None, int]:
+    """Longest top-level value of type ``want`` starting at an ``opener`` (before ``before``).
+
+    Returns the value (or None) and the position just after it.
+    """
     best: object | None = None
     best_len = -1
+    best_end = -1
     pos = text.find(opener)
     tries = 0
     scanned = 0
     while pos != -1 and tries < _MAX_CANDIDATES and scanned < _MAX_SCAN_CHARS:
+        if before != -1 and pos >= before:
+            break
         tries += 1
         try:
             value, end = _DECODER.raw_decode(text, pos)
@@ -125,9 +131,9 @@ def _scan(text: str, opener: str, want: type) -> object | None:
             continue
         scanned += end - pos
         if isinstance(value, want) and end - pos > best_len:
-            best, best_len = value, end - pos
+            best, best_len, best_end = value, end - pos, end
         pos = text.find(opener, end)
-    return best
+    return best, best_end
 
 
 def json_object_extract(raw: str | bytes | None) -> tuple[str, dict | list | object | None]:
@@ -135,8 +141,8 @@ def json_object_extract(raw: str | bytes | None) -> tuple[str, dict | list | obj
 
     ``status`` is ``"ok"``, ``"empty"`` or ``"invalid_json"``. Tried in order:
     the whole text (after a BOM and surrounding whitespace), fenced blocks
-    (```` ```json ```` first), then the longest object starting at a ``{`` in
-    the prose, then the longest array starting at a ``[``. A value that is
+    (```` ```json ```` first), then (in prose) an array that encloses the first ``{``,
+    the longest object starting at a ``{``, an array before any ``{``. A value that is
     already a dict or list (a provider with structured output) is returned as
     is. Never raises.
     """
@@ -162,12 +168,16 @@ def json_object_extract(raw: str | bytes | None) -> tuple[str, dict | list | obj
                 ok, value = _decode_whole(body.strip().lstrip("\ufeff"))
                 if ok:
                     return EXTRACT_OK, value
-        found = _scan(text, "{", dict)
+        # An array counts when it is the outermost value, not one inside a broken object.
+        first_brace = text.find("{")
+        array, array_end = _scan(text, "[", list, before=first_brace)
+        if array is not None and (first_brace == -1 or array_end > first_brace):
+            return EXTRACT_OK, array
+        found, _end = _scan(text, "{", dict)
         if found is not None:
             return EXTRACT_OK, found
-        found = _scan(text, "[", list)
-        if found is not None:
-            return EXTRACT_OK, found
+        if array is not None:
+            return EXTRACT_OK, array
         return EXTRACT_INVALID_JSON, None
     except Exception:
         return EXTRACT_INVALID_JSON, None
