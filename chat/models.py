@@ -30,3 +30,35 @@ class Conversation(models.Model):
 
     def __str__(self) -> str:
         return self.title or f"#{self.pk}"
+
+
+class Feedback(models.Model):
+    """What the asker thought of one answer: one row per user per session, updatable."""
+
+    session = models.ForeignKey(
+        "diagnosis.DiagnosisSession",
+        verbose_name=_("诊断会话"),
+        on_delete=models.CASCADE,
+        related_name="feedback",
+    )
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        verbose_name=_("用户"),
+        on_delete=models.CASCADE,
+        related_name="answer_feedback",
+    )
+    helpful = models.BooleanField(_("有帮助"))
+    comment = models.TextField(_("评论"), blank=True, max_length=2000)
+    created_at = models.DateTimeField(_("创建时间"), auto_now_add=True)
+    updated_at = models.DateTimeField(_("更新时间"), auto_now=True)
+
+    class Meta:
+        ordering = ["-updated_at", "-id"]
+        verbose_name = _("回答反馈")
+        verbose_name_plural = _("回答反馈")
+        constraints = [
+            models.UniqueConstraint(fields=["session", "user"], name="feedback_session_user"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.session_id} {'+' if self.helpful else '-'}"

@@ -1,9 +1,299 @@
+"""Reads of the chat: conversations, turns, progress and the evidence view of an answer."""
+
 from __future__ import annotations
 
-from django.db.models import QuerySet
+import itertools
+from dataclasses import dataclass, field
+from typing import Any
 
-from chat.models import Conversation
+from django.db.models import Prefetch, QuerySet
+from django.utils import timezone
+from pydantic import ValidationError
+
+from chat.charts import Chart, charts_for_excerpt
+from chat.models import Conversation, Feedback
+from diagnosis.contracts import ComposerInput
+from diagnosis.models import DiagnosisSession, Environment, SessionEvent, ToolInvocation
+from diagnosis.selectors import ClaimView, session_claims_view
+
+CONTEXT_LINES = 2
+ARGUMENTS_SHORT_CHARS = 80
 
 
 def conversation_list_for_user(*, user) -> QuerySet[Conversation]:
     return Conversation.objects.filter(owner=user).select_related("environment")
+
+
+def conversation_sessions_for_user(*, user) -> QuerySet[DiagnosisSession]:
+    """Chat sessions the user may see: their own, asked in their own conversations."""
+    return DiagnosisSession.objects.filter(
+        owner=user, conversation__owner=user, conversation__isnull=False
+    )
+
+
+def environment_choices() -> QuerySet[Environment]:
+    return Environment.objects.filter(is_active=True).order_by("name")
+
+
+# --- progress -------------------------------------------------------------------
+
+
+@dataclass
+class ToolStep:
+    tool: str
+    arguments: str
+    trace_ref: str = ""
+    status: str = "running"
+
+
+@dataclass
+class Progress:
+    stage: str
+    stage_label: str
+    steps: list[ToolStep]
+    elapsed_seconds: int
+    notes: list[str]
+
+
+def _short_arguments(arguments: Any) -> str:
+    if isinstance(arguments, dict):
+        text = ", ".join(f"{k}={v}" for k, v in arguments.items() if v not in (None, "", [], {}))
+    else:
+        text = str(arguments or "")
+    if len(text) > ARGUMENTS_SHORT_CHARS:
+        text = text[: ARGUMENTS_SHORT_CHARS - 1] + "…"
+    return text
+
+
+def session_progress(
+    *, session: DiagnosisSession, events: list[SessionEvent] | None = None
+) -> Progress:
+    """Stage, each tool call with its short arguments and status, and elapsed time."""
+    if events is None:
+        events = list(session.events.order_by("sequence"))
+    steps: list[ToolStep] = []
+    notes: list[str] = []
+    for event in events:
+        data = event.data or {}
+        if event.kind == SessionEvent.Kind.TOOL_CALL:
+            steps.append(
+                ToolStep(tool=event.message, arguments=_short_arguments(data.get("arguments")))
+            )
+        elif event.kind == SessionEvent.Kind.TOOL_RESULT:
+            pending = next((s for s in reversed(steps) if s.status == "running"), None)
+            if pending is not None:
+                pending.status = str(data.get("status") or "ok")
+                pending.trace_ref = str(data.get("trace_ref") or "")
+        elif event.kind == SessionEvent.Kind.INFO and event.message == "retry":
+            notes.append("retry")
+    started = session.started_at or session.created_at
+    end = session.finished_at or timezone.now()
+    return Progress(
+        stage=session.stage,
+        stage_label=str(session.get_stage_display()),
+        steps=steps,
+        elapsed_seconds=max(0, int((end - started).total_seconds())),
+        notes=notes,
+    )
+
+
+# --- turns of a conversation ---------------------------------------------------------
+
+
+@dataclass
+class Turn:
+    session: DiagnosisSession
+    feedback: Feedback | None = None
+    progress: Progress | None = None
+    evidence: Evidence | None = None
+
+
+def conversation_turns(
+    *, conversation: Conversation, user, evidence_for_latest: bool = True
+) -> list[Turn]:
+    """Every question and answer in order, in a fixed number of queries.
+
+    Events are read only for sessions still running; evidence (which reads tool outputs)
+    only for the latest answer; older answers load theirs on demand.
+    """
+    sessions = list(
+        conversation.sessions.filter(owner=user)
+        .order_by("created_at", "id")
+        .prefetch_related(
+            Prefetch("feedback", queryset=Feedback.objects.filter(user=user), to_attr="mine")
+        )
+    )
+    running = [s.pk for s in sessions if not s.is_terminal]
+    events_by_session: dict[int, list[SessionEvent]] = {pk: [] for pk in running}
+    if running:
+        for event in SessionEvent.objects.filter(session_id__in=running).order_by(
+            "session_id", "sequence"
+        ):
+            events_by_session[event.session_id].append(event)
+    turns = []
+    for session in sessions:
+        turn = Turn(session=session, feedback=session.mine[0] if session.mine else None)
+        if not session.is_terminal:
+            turn.progress = session_progress(session=session, events=events_by_session[session.pk])
+        turns.append(turn)
+    if evidence_for_latest and turns and turns[-1].session.is_terminal:
+        turns[-1].evidence = session_evidence(session=turns[-1].session)
+    return turns
+
+
+def session_turn(*, session: DiagnosisSession, user) -> Turn:
+    turn = Turn(
+        session=session,
+        feedback=Feedback.objects.filter(session=session, user=user).first(),
+    )
+    if session.is_terminal:
+        turn.evidence = session_evidence(session=session)
+    else:
+        turn.progress = session_progress(session=session)
+    return turn
+
+
+# --- the evidence view -----------------------------------------------------------------
+
+
+@dataclass
+class Segment:
+    text: str
+    marked: bool = False
+
+
+@dataclass
+class ContextLine:
+    number: int
+    segments: list[Segment]
+
+
+@dataclass
+class BindingEvidence:
+    tool_name: str
+    source_id: str
+    source_type: str
+    excerpt: str
+    valid: bool
+    arguments: str = ""
+    invocation_status: str = ""
+    found: bool = False
+    lines: list[ContextLine] = field(default_factory=list)
+    charts: list[Chart] = field(default_factory=list)
+
+
+@dataclass
+class ClaimEvidence:
+    claim: ClaimView
+    bindings: list[BindingEvidence]
+
+
+@dataclass
+class Evidence:
+    allowed: list[ClaimEvidence]
+    not_accepted: list[ClaimView]
+    hypotheses: list[Any]
+    missing_info: list[str]
+    actions: list[Any]
+
+
+def _locate(excerpt: str, text: str) -> list[tuple[int, int]]:
+    """Character spans of the excerpt in the text, as the Gatekeeper matches it."""
+    try:
+        from diagnosis.gatekeeper import excerpt_locate  # type: ignore[attr-defined]
+    except ImportError:
+        excerpt_locate = None
+    if excerpt_locate is not None:
+        return list(excerpt_locate(excerpt, text))
+    if not excerpt:
+        return []
+    start = text.lower().find(excerpt.lower())
+    return [(start, start + len(excerpt))] if start >= 0 else []
+
+
+def excerpt_context(
+    *, excerpt: str, output: str, context_lines: int = CONTEXT_LINES
+) -> list[ContextLine]:
+    """The lines around the excerpt's first match, the match split out to be marked."""
+    spans = _locate(excerpt, output)
+    if not spans:
+        return []
+    start, end = spans[0]
+    line_starts = [0]
+    for index, char in enumerate(output):
+        if char == "\n":
+            line_starts.append(index + 1)
+    first = max(i for i, s in enumerate(line_starts) if s <= start)
+    last = max(i for i, s in enumerate(line_starts) if s <= max(start, end - 1))
+    shown = range(max(0, first - context_lines), min(len(line_starts), last + context_lines + 1))
+    lines = []
+    for i in shown:
+        line_start = line_starts[i]
+        line_end = line_starts[i + 1] - 1 if i + 1 < len(line_starts) else len(output)
+        segments = []
+        cuts = sorted(
+            {line_start, line_end} | {min(max(p, line_start), line_end) for s in spans for p in s}
+        )
+        for a, b in itertools.pairwise(cuts):
+            marked = any(s <= a and b <= e for s, e in spans)
+            segments.append(Segment(text=output[a:b], marked=marked))
+        lines.append(ContextLine(number=i + 1, segments=segments or [Segment(text="")]))
+    return lines
+
+
+def _arguments_text(arguments: Any) -> str:
+    if isinstance(arguments, dict):
+        return "\n".join(f"{k}: {v}" for k, v in arguments.items())
+    return str(arguments or "")
+
+
+def _composer_input(session: DiagnosisSession) -> ComposerInput | None:
+    raw = (session.self_evaluation or {}).get("composer_input")
+    if not isinstance(raw, dict):
+        return None
+    try:
+        return ComposerInput.model_validate(raw)
+    except ValidationError:
+        return None
+
+
+def session_evidence(*, session: DiagnosisSession) -> Evidence:
+    """Allowed claims with their bindings opened on the stored outputs, and the rest."""
+    claims = session_claims_view(session=session)
+    allowed = [c for c in claims if c.allowed]
+    wanted = {b.invocation_id for c in allowed for b in c.bindings if b.invocation_id}
+    invocations = {
+        inv.pk: inv for inv in ToolInvocation.objects.filter(session=session, pk__in=wanted)
+    }
+    allowed_evidence = []
+    for claim in allowed:
+        bindings = []
+        for binding in claim.bindings:
+            item = BindingEvidence(
+                tool_name=binding.tool_name,
+                source_id=binding.source_id,
+                source_type=binding.source_type,
+                excerpt=binding.excerpt,
+                valid=binding.valid,
+            )
+            invocation = invocations.get(binding.invocation_id or 0)
+            if invocation is not None:
+                item.tool_name = invocation.tool_name
+                item.arguments = _arguments_text(invocation.arguments)
+                item.invocation_status = invocation.status
+                item.lines = excerpt_context(excerpt=binding.excerpt, output=invocation.output)
+                item.found = bool(item.lines)
+                if invocation.tool_name == "query_metrics" and isinstance(invocation.summary, dict):
+                    item.charts = charts_for_excerpt(
+                        summary=invocation.summary, excerpt=binding.excerpt
+                    )
+            bindings.append(item)
+        allowed_evidence.append(ClaimEvidence(claim=claim, bindings=bindings))
+    composer_input = _composer_input(session)
+    return Evidence(
+        allowed=allowed_evidence,
+        not_accepted=[c for c in claims if not c.allowed],
+        hypotheses=list(composer_input.allowed_hypotheses) if composer_input else [],
+        missing_info=list(composer_input.missing_info) if composer_input else [],
+        actions=list(composer_input.recommended_actions) if composer_input else [],
+    )

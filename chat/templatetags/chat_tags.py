@@ -1,0 +1,105 @@
+"""Template helpers of the chat: safe Markdown and plain-word labels."""
+
+from __future__ import annotations
+
+from django import template
+from django.utils.safestring import SafeString, mark_safe
+from django.utils.translation import gettext_lazy as _
+from markdown_it import MarkdownIt
+
+register = template.Library()
+
+ALLOWED_LINK_SCHEMES = ("http://", "https://")
+
+
+def _markdown() -> MarkdownIt:
+    # Raw HTML is off, so model text can never become markup; links are http(s) only
+    # and images are not rendered (they would fetch third-party URLs).
+    md = MarkdownIt("commonmark", {"html": False}).enable("table").disable("image")
+    md.validateLink = lambda url: url.strip().lower().startswith(ALLOWED_LINK_SCHEMES)
+
+    def link_open(renderer, tokens, idx, options, env):
+        tokens[idx].attrSet("rel", "nofollow noopener noreferrer")
+        return renderer.renderToken(tokens, idx, options, env)
+
+    md.add_render_rule("link_open", link_open)
+    return md
+
+
+_MD = _markdown()
+
+
+@register.filter
+def markdown(text: object) -> SafeString:
+    """Render Markdown as HTML; the text's own HTML stays escaped text."""
+    return mark_safe(_MD.render(str(text or "")))  # noqa: S308 (html disabled, links checked)
+
+
+CLASSIFICATION_LABELS = {
+    "direct_observation": _("直接观测"),
+    "reasonable_inference": _("合理推断"),
+    "overstated": _("表述过度"),
+    "unsupported": _("缺乏支持"),
+    "external_unknown": _("超出证据范围"),
+    "contradicted": _("与证据矛盾"),
+}
+
+PLACEMENT_LABELS = {
+    "allowed_claim": _("已确认"),
+    "hypothesis": _("降为假设"),
+    "missing_info": _("列为待补信息"),
+    "dropped": _("未采用"),
+}
+
+FINDING_LABELS = {
+    "no_bindings": _("没有证据绑定"),
+    "unknown_source_id": _("引用的调用不存在"),
+    "invocation_not_in_session": _("引用的调用不属于本会话"),
+    "tool_name_mismatch": _("工具名与调用不符"),
+    "invocation_failed": _("引用的调用没有成功"),
+    "excerpt_not_found": _("摘录不在工具输出中"),
+    "excerpt_too_short": _("摘录太短"),
+    "number_mismatch": _("数字与证据不符"),
+    "knowledge_only_binding": _("只有知识库证据"),
+    "duplicate_claim_id": _("结论编号重复"),
+    "unknown_claim_type": _("未知的结论类型"),
+    "malformed_claim": _("结论格式错误"),
+    "malformed_binding": _("证据绑定格式错误"),
+    "malformed_item": _("条目格式错误"),
+    "source_id_mismatch": _("来源编号不一致"),
+    "unknown_source_type": _("未知的来源类型"),
+}
+
+TOOL_STATUS_LABELS = {
+    "running": _("进行中"),
+    "ok": _("成功"),
+    "no_data": _("无数据"),
+    "error": _("错误"),
+    "timeout": _("超时"),
+}
+
+
+@register.filter
+def classification_label(value: str) -> str:
+    return str(CLASSIFICATION_LABELS.get(value, value or _("未分类")))
+
+
+@register.filter
+def placement_label(value: str) -> str:
+    return str(PLACEMENT_LABELS.get(value, value or _("未采用")))
+
+
+@register.filter
+def finding_label(value: str) -> str:
+    return str(FINDING_LABELS.get(value, value))
+
+
+@register.filter
+def tool_status_label(value: str) -> str:
+    return str(TOOL_STATUS_LABELS.get(value, value))
+
+
+@register.filter
+def duration(seconds: int) -> str:
+    minutes, secs = divmod(int(seconds or 0), 60)
+    return f"{minutes}:{secs:02d}"
