@@ -116,8 +116,11 @@ def trace_summary_build(
         if _tokens(entries) <= budget:
             return entries
     # Still over: the oldest calls lose their detail first (the latest attempt matters most).
-    for index, invocation in enumerate(invocations):
-        entries[index] = _entry(invocation, facts[index], None)
+    tersest = entries
+    bare = [_entry(inv, f, None) for inv, f in zip(invocations, facts, strict=True)]
+    total = len(invocations)
+    for kept in range(total - 1, -1, -1):
+        entries = bare[: total - kept] + tersest[total - kept :]
         if _tokens(entries) <= budget:
             return entries
 
@@ -137,7 +140,17 @@ def trace_summary_build(
         ]
 
     dropped = 0
-    while entries and _tokens(marker(dropped) + entries) > budget:
+    entries = [*bare[:-1], tersest[-1]]  # the newest call keeps its facts
+    while len(entries) > 1 and _tokens(marker(dropped) + entries) > budget:
         entries.pop(0)
         dropped += 1
+    if _tokens(marker(dropped) + entries) > budget:
+        entries[-1] = bare[-1]
+    # Give the newest survivors their detail back while it still fits.
+    for index in range(len(entries) - 2, -1, -1):
+        candidate = list(entries)
+        candidate[index] = tersest[dropped + index]
+        if _tokens(marker(dropped) + candidate) > budget:
+            break
+        entries = candidate
     return marker(dropped) + entries
