@@ -1,0 +1,122 @@
+"""The ``offline`` provider: a deterministic, evidence-driven engine for the four roles.
+
+It is the default when no model endpoint is configured, so a fresh machine
+diagnoses for real: the Planner reads services, window and symptoms from the
+question; the Executor queries metrics and logs, ranks services against their
+own baselines and writes claims whose excerpts are copied from tool output; the
+Verifier classifies each claim from the Verifier payload alone; the Composer
+renders only the filtered material. Same inputs, same output.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from diagnosis.contracts import ComposerInput, VerifierPayload
+from diagnosis.llm.base import CallRecorder, ExecutorRequest, PlannerRequest, Role, ToolRunner
+
+from .common import MODEL_NAME, PROVIDER_NAME, clock, json_dump, record_call
+from .composer import compose_run
+from .executor import execute_run
+from .planner import plan_build
+from .verifier import verify_run
+
+__all__ = ["MODEL_NAME", "OfflineProvider"]
+
+
+class OfflineProvider:
+    name = PROVIDER_NAME
+    model = MODEL_NAME
+
+    def plan(self, request: PlannerRequest, *, recorder: CallRecorder) -> str:
+        started = clock()
+        raw = plan_build(request).model_dump_json()
+        record_call(
+            recorder,
+            role=Role.PLANNER,
+            request={
+                "question": request.question,
+                "language": request.language,
+                "now": request.now,
+                "window": request.window,
+                "services": list(request.services),
+                "history_turns": len(request.history or []),
+                "alert": bool(request.alert),
+            },
+            raw_response=raw,
+            started=started,
+        )
+        return raw
+
+    def execute(
+        self,
+        request: ExecutorRequest,
+        *,
+        tools: ToolRunner,
+        tool_specs: list[dict[str, Any]],
+        recorder: CallRecorder,
+    ) -> str:
+        started = clock()
+        output, evidence = execute_run(request, tools)
+        raw = json_dump(output.model_dump(mode="json"))
+        record_call(
+            recorder,
+            role=Role.EXECUTOR,
+            request={
+                "question": request.question,
+                "language": request.language,
+                "window": request.window,
+                "plan_services": list(request.plan.get("services") or []),
+                "attempt": request.attempt,
+                "retry": bool(request.retry_context),
+                "tool_calls": [
+                    {
+                        "tool": c.tool_name,
+                        "arguments": c.arguments,
+                        "trace_ref": c.trace_ref,
+                        "status": c.status,
+                    }
+                    for c in evidence.calls
+                ],
+            },
+            raw_response=raw,
+            started=started,
+        )
+        return raw
+
+    def verify(self, payload: VerifierPayload, *, recorder: CallRecorder) -> str:
+        started = clock()
+        raw = verify_run(payload).model_dump_json()
+        record_call(
+            recorder,
+            role=Role.VERIFIER,
+            request={
+                "original_query": payload.original_query,
+                "parse_status": payload.executor_output_parse_status.value,
+                "claims": payload.gatekeeper.counts.model_dump(),
+                "trace_entries": len(payload.tool_trace_summary),
+                "retry": payload.retry_context is not None,
+            },
+            raw_response=raw,
+            started=started,
+        )
+        return raw
+
+    def compose(self, composer_input: ComposerInput, *, recorder: CallRecorder) -> str:
+        started = clock()
+        raw = json_dump(compose_run(composer_input).model_dump(mode="json"))
+        record_call(
+            recorder,
+            role=Role.COMPOSER,
+            request={
+                "decision": composer_input.decision.value,
+                "language": composer_input.language,
+                "allowed_claims": len(composer_input.allowed_claims),
+                "allowed_hypotheses": len(composer_input.allowed_hypotheses),
+                "missing_info": len(composer_input.missing_info),
+                "recommended_actions": len(composer_input.recommended_actions),
+            },
+            raw_response=raw,
+            started=started,
+        )
+        return raw

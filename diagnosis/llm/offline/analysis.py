@@ -1,0 +1,583 @@
+"""Reading tool results into signals, and ranking services as root-cause suspects.
+
+Ranking follows the spirit of BARO-style metric RCA: each service is judged
+against its own baseline (the tools' robust anomaly score), and then the
+cascade is taken into account. A service whose anomaly starts earliest, that
+shows a resource signal of its own and logs saying it ran out, outranks the
+services whose errors merely report timeouts while calling it.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from . import vocab
+from .common import attr, time_parse
+
+ANOMALY_MIN = 3.0  # robust z-like score from which a series counts as abnormal
+SURGE_MIN = 3.0  # window/baseline ratio from which a log template counts as surging
+EARLY_MARGIN_S = 60  # an onset this much earlier than every other suspect counts as first
+RESOURCE_MIN = 10.0  # a resource series this abnormal (or at its limit) is a resource signal
+ONSET_MIN = 6.0  # only series this abnormal date the start of a service's anomaly
+CHANGE_LEAD_S = 20 * 60  # a change this long before new errors can explain them
+SUSTAINED_MIN = 0.15  # share of the peak deviation the window mean must carry
+
+
+@dataclass
+class Call:
+    """One tool call and its result, normalised from a ToolResult-like object."""
+
+    tool_name: str
+    arguments: dict[str, Any]
+    invocation_id: int | None
+    trace_ref: str
+    status: str
+    output: str
+    summary: dict[str, Any]
+
+    @classmethod
+    def from_result(cls, tool_name: str, arguments: dict[str, Any], result: Any) -> Call:
+        summary = attr(result, "summary", None)
+        invocation_id = attr(result, "invocation_id", None)
+        try:
+            invocation_id = int(invocation_id) if invocation_id is not None else None
+        except (TypeError, ValueError):
+            invocation_id = None
+        return cls(
+            tool_name=str(attr(result, "tool_name", None) or tool_name),
+            arguments=dict(arguments),
+            invocation_id=invocation_id,
+            trace_ref=str(attr(result, "trace_ref", "") or ""),
+            status=str(attr(result, "status", "error") or "error"),
+            output=str(attr(result, "output", "") or ""),
+            summary=summary if isinstance(summary, dict) else {},
+        )
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok" and bool(self.trace_ref)
+
+    def contains(self, text: str) -> bool:
+        return bool(text) and text in self.output
+
+
+@dataclass
+class MetricSignal:
+    call: Call
+    service: str
+    metric: str
+    labels: dict[str, str]
+    line: str
+    baseline_mean: Any
+    window_max: Any
+    window_max_at: str
+    window_min: Any
+    window_mean: Any
+    change_point: str
+    direction: str
+    anomaly: float
+    ratio: float | None
+    kind: str
+    subkind: str
+    at_limit: bool = False
+    limit_value: Any = None
+
+    @property
+    def abnormal(self) -> bool:
+        return self.direction in {"up", "down"} and self.anomaly >= ANOMALY_MIN and self.sustained
+
+    @property
+    def sustained(self) -> bool:
+        """A shift of the window's mean, not one stray sample (robust scores love those)."""
+        mean, base = _float(self.window_mean), _float(self.baseline_mean)
+        extreme = _float(self.window_min if self.direction == "down" else self.window_max)
+        if mean is None or base is None or extreme is None or extreme == base:
+            return True
+        return (mean - base) / (extreme - base) >= SUSTAINED_MIN
+
+    @property
+    def bad_direction(self) -> bool:
+        """For resources: usage up, or free/idle capacity down."""
+        if vocab.is_free_metric(self.metric):
+            return self.direction == "down"
+        return self.direction == "up"
+
+    @property
+    def onset(self) -> datetime | None:
+        return time_parse(self.change_point) or time_parse(self.window_max_at)
+
+
+@dataclass
+class LogSignal:
+    call: Call
+    service: str
+    template: str
+    level: str
+    count_window: int
+    count_baseline: int
+    first_seen: str
+    last_seen: str
+    is_new: bool
+    surge: float
+    line: str
+    samples: list[str]
+    kind: str
+    subkind: str
+    mentions: list[str]
+    injected: bool
+
+    @property
+    def severe(self) -> bool:
+        level = self.level.upper()
+        return level in vocab.ERROR_LEVELS or level in vocab.WARN_LEVELS
+
+    @property
+    def abnormal(self) -> bool:
+        if self.count_window <= 0 or self.injected:
+            return False
+        return self.is_new or self.surge >= SURGE_MIN
+
+    @property
+    def onset(self) -> datetime | None:
+        return time_parse(self.first_seen)
+
+
+@dataclass
+class Suspect:
+    service: str
+    metrics: list[MetricSignal] = field(default_factory=list)
+    logs: list[LogSignal] = field(default_factory=list)
+    blamed_by: list[str] = field(default_factory=list)
+    downstream_of: list[str] = field(default_factory=list)
+    has_data: bool = False
+    score: float = 0.0
+    earliest: bool = False
+    victim: bool = False
+    kind: str = "other"
+    subkind: str = ""
+
+    @property
+    def abnormal_metrics(self) -> list[MetricSignal]:
+        return sorted(
+            (m for m in self.metrics if m.abnormal),
+            key=lambda m: (-m.anomaly, m.metric, m.line),
+        )
+
+    @property
+    def abnormal_logs(self) -> list[LogSignal]:
+        return sorted(
+            (lg for lg in self.logs if lg.abnormal and lg.severe),
+            key=lambda lg: (_log_rank(lg), lg.template),
+        )
+
+    @property
+    def resource_metrics(self) -> list[MetricSignal]:
+        strong = [
+            m
+            for m in self.abnormal_metrics
+            if m.kind in {"resource", "restart"}
+            and (m.bad_direction or m.kind == "restart")
+            and (m.anomaly >= RESOURCE_MIN or m.at_limit)
+        ]
+        return strong + [m for m in self.metrics if m.at_limit and m not in strong]
+
+    @property
+    def changes(self) -> list[tuple[datetime | None, MetricSignal | LogSignal]]:
+        """Deploys and configuration changes seen in the window, earliest first."""
+        found: list[tuple[datetime | None, MetricSignal | LogSignal]] = []
+        for lg in self.logs:
+            if lg.kind == "change" and lg.count_window > 0 and lg.is_new and not lg.injected:
+                found.append((lg.onset, lg))
+        for m in self.metrics:
+            if m.kind == "change" and m.line and (m.baseline_mean is None or m.abnormal):
+                found.append((m.onset, m))
+        return sorted(found, key=lambda item: (item[0] is None, item[0] or _EPOCH, _key(item[1])))
+
+    @property
+    def error_onset(self) -> datetime | None:
+        times = [lg.onset for lg in self.abnormal_logs if lg.onset and lg.kind != "change"]
+        return min(times) if times else None
+
+    @property
+    def change_before_errors(self) -> tuple[datetime | None, MetricSignal | LogSignal] | None:
+        """The latest change that shortly precedes this service's new errors."""
+        errors_at = self.error_onset
+        if errors_at is None:
+            return None
+        fitting = [
+            (at, sig)
+            for at, sig in self.changes
+            if at is not None and 0 <= (errors_at - at).total_seconds() + 60 <= CHANGE_LEAD_S
+        ]
+        if fitting:
+            return fitting[-1]
+        undated = [(at, sig) for at, sig in self.changes if at is None]
+        return undated[0] if undated else None
+
+    @property
+    def resource_logs(self) -> list[LogSignal]:
+        return [lg for lg in self.abnormal_logs if lg.kind == "resource"]
+
+    @property
+    def onset(self) -> datetime | None:
+        times = [m.onset for m in self.abnormal_metrics if m.onset and m.anomaly >= ONSET_MIN]
+        times += [lg.onset for lg in self.abnormal_logs if lg.onset]
+        return min(times) if times else None
+
+    @property
+    def anomalous(self) -> bool:
+        return bool(self.abnormal_metrics or self.abnormal_logs)
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def _key(signal: MetricSignal | LogSignal) -> str:
+    return signal.line or getattr(signal, "template", "") or getattr(signal, "metric", "")
+
+
+def _log_rank(lg: LogSignal) -> tuple[int, float, int]:
+    order = {"resource": 0, "change": 1, "code": 2, "other": 3, "dependency": 4}
+    level = 0 if lg.level.upper() in vocab.ERROR_LEVELS else 1
+    return (
+        order.get(lg.kind, 5) * 2 + level,
+        -lg.surge if not lg.is_new else -1e9,
+        -lg.count_window,
+    )
+
+
+def _float(value: Any) -> float | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int | float):
+        return float(value)
+    try:
+        return float(str(value))
+    except (TypeError, ValueError):
+        return None
+
+
+def _int(value: Any) -> int:
+    number = _float(value)
+    return int(number) if number is not None else 0
+
+
+def metric_signals(call: Call) -> list[MetricSignal]:
+    if not call.ok:
+        return []
+    signals = []
+    for item in call.summary.get("series") or []:
+        if not isinstance(item, dict):
+            continue
+        line = str(item.get("line") or "")
+        metric = str(item.get("metric") or "")
+        labels = item.get("labels") if isinstance(item.get("labels"), dict) else {}
+        labels = {str(k): str(v) for k, v in labels.items()}
+        kind, subkind = vocab.metric_kind(metric, labels)
+        service = str(item.get("service") or call.arguments.get("service") or "")
+        signals.append(
+            MetricSignal(
+                call=call,
+                service=service,
+                metric=metric,
+                labels=labels,
+                line=line if call.contains(line) else "",
+                baseline_mean=item.get("baseline_mean"),
+                window_max=item.get("window_max"),
+                window_max_at=str(item.get("window_max_at") or ""),
+                window_min=item.get("window_min"),
+                window_mean=item.get("window_mean"),
+                change_point=str(item.get("change_point") or ""),
+                direction=str(item.get("direction") or "flat"),
+                anomaly=abs(_float(item.get("anomaly_score")) or 0.0),
+                ratio=_float(item.get("ratio")),
+                kind=kind,
+                subkind=subkind,
+            )
+        )
+    _mark_limits(signals)
+    return signals
+
+
+def _mark_limits(signals: list[MetricSignal]) -> None:
+    """A usage series at (or within 5 % of) its limit series, or a ratio near 1 / 100 %."""
+    by_service: dict[str, list[MetricSignal]] = {}
+    for signal in signals:
+        by_service.setdefault(signal.service, []).append(signal)
+    for group in by_service.values():
+        limits = [s for s in group if s.kind == "resource" and vocab.is_limit_metric(s.metric)]
+        for signal in group:
+            if signal.kind != "resource" or vocab.is_limit_metric(signal.metric):
+                continue
+            peak = _float(signal.window_max)
+            if peak is None:
+                continue
+            if vocab.is_free_metric(signal.metric):
+                low = _float(signal.window_min)
+                base = _float(signal.baseline_mean)
+                if low is not None and base and base > 0 and low <= 0.05 * base:
+                    signal.at_limit = True
+                continue
+            for limit in limits:
+                if limit.subkind != signal.subkind:
+                    continue
+                cap = _float(limit.window_max)
+                if cap and cap > 0 and peak >= 0.95 * cap:
+                    signal.at_limit = True
+                    signal.limit_value = limit.window_max
+                    break
+            if not signal.at_limit and vocab.is_ratio_metric(signal.metric):
+                if 0.95 <= peak <= 1.0 or 95 <= peak <= 100:
+                    signal.at_limit = True
+
+
+SERVICE_LIKE = re.compile(
+    r"(?<![\w.-])([a-z][a-z0-9]*(?:-[a-z0-9]+)*-(?:service|svc|api|server|gateway|worker|db))(?![\w-])"
+)
+
+
+def mentioned_services(text: str, known: list[str], own: str) -> list[str]:
+    lowered = (text or "").lower()
+    found = []
+    for name in known:
+        if name and name.lower() != own.lower():
+            if re.search(rf"(?<![\w.-]){re.escape(name.lower())}(?![\w-])", lowered):
+                found.append(name)
+    for match in SERVICE_LIKE.finditer(lowered):
+        token = match.group(1)
+        if token != own.lower() and token not in {k.lower() for k in found}:
+            found.append(token)
+    return sorted(set(found))
+
+
+def log_signals(call: Call, known: list[str]) -> list[LogSignal]:
+    if not call.ok:
+        return []
+    signals = []
+    for item in call.summary.get("templates") or []:
+        if not isinstance(item, dict):
+            continue
+        template = str(item.get("template") or "")
+        service = str(item.get("service") or call.arguments.get("service") or "")
+        samples = [str(s) for s in item.get("samples") or [] if isinstance(s, str)]
+        samples = [s for s in samples if call.contains(s)]
+        line = str(item.get("line") or "")
+        text = " ".join([template, *samples])
+        mentions = mentioned_services(text, known, service)
+        kind, subkind = vocab.log_kind(text, bool(mentions))
+        surge = _float(item.get("surge_ratio"))
+        signals.append(
+            LogSignal(
+                call=call,
+                service=service,
+                template=template,
+                level=str(item.get("level") or ""),
+                count_window=_int(item.get("count_window")),
+                count_baseline=_int(item.get("count_baseline")),
+                first_seen=str(item.get("first_seen") or ""),
+                last_seen=str(item.get("last_seen") or ""),
+                is_new=bool(item.get("is_new")),
+                surge=surge if surge is not None else 0.0,
+                line=line if call.contains(line) else "",
+                samples=samples,
+                kind=kind,
+                subkind=subkind,
+                mentions=mentions,
+                injected=vocab.looks_like_instruction(text),
+            )
+        )
+    return signals
+
+
+def suspects_rank(
+    calls: list[Call], known: list[str], focus: list[str] | None = None
+) -> list[Suspect]:
+    """Every service seen, scored and sorted most-suspect first."""
+    suspects: dict[str, Suspect] = {}
+
+    def suspect(name: str) -> Suspect:
+        return suspects.setdefault(name, Suspect(service=name))
+
+    seen_metrics: set[tuple[str, str]] = set()
+    seen_logs: set[tuple[str, str, str]] = set()
+    for call in calls:
+        service_arg = str(call.arguments.get("service") or "")
+        if call.tool_name == "query_metrics":
+            for signal in metric_signals(call):
+                key = (signal.service, signal.line or f"{signal.metric}{signal.labels}")
+                if key in seen_metrics:
+                    continue
+                seen_metrics.add(key)
+                if signal.service:
+                    entry = suspect(signal.service)
+                    entry.metrics.append(signal)
+                    entry.has_data = True
+            if service_arg and call.ok and call.summary.get("series"):
+                suspect(service_arg).has_data = True
+        elif call.tool_name == "query_logs":
+            all_known = sorted({*known, *suspects})
+            for signal in log_signals(call, all_known):
+                key = (signal.service, signal.template, signal.level)
+                if key in seen_logs:
+                    continue
+                seen_logs.add(key)
+                if signal.service:
+                    entry = suspect(signal.service)
+                    entry.logs.append(signal)
+                    entry.has_data = True
+            if service_arg and call.ok and call.summary.get("templates"):
+                suspect(service_arg).has_data = True
+
+    # Dependency edges: A's error logs name B while reporting a failed call.
+    for entry in list(suspects.values()):
+        for lg in entry.abnormal_logs:
+            if lg.kind == "dependency":
+                for target in lg.mentions:
+                    blamed = suspect(target)
+                    if entry.service not in blamed.blamed_by:
+                        blamed.blamed_by.append(entry.service)
+
+    for entry in suspects.values():
+        _score(entry)
+    _earliness(list(suspects.values()))
+    _cascade(suspects)
+    focus_set = {f.lower() for f in focus or []}
+    return sorted(
+        suspects.values(),
+        key=lambda s: (-round(s.score, 6), s.service.lower() not in focus_set, s.service),
+    )
+
+
+def _score(entry: Suspect) -> None:
+    score = 0.0
+    metrics = entry.abnormal_metrics
+    if metrics:
+        score += min(metrics[0].anomaly, 30.0) / 3.0
+        score += min(len(metrics) - 1, 4) * 0.5
+    resources = entry.resource_metrics
+    if resources:
+        score += 4.0
+        if any(m.at_limit for m in resources):
+            score += 4.0
+    logs = entry.abnormal_logs
+    kinds = {lg.kind for lg in logs}
+    if "resource" in kinds:
+        score += 5.0
+    if entry.change_before_errors is not None:
+        score += 4.0
+    elif entry.changes:
+        score += 1.0
+    if "code" in kinds:
+        score += 3.0
+    score += min(sum(1 for lg in logs if lg.kind == "other"), 2) * 1.5
+    score += min(sum(1 for lg in logs if lg.kind == "dependency"), 2) * 0.5
+    if entry.blamed_by:
+        own = 2.0 if entry.anomalous else 1.0
+        score += own * min(len(entry.blamed_by), 3)
+    # A pure victim: every error it logs is a failed call to someone else.
+    dependency_only = bool(logs) and kinds == {"dependency"}
+    if dependency_only and not resources and not entry.blamed_by:
+        entry.victim = True
+        score *= 0.5
+    entry.score = score
+    entry.kind, entry.subkind = _cause_kind(entry)
+
+
+def _cascade(suspects: dict[str, Suspect]) -> None:
+    """A service failing its calls to an abnormal service that went wrong first is downstream.
+
+    Its own saturation (threads, pools waiting on the slow callee) is then an
+    effect: the callee inherits the suspicion.
+    """
+    for entry in sorted(suspects.values(), key=lambda e: e.service):
+        for target_name in sorted(_dependency_targets(entry)):
+            target = suspects.get(target_name)
+            if target is None or not target.anomalous:
+                continue
+            own, theirs = entry.onset, target.onset
+            if own is not None and theirs is not None and (theirs - own).total_seconds() > 60:
+                continue
+            entry.downstream_of.append(target_name)
+    for entry in suspects.values():
+        if entry.downstream_of:
+            entry.score *= 0.6
+            entry.kind, entry.subkind = _cause_kind(entry)
+            for name in entry.downstream_of:
+                suspects[name].score += 3.0
+
+
+def _dependency_targets(entry: Suspect) -> set[str]:
+    targets: set[str] = set()
+    for lg in entry.abnormal_logs:
+        if lg.kind == "dependency":
+            targets.update(lg.mentions)
+    return targets
+
+
+def _earliness(entries: list[Suspect]) -> None:
+    timed = sorted(
+        ((e.onset, e.service, e) for e in entries if e.onset is not None and e.score > 0),
+        key=lambda item: (item[0], item[1]),
+    )
+    if not timed:
+        return
+    first_time, _, first = timed[0]
+    later = [t for t, _, _ in timed[1:]]
+    if not later or all((t - first_time).total_seconds() >= EARLY_MARGIN_S for t in later):
+        if len(timed) > 1:
+            first.earliest = True
+            first.score += 3.0
+
+
+def _cause_kind(entry: Suspect) -> tuple[str, str]:
+    """What kind of cause this service would be, from its strongest own evidence."""
+    resources = entry.resource_metrics
+    resource_logs = entry.resource_logs
+    if entry.downstream_of:
+        return "dependency", ""
+    if entry.change_before_errors is not None and not any(m.at_limit for m in resources):
+        return "change", ""
+    if resources or resource_logs:
+        subs = [lg.subkind for lg in resource_logs if lg.subkind]
+        subs += [m.subkind for m in resources if m.subkind and m.at_limit]
+        subs += [m.subkind for m in resources if m.subkind]
+        return "resource", subs[0] if subs else ""
+    kinds = [lg.kind for lg in entry.abnormal_logs]
+    metric_kinds = [m.kind for m in entry.abnormal_metrics]
+    if "change" in kinds or "change" in metric_kinds:
+        return "change", ""
+    if "code" in kinds:
+        return "code", ""
+    if entry.victim:
+        return "dependency", ""
+    if "latency" in metric_kinds:
+        return "latency", ""
+    if "errors" in metric_kinds or kinds:
+        return "errors", ""
+    if entry.blamed_by and not entry.has_data:
+        return "dependency_target", ""
+    return "other", ""
+
+
+def root_cause_evidence(entry: Suspect) -> tuple[MetricSignal, LogSignal] | None:
+    """The pair that directly shows a resource cause: its own metric and its own log."""
+    if entry.downstream_of:
+        return None
+    metrics = [m for m in entry.resource_metrics if m.line]
+    logs = [lg for lg in entry.resource_logs if lg.line or lg.samples]
+    if not metrics or not logs:
+        return None
+    metrics.sort(
+        key=lambda m: (not m.at_limit, vocab.is_free_metric(m.metric), -m.anomaly, m.metric)
+    )
+    log_subs = {lg.subkind for lg in logs}
+    matching = [m for m in metrics if m.subkind in log_subs or m.kind == "restart"]
+    strong = [m for m in matching if m.at_limit or m.anomaly >= 2 * ANOMALY_MIN]
+    if not strong:
+        return None
+    metric = strong[0]
+    same = [lg for lg in logs if lg.subkind == metric.subkind] or logs
+    return metric, same[0]

@@ -1,0 +1,116 @@
+"""Shared helpers of the offline engine: language, JSON, time, recording."""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+
+from diagnosis.llm.base import CallRecorder, Role
+
+PROVIDER_NAME = "offline"
+MODEL_NAME = "rootproof-offline-1"
+
+try:  # the shared estimate when it exists; a safe over-estimate otherwise
+    from diagnosis.tokens import estimate_tokens as _estimate_tokens
+except ImportError:  # pragma: no cover - only before diagnosis.tokens exists
+
+    def _estimate_tokens(text: str) -> int:
+        return len(text) // 3 + 1 if text else 0
+
+
+def estimate_tokens(text: str) -> int:
+    return int(_estimate_tokens(text))
+
+
+def lang_key(language: str | None) -> str:
+    """``en`` for English sessions, ``zh`` for everything else (Chinese is the default)."""
+    return "en" if (language or "").strip().lower().startswith("en") else "zh"
+
+
+def json_dump(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, sort_keys=False, indent=None)
+
+
+def time_parse(value: object) -> datetime | None:
+    """An RFC 3339 string (or Unix seconds) as an aware UTC datetime; None when unreadable."""
+    if isinstance(value, datetime):
+        return value if value.tzinfo else value.replace(tzinfo=UTC)
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        try:
+            return datetime.fromtimestamp(float(value), tz=UTC)
+        except (OverflowError, OSError, ValueError):
+            return None
+    if not isinstance(value, str) or not value.strip():
+        return None
+    text = value.strip()
+    if text[-1] in "zZ":
+        text = text[:-1] + "+00:00"
+    try:
+        parsed = datetime.fromisoformat(text)
+    except ValueError:
+        return None
+    if parsed.tzinfo is None:
+        parsed = parsed.replace(tzinfo=UTC)
+    return parsed.astimezone(UTC)
+
+
+def time_format(value: datetime) -> str:
+    return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+_NUMBER = re.compile(r"\d+(?:\.\d+)?")
+
+
+def numbers_in(text: str) -> list[str]:
+    return _NUMBER.findall(text)
+
+
+def number_occurs(number: str, text: str) -> bool:
+    """``number`` occurs in ``text`` as a whole number (not inside a longer run of digits)."""
+    pattern = rf"(?<![\d.]){re.escape(number)}(?![\d])"
+    return re.search(pattern, text) is not None
+
+
+def numbers_covered(text: str, evidence: str) -> bool:
+    """Every number in ``text`` also occurs, whole, in ``evidence``."""
+    return all(number_occurs(n, evidence) for n in numbers_in(text))
+
+
+def record_call(
+    recorder: CallRecorder,
+    *,
+    role: Role,
+    request: dict[str, Any],
+    raw_response: str,
+    started: float,
+) -> None:
+    request_text = json_dump(request)
+    recorder(
+        role=role,
+        provider=PROVIDER_NAME,
+        model=MODEL_NAME,
+        request=request,
+        raw_response=raw_response,
+        tokens_in=estimate_tokens(request_text),
+        tokens_out=estimate_tokens(raw_response),
+        latency_ms=max(0, int((time.monotonic() - started) * 1000)),
+        status="ok",
+    )
+
+
+def clock() -> float:
+    return time.monotonic()
+
+
+def attr(obj: Any, name: str, default: Any = None) -> Any:
+    """Read ``name`` from a ToolResult-like object or a dict."""
+    if isinstance(obj, dict):
+        return obj.get(name, default)
+    return getattr(obj, name, default)
+
+
+Translator = Callable[..., str]

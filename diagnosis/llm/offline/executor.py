@@ -1,0 +1,930 @@
+"""Offline Executor: gather evidence like a careful SRE, rank suspects, write executor_evidence_v2.
+
+Every excerpt is a string the tool summary promises to be in the output, and is
+checked against the output before it is used; every number a claim states is
+checked to occur in its excerpts, or left out.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from diagnosis.contracts import (
+    Claim,
+    EvidenceBinding,
+    ExecutorEvidenceV2,
+    Hypothesis,
+    RecommendedAction,
+)
+from diagnosis.llm.base import ExecutorRequest, ToolRunner
+
+from . import vocab
+from .analysis import (
+    Call,
+    LogSignal,
+    MetricSignal,
+    Suspect,
+    mentioned_services,
+    root_cause_evidence,
+    suspects_rank,
+)
+from .common import lang_key, numbers_covered, time_parse
+from .planner import services_from_text
+from .texts import SUBKIND, T
+
+MAX_SERVICES = 12
+MAX_DISCOVERED = 4
+RESOURCE_FOLLOW_UPS = 3
+MAX_CLAIMS = 8
+MAX_HYPOTHESES = 5
+MIN_EXCERPT = 20
+KNOWLEDGE_K = 3
+TEMPLATE_CHARS = 80
+CHANGE_CHARS = 160
+
+
+@dataclass
+class Evidence:
+    calls: list[Call] = field(default_factory=list)
+    queried: list[str] = field(default_factory=list)
+
+
+def _call(tools: ToolRunner, evidence: Evidence, name: str, arguments: dict[str, Any]) -> Call:
+    try:
+        result = tools(name, dict(arguments))
+    except Exception as exc:  # a tool runner must not take the Executor down with it
+        result = {
+            "invocation_id": None,
+            "trace_ref": "",
+            "tool_name": name,
+            "status": "error",
+            "output": "",
+            "summary": {"error": type(exc).__name__},
+        }
+    call = Call.from_result(name, arguments, result)
+    evidence.calls.append(call)
+    return call
+
+
+def _service_round(tools: ToolRunner, evidence: Evidence, service: str) -> None:
+    evidence.queried.append(service)
+    _call(tools, evidence, "query_metrics", {"service": service})
+    _call(tools, evidence, "query_logs", {"service": service, "level": "ERROR"})
+    # every level: WARN, and the FATAL/PANIC/CRITICAL some systems log instead of ERROR
+    _call(tools, evidence, "query_logs", {"service": service})
+
+
+def _candidates(request: ExecutorRequest) -> list[str]:
+    planned = [s for s in request.plan.get("services") or [] if isinstance(s, str) and s]
+    known = sorted({s for s in request.services if isinstance(s, str) and s})
+    ordered: list[str] = []
+    for name in [*planned, *known]:
+        if name not in ordered:
+            ordered.append(name)
+    return ordered[:MAX_SERVICES]
+
+
+def _services_in_summaries(calls: list[Call]) -> list[str]:
+    found: set[str] = set()
+    for call in calls:
+        for key in ("series", "templates"):
+            for item in call.summary.get(key) or []:
+                if isinstance(item, dict) and isinstance(item.get("service"), str):
+                    found.add(item["service"])
+    return sorted(s for s in found if s)
+
+
+def evidence_gather(request: ExecutorRequest, tools: ToolRunner) -> Evidence:
+    evidence = Evidence()
+    candidates = _candidates(request)
+    if not candidates:
+        # Nothing named and nothing known: let the error logs say who is involved.
+        _call(tools, evidence, "query_logs", {"level": "ERROR"})
+        candidates = _services_in_summaries(evidence.calls)
+        if not candidates:
+            _call(tools, evidence, "query_metrics", {"metric": '{service=~".+"}'})
+            candidates = _services_in_summaries(evidence.calls)
+        candidates = candidates[:MAX_SERVICES]
+    for service in candidates:
+        _service_round(tools, evidence, service)
+
+    # Services named in error logs that nobody listed (a dependency): look at them too.
+    known = sorted({*candidates, *request.services})
+    discovered: list[str] = []
+    for call in evidence.calls:
+        if call.tool_name != "query_logs" or not call.ok:
+            continue
+        for item in call.summary.get("templates") or []:
+            if not isinstance(item, dict):
+                continue
+            text = " ".join([str(item.get("template") or ""), *map(str, item.get("samples") or [])])
+            if vocab.looks_like_instruction(text):
+                continue
+            own = str(item.get("service") or call.arguments.get("service") or "")
+            for name in mentioned_services(text, known, own):
+                if name not in evidence.queried and name not in discovered:
+                    discovered.append(name)
+    for name in sorted(discovered)[:MAX_DISCOVERED]:
+        _service_round(tools, evidence, name)
+
+    # The leading suspects' resource metrics, when their first answer was cut short.
+    preliminary = suspects_rank(evidence.calls, sorted({*known, *evidence.queried}))
+    for entry in [s for s in preliminary if s.score > 0][:RESOURCE_FOLLOW_UPS]:
+        first = next(
+            (
+                c
+                for c in evidence.calls
+                if c.tool_name == "query_metrics"
+                and c.arguments.get("service") == entry.service
+                and c.ok
+            ),
+            None,
+        )
+        omitted = first.summary.get("omitted") if first else None
+        if isinstance(omitted, int) and omitted > 0:
+            _call(
+                tools,
+                evidence,
+                "query_metrics",
+                {"service": entry.service, "metric": vocab.RESOURCE_SELECTOR},
+            )
+        # What changed there: deploys, versions, configuration.
+        _call(
+            tools,
+            evidence,
+            "query_metrics",
+            {"service": entry.service, "metric": vocab.CHANGE_SELECTOR},
+        )
+        _call(
+            tools,
+            evidence,
+            "query_logs",
+            {"service": entry.service, "query": vocab.CHANGE_LOG_QUERY},
+        )
+
+    if request.retry_context:
+        _retry_queries(request, tools, evidence)
+    return evidence
+
+
+def _retry_queries(request: ExecutorRequest, tools: ToolRunner, evidence: Evidence) -> None:
+    context = request.retry_context or {}
+    wanted = [str(x) for x in context.get("missing_evidence") or [] if x]
+    if context.get("instructions"):
+        wanted.append(str(context["instructions"]))
+    known = sorted({*evidence.queried, *request.services})
+    done: set[str] = set()
+    for text in wanted:
+        lowered = text.lower()
+        services = services_from_text(text, known) or evidence.queried[:2]
+        wants_logs = any(w in lowered for w in ("log", "日志", "error", "错误", "模板"))
+        wants_metrics = any(
+            w in lowered
+            for w in (
+                "metric",
+                "指标",
+                "latency",
+                "延迟",
+                "cpu",
+                "内存",
+                "memory",
+                "磁盘",
+                "disk",
+                "连接",
+                "pool",
+            )
+        )
+        wants_docs = any(w in lowered for w in ("runbook", "手册", "知识", "knowledge", "文档"))
+        if not (wants_logs or wants_metrics or wants_docs):
+            wants_logs = wants_metrics = True
+        for service in services:
+            if wants_logs and f"logs:{service}" not in done:
+                done.add(f"logs:{service}")
+                _call(tools, evidence, "query_logs", {"service": service})
+            if (
+                wants_metrics
+                and f"metrics:{service}" not in done
+                and service not in evidence.queried
+            ):
+                done.add(f"metrics:{service}")
+                _call(tools, evidence, "query_metrics", {"service": service})
+        if wants_docs and "docs" not in done:
+            done.add("docs")
+            _call(tools, evidence, "lookup_knowledge", {"query": text[:200], "k": KNOWLEDGE_K})
+
+
+# --- knowledge ----------------------------------------------------------------
+
+
+@dataclass
+class Chunk:
+    call: Call
+    chunk_id: str
+    title: str
+    heading: str
+    header: str
+
+
+def _knowledge_query(top: Suspect | None, suspects: list[Suspect], plan: dict[str, Any]) -> str:
+    words: list[str] = []
+    if top is not None:
+        if top.subkind:
+            words += [SUBKIND["zh"][top.subkind], SUBKIND["en"][top.subkind]]
+        for metric in top.abnormal_metrics[:2]:
+            words.append(metric.metric)
+        for lg in top.abnormal_logs[:2]:
+            words.append(_short(lg.template, 60))
+    for symptom in plan.get("symptoms") or []:
+        if isinstance(symptom, str):
+            words.append(symptom)
+    if not words:
+        words = [s.service for s in suspects[:2]] or ["incident"]
+    query = " ".join(w for w in words if w)
+    return query[:200]
+
+
+def knowledge_lookup(tools: ToolRunner, evidence: Evidence, query: str) -> list[Chunk]:
+    call = _call(tools, evidence, "lookup_knowledge", {"query": query, "k": KNOWLEDGE_K})
+    return chunks_of(call)
+
+
+def chunks_of(call: Call) -> list[Chunk]:
+    if not call.ok:
+        return []
+    chunks = []
+    for item in call.summary.get("chunks") or []:
+        if not isinstance(item, dict):
+            continue
+        chunk_id = str(item.get("chunk_id") or "")
+        title = str(item.get("document_title") or "")
+        heading = str(item.get("heading") or "")
+        if not chunk_id or vocab.looks_like_instruction(f"{title} {heading}"):
+            continue
+        header = f"{chunk_id} | {title}"
+        if not call.contains(header):
+            header = chunk_id if call.contains(chunk_id) and len(chunk_id) >= 8 else ""
+        chunks.append(
+            Chunk(call=call, chunk_id=chunk_id, title=title, heading=heading, header=header)
+        )
+    return chunks
+
+
+# --- wording helpers ------------------------------------------------------------
+
+
+def _short(text: str, limit: int = TEMPLATE_CHARS) -> str:
+    flat = re.sub(r"\s+", " ", text or "").strip()
+    return flat if len(flat) <= limit else flat[: limit - 1].rstrip() + "…"
+
+
+def _value_in(value: Any, evidence: str) -> str | None:
+    """How ``value`` is written in ``evidence``, if it is written there at all."""
+    if value is None or isinstance(value, bool):
+        return None
+    candidates: list[str] = []
+    if isinstance(value, int | float):
+        number = float(value)
+        if number.is_integer():
+            candidates.append(str(int(number)))
+        candidates += [
+            str(value),
+            f"{number:g}",
+            f"{number:.1f}",
+            f"{number:.2f}",
+            f"{number:.3f}",
+            f"{number:.3g}",
+            f"{number:.4g}",
+        ]
+    else:
+        candidates.append(str(value))
+    for text in candidates:
+        if text and re.search(rf"(?<![\d.]){re.escape(text)}(?![\d])", evidence):
+            return text
+    return None
+
+
+def _time_in(value: str, evidence: str) -> str | None:
+    if not value:
+        return None
+    parsed = time_parse(value)
+    candidates = [value]
+    if parsed is not None:
+        candidates += [
+            parsed.strftime("%Y-%m-%dT%H:%M:%SZ"),
+            parsed.strftime("%Y-%m-%d %H:%M:%S"),
+            parsed.strftime("%H:%M:%S"),
+            parsed.strftime("%H:%M"),
+        ]
+    for text in candidates:
+        if text and text in evidence:
+            return text
+    return None
+
+
+def _labels(signal: MetricSignal) -> str:
+    extra = {k: v for k, v in sorted(signal.labels.items()) if k not in vocab.INSTANCE_LABELS}
+    if not extra:
+        return ""
+    return "{" + ",".join(f"{k}={v}" for k, v in extra.items()) + "}"
+
+
+def _binding(call: Call, excerpt: str) -> EvidenceBinding:
+    return EvidenceBinding(
+        source_type="tool_trace",
+        source_id=call.trace_ref,
+        tool_name=call.tool_name,
+        source_invocation_ids=[call.invocation_id] if call.invocation_id is not None else [],
+        evidence_excerpt=excerpt,
+    )
+
+
+def _usable(text: str, call: Call) -> bool:
+    return len(text.strip()) >= MIN_EXCERPT and call.contains(text)
+
+
+def _log_excerpts(lg: LogSignal) -> list[str]:
+    excerpts = []
+    if lg.line and _usable(lg.line, lg.call):
+        excerpts.append(lg.line)
+    for sample in lg.samples:
+        if _usable(sample, lg.call) and not vocab.looks_like_instruction(sample):
+            excerpts.append(sample)
+            break
+    return excerpts
+
+
+def _first_fitting(parts: list[tuple[str, bool]], evidence: str) -> str:
+    """Join the parts whose numbers all occur in the evidence (required parts always)."""
+    text = ""
+    for part, required in parts:
+        candidate = text + part
+        if required or numbers_covered(part, evidence):
+            text = candidate
+    return text
+
+
+# --- claims ---------------------------------------------------------------------------
+
+
+@dataclass
+class Draft:
+    claim_type: str
+    text: str
+    entity: str
+    bindings: list[EvidenceBinding]
+    support: str = "direct"
+
+
+def _metric_claim(signal: MetricSignal, lang: str) -> Draft | None:
+    if not signal.line or not _usable(signal.line, signal.call):
+        return None
+    t = T[lang]
+    evidence = signal.line
+    down = signal.direction == "down"
+    head_key = "metric_down" if down else "metric_up"
+    if signal.direction not in {"up", "down"}:
+        head_key = "metric_level"
+    head = t[head_key].format(svc=signal.service, metric=signal.metric, labels=_labels(signal))
+    if not numbers_covered(head, evidence):
+        head = t[head_key].format(svc=signal.service, metric=signal.metric, labels="")
+        if not numbers_covered(head, evidence):
+            return None
+    parts: list[tuple[str, bool]] = [(head, True)]
+    base = _value_in(signal.baseline_mean, evidence)
+    if base is not None:
+        parts.append((t["baseline"].format(value=base), False))
+    extreme = _value_in(signal.window_min if down else signal.window_max, evidence)
+    if extreme is not None:
+        peak = t["low" if down else "peak"].format(value=extreme)
+        at = None if down else _time_in(signal.window_max_at, evidence)
+        if at:
+            peak += t["at"].format(value=at)
+        parts.append((peak, False))
+    since = _time_in(signal.change_point, evidence)
+    if since:
+        parts.append((t["since"].format(value=since), False))
+    if signal.at_limit:
+        parts.append(
+            (t["near_empty"] if vocab.is_free_metric(signal.metric) else t["at_limit"], True)
+        )
+    text = _first_fitting(parts, evidence)
+    return Draft("symptom", text + t["end"], signal.service, [_binding(signal.call, evidence)])
+
+
+def _message(lg: LogSignal, limit: int = TEMPLATE_CHARS) -> str:
+    """The log message as logged (first sample, without time/service/level), else the template."""
+    for sample in lg.samples:
+        if vocab.looks_like_instruction(sample):
+            continue
+        for marker in (f" {lg.level} ", f" {lg.level.lower()} ", f"[{lg.level}]"):
+            if lg.level and marker in sample:
+                return _short(sample.split(marker, 1)[1], limit)
+        if lg.service and f"{lg.service} " in sample:
+            return _short(sample.split(f"{lg.service} ", 1)[1], limit)
+    return _short(lg.template, limit)
+
+
+def _log_claim(lg: LogSignal, lang: str) -> Draft | None:
+    if lg.injected:
+        return None
+    excerpts = _log_excerpts(lg)
+    if not excerpts:
+        return None
+    t = T[lang]
+    evidence = "\n".join(excerpts)
+    level = lg.level.upper() or "ERROR"
+    template = _message(lg)
+    key = "log_new" if lg.is_new else "log_surge"
+    head = t[key].format(svc=lg.service, level=level, template=template)
+    if not numbers_covered(head, evidence):
+        return None
+    parts: list[tuple[str, bool]] = [(head, True)]
+    count = _value_in(lg.count_window, evidence)
+    if count is not None:
+        parts.append((t["count"].format(value=count), False))
+    first = _time_in(lg.first_seen, evidence)
+    if first:
+        parts.append((t["first"].format(value=first), False))
+    text = _first_fitting(parts, evidence)
+    bindings = [_binding(lg.call, excerpt) for excerpt in excerpts]
+    return Draft("symptom", text + t["end"], lg.service, bindings)
+
+
+def _root_claim(entry: Suspect, lang: str) -> tuple[Draft, MetricSignal, LogSignal] | None:
+    pair = root_cause_evidence(entry)
+    if pair is None:
+        return None
+    metric, lg = pair
+    log_excerpts = _log_excerpts(lg)
+    if not log_excerpts or lg.injected:
+        return None
+    t = T[lang]
+    sub = SUBKIND[lang].get(entry.subkind or metric.subkind, SUBKIND[lang][""])
+    evidence = "\n".join([metric.line, *log_excerpts])
+    if metric.at_limit:
+        state = t["root_state_limit"]
+    elif metric.direction == "down":
+        state = t["root_state_down"]
+    if metric.at_limit and vocab.is_free_metric(metric.metric):
+        low = _value_in(metric.window_min, metric.line)
+        state = t["root_state_free"].format(value=low) if low else t["near_empty_state"]
+    else:
+        peak = _value_in(metric.window_max, metric.line)
+        state = t["root_state_peak"].format(value=peak) if peak else t["root_state_up"]
+    text = t["root"].format(
+        svc=entry.service, sub=sub, metric=metric.metric, state=state, template=_message(lg)
+    )
+    if entry.blamed_by:
+        victims = "、".join(entry.blamed_by) if lang == "zh" else ", ".join(entry.blamed_by)
+        text += t["root_victims"].format(victims=victims, svc=entry.service)
+    if not numbers_covered(text, evidence):
+        return None
+    bindings = [_binding(metric.call, metric.line)]
+    if metric.at_limit and metric.limit_value is not None:
+        for other in entry.metrics:
+            if (
+                other is not metric
+                and vocab.is_limit_metric(other.metric)
+                and other.subkind == metric.subkind
+                and other.line
+                and other.window_max == metric.limit_value
+            ):
+                bindings.append(_binding(other.call, other.line))
+                break
+    bindings += [_binding(lg.call, excerpt) for excerpt in log_excerpts]
+    return Draft("root_cause", text + t["end"], entry.service, bindings), metric, lg
+
+
+def _change_excerpts(signal: MetricSignal | LogSignal) -> tuple[Call, list[str]]:
+    if isinstance(signal, LogSignal):
+        return signal.call, _log_excerpts(signal)
+    ok = bool(signal.line) and _usable(signal.line, signal.call)
+    return signal.call, [signal.line] if ok else []
+
+
+def _change_text(signal: MetricSignal | LogSignal) -> str:
+    if isinstance(signal, LogSignal):
+        return _message(signal, CHANGE_CHARS)
+    return f"{signal.metric}{_labels(signal)}"
+
+
+def _change_root_claim(entry: Suspect, lang: str) -> Draft | None:
+    """A change right before a service's new errors: a cause worded as an inference."""
+    found = entry.change_before_errors
+    if found is None or entry.downstream_of:
+        return None
+    at, change = found
+    change_call, change_excerpts = _change_excerpts(change)
+    errors = [
+        lg
+        for lg in entry.abnormal_logs
+        if lg.kind not in {"change", "dependency"}
+        and (at is None or lg.onset is None or (lg.onset - at).total_seconds() >= -60)
+    ]
+    errors = [lg for lg in errors if _log_excerpts(lg)]
+    if not change_excerpts or not errors:
+        return None
+    error = errors[0]
+    error_excerpts = _log_excerpts(error)
+    rate = next(
+        (
+            m
+            for m in entry.abnormal_metrics
+            if m.kind == "errors" and m.direction == "up" and m.line
+        ),
+        None,
+    )
+    t = T[lang]
+    evidence = "\n".join([*change_excerpts, *error_excerpts, *([rate.line] if rate else [])])
+    when = ""
+    if isinstance(change, LogSignal):
+        when = _time_in(change.first_seen, "\n".join(change_excerpts)) or ""
+    text = t["change_root"].format(
+        svc=entry.service,
+        when=t["change_when"].format(value=when) if when else "",
+        change=_change_text(change),
+        error=_message(error),
+    )
+    if rate is not None:
+        text += t["change_rate"].format(metric=rate.metric)
+    text += t["change_verdict"]
+    if not numbers_covered(text, evidence):
+        return None
+    bindings = [_binding(change_call, e) for e in change_excerpts[:1]]
+    bindings += [_binding(error.call, e) for e in error_excerpts]
+    if rate is not None:
+        bindings.append(_binding(rate.call, rate.line))
+    return Draft("root_cause", text + t["end"], entry.service, bindings, support="indirect")
+
+
+def _change_claim(entry: Suspect, lang: str) -> Draft | None:
+    if not entry.changes:
+        return None
+    _, change = entry.changes[-1]
+    call, excerpts = _change_excerpts(change)
+    if not excerpts:
+        return None
+    t = T[lang]
+    when = ""
+    if isinstance(change, LogSignal):
+        when = _time_in(change.first_seen, "\n".join(excerpts)) or ""
+    text = t["change_seen"].format(
+        svc=entry.service,
+        when=t["change_when"].format(value=when) if when else "",
+        change=_change_text(change),
+    )
+    if not numbers_covered(text, "\n".join(excerpts)):
+        return None
+    return Draft("timeline", text + t["end"], entry.service, [_binding(call, excerpts[0])])
+
+
+# --- hypotheses, actions, gaps ----------------------------------------------------------
+
+
+def _join(items: list[str], lang: str) -> str:
+    return ("、" if lang == "zh" else ", ").join(items)
+
+
+def _fmt_score(value: float) -> str:
+    return f"{value:.1f}"
+
+
+def _basis(entry: Suspect, lang: str) -> str:
+    t = T[lang]
+    parts = []
+    metrics = entry.abnormal_metrics
+    if metrics:
+        parts.append(
+            t["basis_metric"].format(metric=metrics[0].metric, score=_fmt_score(metrics[0].anomaly))
+        )
+    for m in entry.resource_metrics:
+        if m.at_limit:
+            key = "basis_free" if vocab.is_free_metric(m.metric) else "basis_limit"
+            parts.append(t[key].format(metric=m.metric))
+            break
+    change = entry.change_before_errors
+    if change is not None:
+        parts.append(t["basis_change"])
+    if entry.downstream_of:
+        parts.append(t["basis_downstream"].format(services=_join(entry.downstream_of, lang)))
+    if entry.resource_logs:
+        sub = SUBKIND[lang].get(entry.resource_logs[0].subkind, SUBKIND[lang][""])
+        parts.append(t["basis_resource_log"].format(sub=sub))
+    logs = [lg for lg in entry.abnormal_logs if lg.kind != "dependency"]
+    if logs:
+        parts.append(t["basis_logs"].format(n=len(logs)))
+    if entry.earliest and entry.onset is not None:
+        parts.append(t["basis_early"].format(time=entry.onset.strftime("%H:%M:%S")))
+    if entry.blamed_by:
+        parts.append(t["basis_blamed"].format(services=_join(entry.blamed_by, lang)))
+    if entry.victim:
+        parts.append(t["basis_victim"])
+    if not parts:
+        parts.append(t["basis_none"])
+    return ("；" if lang == "zh" else "; ").join(parts)
+
+
+def _needed(entry: Suspect, lang: str) -> list[str]:
+    t = T[lang]
+    svc = entry.service
+    needed = []
+    if not entry.resource_metrics:
+        needed.append(t["need_resource"].format(svc=svc))
+    if not entry.abnormal_logs:
+        needed.append(t["need_logs"].format(svc=svc))
+    if entry.kind in {"change", "code"}:
+        needed.append(t["need_change"].format(svc=svc))
+    if entry.kind in {"latency", "dependency", "dependency_target"} or entry.blamed_by:
+        needed.append(t["need_trace"].format(svc=svc))
+    if not entry.metrics:
+        needed.append(t["need_metrics"].format(svc=svc))
+    return needed
+
+
+def _dependency_targets(entry: Suspect) -> list[str]:
+    targets: set[str] = set()
+    for lg in entry.abnormal_logs:
+        if lg.kind == "dependency":
+            targets.update(lg.mentions)
+    return sorted(targets)
+
+
+def _hypothesis(entry: Suspect, lang: str, root: str | None) -> Hypothesis:
+    t = T[lang]
+    svc = entry.service
+    sub = SUBKIND[lang].get(entry.subkind, SUBKIND[lang][""])
+    own_cause = bool(entry.resource_metrics or entry.resource_logs) or entry.kind in {
+        "change",
+        "code",
+    }
+    if entry.downstream_of:
+        text = t["hyp_secondary"].format(svc=svc, root=_join(entry.downstream_of, lang))
+    elif root and entry.service != root and not own_cause:
+        text = t["hyp_secondary"].format(svc=svc, root=root)
+    elif entry.kind == "resource":
+        text = t["hyp_resource"].format(svc=svc, sub=sub)
+    elif entry.kind == "dependency":
+        targets = _dependency_targets(entry)
+        text = (
+            t["hyp_dependency"].format(svc=svc, targets=_join(targets, lang))
+            if targets
+            else t["hyp_errors"].format(svc=svc)
+        )
+    elif entry.kind == "dependency_target":
+        text = t["hyp_dependency_target"].format(svc=svc, blamers=_join(entry.blamed_by, lang))
+    else:
+        text = t.get(f"hyp_{entry.kind}", t["hyp_other"]).format(svc=svc)
+    return Hypothesis(
+        hypothesis_text=text,
+        entity=svc,
+        basis=_basis(entry, lang),
+        needed_evidence=_needed(entry, lang),
+    )
+
+
+def _action(entry: Suspect, lang: str, reason_key: str) -> RecommendedAction:
+    t = T[lang]
+    if entry.kind == "resource":
+        key = (
+            f"act_{entry.subkind}"
+            if entry.subkind and f"act_{entry.subkind}" in t
+            else "act_resource"
+        )
+    elif entry.kind == "dependency_target":
+        key = "act_latency"
+    else:
+        key = f"act_{entry.kind}" if f"act_{entry.kind}" in t else "act_other"
+    text = t[key].format(svc=entry.service, targets=_join(_dependency_targets(entry), lang))
+    return RecommendedAction(action_text=text, reason=t[reason_key].format(svc=entry.service))
+
+
+def _call_target(call: Call, lang: str) -> str:
+    args = call.arguments
+    if args.get("service"):
+        return str(args["service"])
+    if args.get("query"):
+        return _short(str(args["query"]), 40)
+    return T[lang]["all_services"]
+
+
+# --- retry ------------------------------------------------------------------------------
+
+
+def _flagged(retry_context: dict[str, Any] | None) -> tuple[set[str], set[str]]:
+    """Claim ids and claim texts the Verifier flagged on the previous attempt."""
+    ids: set[str] = set()
+    texts: set[str] = set()
+    if not retry_context:
+        return ids, texts
+    for key in (
+        "flagged_claims",
+        "rejected_claims",
+        "demoted_claims",
+        "dropped_claims",
+        "claim_checks",
+        "flagged",
+    ):
+        items = retry_context.get(key) or []
+        if not isinstance(items, list):
+            continue
+        for item in items:
+            if isinstance(item, str):
+                (ids if re.fullmatch(r"claim-\d+", item) else texts).add(item)
+            elif isinstance(item, dict):
+                classification = str(item.get("classification") or "")
+                if key == "claim_checks" and classification in {
+                    "direct_observation",
+                    "reasonable_inference",
+                    "",
+                }:
+                    continue
+                if item.get("claim_text") or item.get("text"):
+                    texts.add(str(item.get("claim_text") or item.get("text")))
+                elif item.get("claim_id"):
+                    ids.add(str(item["claim_id"]))
+    return ids, texts
+
+
+# --- the whole Executor --------------------------------------------------------------
+
+
+def evidence_write(
+    request: ExecutorRequest, evidence: Evidence, suspects: list[Suspect], chunks: list[Chunk]
+) -> ExecutorEvidenceV2:
+    lang = lang_key(request.language)
+    t = T[lang]
+    flagged_ids, flagged_texts = _flagged(request.retry_context)
+    ranked = [s for s in suspects if s.score > 0]
+    top = ranked[0] if ranked else None
+
+    drafts: list[Draft] = []
+    used_lines: set[str] = set()
+    root_entity: str | None = None
+    if top is not None and top.kind == "change":
+        change_root = _change_root_claim(top, lang)
+        if change_root is not None and change_root.text not in flagged_texts:
+            drafts.append(change_root)
+            root_entity = top.service
+            used_lines.update(b.evidence_excerpt for b in change_root.bindings)
+    if top is not None and root_entity is None:
+        root = _root_claim(top, lang)
+        if root is not None and root[0].text not in flagged_texts:
+            draft, metric, lg = root
+            drafts.append(draft)
+            root_entity = top.service
+            used_lines.update(
+                {metric.line, lg.line, f"{metric.service}|{metric.metric}|{_labels(metric)}"}
+            )
+
+    for index, entry in enumerate(ranked[:4]):
+        metric_cap, log_cap = (3, 2) if index == 0 else (1, 1)
+        if index == 0 and root_entity is None:
+            change_draft = _change_claim(entry, lang)
+            if change_draft is not None:
+                drafts.append(change_draft)
+        metrics = sorted(
+            [*entry.abnormal_metrics, *(m for m in entry.resource_metrics if not m.abnormal)],
+            key=lambda m: (
+                m.kind not in {"resource", "restart"},
+                not m.at_limit,
+                -m.anomaly,
+                m.metric,
+            ),
+        )
+        added = 0
+        for signal in metrics:
+            key = f"{signal.service}|{signal.metric}|{_labels(signal)}"
+            if added >= metric_cap or signal.line in used_lines or key in used_lines:
+                continue
+            draft = _metric_claim(signal, lang)
+            if draft:
+                drafts.append(draft)
+                used_lines.update({signal.line, key})
+                added += 1
+        added = 0
+        for lg in entry.abnormal_logs:
+            if added >= log_cap or (lg.line and lg.line in used_lines):
+                continue
+            draft = _log_claim(lg, lang)
+            if draft:
+                drafts.append(draft)
+                used_lines.add(lg.line)
+                added += 1
+
+    claims: list[Claim] = []
+    for number, draft in enumerate(drafts[:MAX_CLAIMS], start=1):
+        claim_id = f"claim-{number}"
+        if claim_id in flagged_ids or draft.text in flagged_texts:
+            continue
+        claims.append(
+            Claim(
+                claim_id=claim_id,
+                claim_type=draft.claim_type,
+                claim_text=draft.text,
+                entity=draft.entity,
+                support_level=draft.support,
+                evidence_bindings=draft.bindings,
+            )
+        )
+
+    hypotheses: list[Hypothesis] = []
+    for entry in ranked:
+        if entry.service == root_entity:
+            continue
+        if len(hypotheses) >= MAX_HYPOTHESES:
+            break
+        hypotheses.append(_hypothesis(entry, lang, root_entity))
+    focus_service = root_entity or (top.service if top else None)
+    titles: set[str] = set()
+    if focus_service:
+        for chunk in chunks[:3]:
+            if (chunk.title or chunk.chunk_id) in titles or len(titles) >= 2:
+                continue
+            titles.add(chunk.title or chunk.chunk_id)
+            hypotheses.append(
+                Hypothesis(
+                    hypothesis_text=t["hyp_runbook"].format(
+                        title=chunk.title or chunk.chunk_id, svc=focus_service
+                    ),
+                    entity=focus_service,
+                    basis=t["basis_runbook"].format(heading=chunk.heading or chunk.title),
+                    needed_evidence=[],
+                )
+            )
+
+    actions: list[RecommendedAction] = []
+    if top is not None:
+        actions.append(_action(top, lang, "reason_root" if root_entity else "reason_hyp"))
+    for entry in ranked[1:3]:
+        if not entry.victim:
+            actions.append(_action(entry, lang, "reason_hyp"))
+    for chunk in chunks[:1]:
+        actions.append(
+            RecommendedAction(
+                action_text=t["act_runbook"].format(title=chunk.title or chunk.chunk_id),
+                reason=t["reason_runbook"],
+                evidence_bindings=[
+                    EvidenceBinding(
+                        source_type="lookup_evidence_block",
+                        source_id=chunk.chunk_id,
+                        tool_name="lookup_knowledge",
+                        source_invocation_ids=[chunk.call.invocation_id]
+                        if chunk.call.invocation_id is not None
+                        else [],
+                        evidence_excerpt=chunk.header,
+                    )
+                ]
+                if chunk.header
+                else [],
+            )
+        )
+
+    missing: list[str] = []
+    for call in evidence.calls:
+        # no_data is an answer (nothing logged at that level), not a gap
+        if call.status in {"error", "timeout"} or not call.trace_ref:
+            missing.append(
+                t["miss_call"].format(
+                    tool=call.tool_name, target=_call_target(call, lang), status=call.status
+                )
+            )
+    with_data = {s.service for s in suspects if s.has_data}
+    for service in evidence.queried:
+        if service not in with_data:
+            missing.append(t["miss_nodata"].format(svc=service))
+    if not ranked:
+        missing.append(t["miss_no_anomaly"])
+    elif root_entity is None:
+        missing.append(t["miss_no_root"])
+    if not chunks:
+        missing.append(t["miss_knowledge"])
+
+    return ExecutorEvidenceV2(
+        claims=claims,
+        hypotheses=hypotheses,
+        recommended_actions=actions,
+        missing_info=list(dict.fromkeys(missing)),
+    )
+
+
+def execute_run(request: ExecutorRequest, tools: ToolRunner) -> tuple[ExecutorEvidenceV2, Evidence]:
+    evidence = evidence_gather(request, tools)
+    known = sorted({*request.services, *evidence.queried})
+    planned = [s for s in request.plan.get("services") or [] if isinstance(s, str)]
+    suspects = suspects_rank(evidence.calls, known, focus=planned)
+    ranked = [s for s in suspects if s.score > 0]
+    query = _knowledge_query(ranked[0] if ranked else None, ranked, request.plan)
+    chunks = knowledge_lookup(tools, evidence, query)
+    for call in evidence.calls:  # a retry may have asked for runbooks too
+        if call.tool_name == "lookup_knowledge" and call is not chunks_call(chunks):
+            for chunk in chunks_of(call):
+                if chunk.chunk_id not in {c.chunk_id for c in chunks}:
+                    chunks.append(chunk)
+    output = evidence_write(request, evidence, suspects, chunks)
+    return output, evidence
+
+
+def chunks_call(chunks: list[Chunk]) -> Call | None:
+    return chunks[0].call if chunks else None

@@ -1,0 +1,319 @@
+"""Offline Planner: services, time window and symptoms read from the question itself."""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime, timedelta
+from typing import Any
+
+from diagnosis.contracts import PlannerOutput, TimeWindow
+from diagnosis.llm.base import PlannerRequest
+
+from .common import lang_key, time_format, time_parse
+
+DEFAULT_LOOKBACK = timedelta(minutes=30)
+# An SRE reports when they noticed; causes often start a little earlier.
+ONSET_LEAD = timedelta(minutes=10)
+TOOLS = ["query_metrics", "query_logs", "lookup_knowledge"]
+
+# A token that names a service even when the environment does not list it.
+SERVICE_TOKEN = re.compile(
+    r"(?<![\w-])([a-z][a-z0-9]*(?:-[a-z0-9]+)*-(?:service|svc|api|server|gateway|worker|db))(?![\w-])",
+    re.IGNORECASE,
+)
+
+# symptom -> keywords (lower-case; Chinese and English)
+SYMPTOM_KEYWORDS: dict[str, tuple[str, ...]] = {
+    "timeout": ("超时", "timeout", "timed out", "time out", "time-out"),
+    "errors": (
+        "5xx",
+        "500",
+        "502",
+        "503",
+        "504",
+        "错误",
+        "报错",
+        "失败",
+        "异常",
+        "error",
+        "fail",
+        "exception",
+    ),
+    "latency": ("延迟", "变慢", "很慢", "慢", "卡", "响应时间", "latency", "slow", "p99", "p95"),
+    "memory": ("内存", "oom", "memory", "heap", "堆", "泄漏", "泄露", "leak"),
+    "disk": ("磁盘", "disk", "空间", "no space", "存储", "storage", "inode"),
+    "cpu": ("cpu", "负载", "load"),
+    "connection": ("连接池", "连接", "connection", "pool"),
+    "restart": ("重启", "restart", "crash", "崩溃", "宕机", "挂了", "crashloop"),
+    "change": (
+        "发布",
+        "上线",
+        "部署",
+        "deploy",
+        "release",
+        "版本",
+        "回滚",
+        "rollback",
+        "配置",
+        "config",
+    ),
+    "traffic": ("流量", "qps", "请求量", "traffic"),
+}
+
+FOCUS = {
+    "zh": {
+        "timeout": "请求延迟与超时日志，以及连接池/线程池是否饱和",
+        "errors": "错误率与新出现或激增的 ERROR 日志模板",
+        "latency": "延迟指标相对基线的变化，以及下游依赖的慢调用",
+        "memory": "内存使用、GC 与 OOM 相关指标和日志",
+        "disk": "磁盘使用率、剩余空间与写入失败日志",
+        "cpu": "CPU 使用率与限流指标",
+        "connection": "连接池活跃/等待连接数与获取连接失败的日志",
+        "restart": "重启次数、OOM 终止与崩溃日志",
+        "change": "发布或配置变更时间点前后的错误变化",
+        "traffic": "请求量相对基线的变化",
+    },
+    "en": {
+        "timeout": "request latency and timeout logs; connection or thread pool saturation",
+        "errors": "error rate and new or surging ERROR log templates",
+        "latency": "latency against its baseline and slow downstream calls",
+        "memory": "memory usage, GC and OOM metrics and logs",
+        "disk": "disk usage, free space and write-failure logs",
+        "cpu": "CPU usage and throttling",
+        "connection": "active/pending pool connections and connection-acquire failures",
+        "restart": "restart counts, OOM kills and crash logs",
+        "change": "error changes around a deploy or configuration change",
+        "traffic": "request volume against its baseline",
+    },
+}
+GENERIC_FOCUS = {
+    "zh": "各服务相对自身基线最异常的指标与日志",
+    "en": "each service's most abnormal metrics and logs against its own baseline",
+}
+
+_CN_NUM = {"一": 1, "两": 2, "二": 2, "三": 3, "四": 4, "五": 5, "六": 6, "十": 10, "半": 0.5}
+_RELATIVE_EN = re.compile(
+    r"\b(?:last|past|previous|recent)\s+(\d+(?:\.\d+)?|an?|one|two|three|half an?)?\s*"
+    r"(minutes?|mins?|m|hours?|hrs?|h)\b",
+    re.IGNORECASE,
+)
+_RELATIVE_ZH = re.compile(
+    r"(?:过去|最近|近|前)\s*(\d+(?:\.\d+)?|[一两二三四五六十半]+)?\s*(?:个)?\s*(分钟|小时|钟头)"
+)
+_HALF_HOUR_ZH = re.compile(r"(?:过去|最近|近)\s*半\s*(?:个)?\s*(?:小时|钟头)")
+_CLOCK = re.compile(r"(?<!\d)([01]?\d|2[0-3])\s*(?:[:：]|点)\s*([0-5]\d)(?:\s*分)?(?!\d)")
+_CLOCK_HOUR_ZH = re.compile(r"(?<!\d)([01]?\d|2[0-3])\s*点(?:\s*(?:钟|整))?(?![\d半])")
+_DATE = re.compile(r"(\d{4})-(\d{2})-(\d{2})")
+_RANGE_SEP = re.compile(r"^\s*(?:到|至|~|～|-|–|—|to|until|till|and)\s*$", re.IGNORECASE)
+
+
+def _cn_number(text: str | None) -> float:
+    if not text:
+        return 1
+    try:
+        return float(text)
+    except ValueError:
+        pass
+    if text in {"a", "an", "one"}:
+        return 1
+    if text.startswith("half"):
+        return 0.5
+    if text == "two":
+        return 2
+    if text == "three":
+        return 3
+    total = 0.0
+    if "十" in text:
+        head, _, tail = text.partition("十")
+        total = (_CN_NUM.get(head, 1) if head else 1) * 10 + (_CN_NUM.get(tail, 0) if tail else 0)
+        return total
+    return sum(_CN_NUM.get(ch, 0) for ch in text) or 1
+
+
+def _relative_lookback(question: str) -> timedelta | None:
+    if _HALF_HOUR_ZH.search(question):
+        return timedelta(minutes=30)
+    match = _RELATIVE_ZH.search(question)
+    if match:
+        amount = _cn_number(match.group(1))
+        unit = match.group(2)
+        return timedelta(hours=amount) if unit in {"小时", "钟头"} else timedelta(minutes=amount)
+    match = _RELATIVE_EN.search(question)
+    if match:
+        amount = _cn_number((match.group(1) or "").lower() or None)
+        unit = match.group(2).lower()
+        if unit.startswith("h"):
+            return timedelta(hours=amount)
+        return timedelta(minutes=amount)
+    return None
+
+
+def _clock_times(question: str) -> list[tuple[int, int, int, int]]:
+    """(hour, minute, match start, match end) of each clock time in the question, in order."""
+    found = [
+        (int(m.group(1)), int(m.group(2)), m.start(), m.end()) for m in _CLOCK.finditer(question)
+    ]
+    taken = [(s, e) for _, _, s, e in found]
+    for m in _CLOCK_HOUR_ZH.finditer(question):
+        if not any(s <= m.start() < e for s, e in taken):
+            found.append((int(m.group(1)), 0, m.start(), m.end()))
+    return sorted(found, key=lambda item: item[2])
+
+
+def _at(now: datetime, hour: int, minute: int, date: tuple[int, int, int] | None) -> datetime:
+    if date:
+        base = now.replace(year=date[0], month=date[1], day=date[2])
+        return base.replace(hour=hour, minute=minute, second=0, microsecond=0)
+    moment = now.replace(hour=hour, minute=minute, second=0, microsecond=0)
+    if moment > now:  # "10:20" asked at 00:10 means yesterday
+        moment -= timedelta(days=1)
+    return moment
+
+
+def window_from_question(
+    question: str, now: datetime
+) -> tuple[datetime, datetime, datetime | None] | None:
+    """(start, end, reported onset) from times in the question, or None when it names none."""
+    date_match = _DATE.search(question)
+    date = (
+        (int(date_match.group(1)), int(date_match.group(2)), int(date_match.group(3)))
+        if date_match
+        else None
+    )
+    clocks = _clock_times(question)
+    if clocks:
+        hour, minute, _, end_pos = clocks[0]
+        try:
+            onset = _at(now, hour, minute, date)
+        except ValueError:
+            onset = None
+        if onset is not None:
+            end = now
+            if len(clocks) > 1:
+                between = question[end_pos : clocks[1][2]]
+                if _RANGE_SEP.match(between) or re.fullmatch(r"\s*(?:到|至|~|-|to)\s*", between):
+                    try:
+                        candidate = _at(now, clocks[1][0], clocks[1][1], date)
+                    except ValueError:
+                        candidate = None
+                    if candidate and candidate > onset:
+                        end = min(candidate + timedelta(minutes=5), now)
+            if onset >= end:
+                return None
+            return onset - ONSET_LEAD, end, onset
+    lookback = _relative_lookback(question)
+    if lookback:
+        return now - lookback, now, None
+    return None
+
+
+def services_from_text(text: str, known: list[str]) -> list[str]:
+    """Known services named in ``text`` (any case) plus service-looking tokens, in text order."""
+    lowered = text.lower()
+    hits: list[tuple[int, str]] = []
+    for name in known:
+        if not name:
+            continue
+        match = re.search(rf"(?<![\w-]){re.escape(name.lower())}(?![\w-])", lowered)
+        if match:
+            hits.append((match.start(), name))
+    known_lower = {k.lower() for k in known}
+    for match in SERVICE_TOKEN.finditer(text):
+        token = match.group(1)
+        if token.lower() not in known_lower:
+            hits.append((match.start(), token.lower()))
+    ordered: list[str] = []
+    for _, name in sorted(hits, key=lambda item: (item[0], item[1])):
+        if name not in ordered:
+            ordered.append(name)
+    return ordered
+
+
+def symptoms_from_text(text: str) -> list[str]:
+    lowered = text.lower()
+    found = []
+    for symptom, words in SYMPTOM_KEYWORDS.items():
+        for word in words:
+            if word.isascii() and word.replace(" ", "").isalnum():
+                if re.search(rf"(?<![a-z0-9]){re.escape(word)}", lowered):
+                    found.append(symptom)
+                    break
+            elif word in lowered:
+                found.append(symptom)
+                break
+    return found
+
+
+def _alert_text(alert: dict[str, Any] | None) -> tuple[str, list[str]]:
+    if not isinstance(alert, dict):
+        return "", []
+    labels = alert.get("labels") if isinstance(alert.get("labels"), dict) else {}
+    annotations = alert.get("annotations") if isinstance(alert.get("annotations"), dict) else {}
+    named = [
+        str(labels[key])
+        for key in ("service", "app", "job", "service_name", "container")
+        if isinstance(labels.get(key), str) and labels.get(key)
+    ]
+    text = " ".join(
+        str(v) for v in [*labels.values(), *annotations.values()] if isinstance(v, str | int)
+    )
+    return text, named
+
+
+def plan_build(request: PlannerRequest) -> PlannerOutput:
+    lang = lang_key(request.language)
+    known = sorted({s for s in request.services if isinstance(s, str) and s})
+    alert_text, alert_services = _alert_text(request.alert)
+
+    services = services_from_text(request.question, known)
+    for name in alert_services:
+        if name not in services:
+            services.append(name)
+    if not services:
+        for turn in reversed(request.history or []):
+            previous = services_from_text(str(turn.get("question", "")), known)
+            if previous:
+                services = previous
+                break
+
+    now = time_parse(request.now)
+    window: TimeWindow | None = None
+    notes: list[str] = []
+    if now is not None:
+        parsed = window_from_question(request.question, now)
+        if parsed is None and request.alert:
+            starts = time_parse((request.alert or {}).get("startsAt"))
+            if starts is not None and starts < now:
+                parsed = (starts - ONSET_LEAD, now, starts)
+        if parsed is not None:
+            start, end, onset = parsed
+            window = TimeWindow(start=time_format(start), end=time_format(end))
+            if onset is not None:
+                notes.append(
+                    f"用户报告的开始时间 {time_format(onset)}，窗口提前 10 分钟"
+                    if lang == "zh"
+                    else f"reported onset {time_format(onset)}; window starts 10 minutes earlier"
+                )
+        elif request.window and request.window.get("start") and request.window.get("end"):
+            window = TimeWindow(start=request.window["start"], end=request.window["end"])
+        else:
+            window = TimeWindow(start=time_format(now - DEFAULT_LOOKBACK), end=time_format(now))
+    elif request.window and request.window.get("start") and request.window.get("end"):
+        window = TimeWindow(start=request.window["start"], end=request.window["end"])
+
+    symptoms = symptoms_from_text(f"{request.question} {alert_text}")
+    focus = [FOCUS[lang][s] for s in symptoms] or [GENERIC_FOCUS[lang]]
+    if not services:
+        notes.append(
+            "问题未点名服务：检查环境中的全部服务"
+            if lang == "zh"
+            else "no service named: check every service of the environment"
+        )
+    return PlannerOutput(
+        services=services,
+        window=window,
+        symptoms=symptoms,
+        focus=focus,
+        tools=list(TOOLS),
+        notes="；".join(notes) if lang == "zh" else "; ".join(notes),
+    )

@@ -1,0 +1,316 @@
+"""What metric names and log templates mean: generic SRE vocabulary, no scenario names.
+
+Resources are what a service can run out of (connection pools, memory, disk,
+CPU, threads, file descriptors, queues). A resource signal of a service's own,
+together with its own log saying it ran out, is direct evidence of a cause;
+a timeout while calling someone else is only evidence of being a victim.
+"""
+
+from __future__ import annotations
+
+import re
+
+# resource subkind -> metric-name fragments (matched on the lower-case name)
+RESOURCE_METRIC = {
+    "pool": (
+        "hikari",
+        "pool",
+        "connections_active",
+        "connections_pending",
+        "db_connections",
+        "connections_used",
+        "connection_pool",
+        "pgbouncer",
+        "max_connections",
+        "threads_connected",
+    ),
+    "memory": ("memory", "heap", "rss", "working_set", "oom", "gc_", "_gc", "swap", "jvm_mem"),
+    "disk": ("disk", "filesystem", "fs_", "_fs", "inode", "volume", "storage", "binlog"),
+    "cpu": ("cpu", "throttl", "load1", "load5", "load15"),
+    "threads": ("thread", "goroutine", "worker_busy", "workers_busy", "executor_active"),
+    "fd": ("file_descriptor", "open_fds", "open_files", "_fds"),
+    "queue": ("queue", "backlog", "lag"),
+}
+LATENCY_METRIC = (
+    "latency",
+    "duration",
+    "response_time",
+    "_seconds",
+    "_ms",
+    "p99",
+    "p95",
+    "rtt",
+    "slow_quer",
+    "slow_requests",
+)
+ERROR_METRIC = ("error", "5xx", "fail", "exception", "fault", "rejected", "timeout")
+TRAFFIC_METRIC = ("requests_total", "request_count", "rps", "qps", "throughput", "_total")
+RESTART_METRIC = ("restart", "oom_kill", "oomkill", "crash", "killed")
+CHANGE_METRIC = (
+    "build_info",
+    "version",
+    "deploy",
+    "release",
+    "config_reload",
+    "config_hash",
+    "revision",
+)
+LIMIT_WORDS = ("max", "limit", "capacity", "size", "total_bytes", "spec_", "allocatable")
+FREE_WORDS = ("free", "avail", "idle", "remaining")
+
+# What a second, narrower query asks for when a service's first answer was cut short.
+RESOURCE_SELECTOR = (
+    '{__name__=~".*(pool|connections|hikari|memory|heap|oom|disk|filesystem|inode|volume|'
+    'cpu|throttl|thread|goroutine|fds|open_files|queue|lag|limit|max|restart).*"}'
+)
+CHANGE_SELECTOR = '{__name__=~".*(build_info|version|deploy|release|revision|config_hash).*"}'
+CHANGE_LOG_QUERY = "/(?i)(deploy|rollout|revision|version|image|release|upgrade|starting|config)/"
+
+# Labels that name an instance rather than what is measured.
+INSTANCE_LABELS = {
+    "pod",
+    "instance",
+    "container",
+    "node",
+    "host",
+    "hostname",
+    "namespace",
+    "job",
+    "id",
+    "image",
+    "pod_name",
+    "uid",
+    "ip",
+    "service",
+    "__name__",
+}
+
+# log template kinds (lower-case fragments)
+RESOURCE_LOG = {
+    "pool": (
+        "connection is not available",
+        "connection pool",
+        "pool exhausted",
+        "hikaripool",
+        "too many connections",
+        "max_connections",
+        "cannot get a connection",
+        "could not get jdbc connection",
+        "unable to acquire",
+        "acquire connection",
+        "pool is full",
+        "pool timeout",
+        "remaining connection slots",
+        "连接池",
+    ),
+    "memory": (
+        "out of memory",
+        "outofmemory",
+        "oom",
+        "heap space",
+        "gc overhead",
+        "memory limit",
+        "cannot allocate memory",
+        "memory usage",
+        "killed process",
+        "内存",
+    ),
+    "disk": (
+        "no space left",
+        "disk full",
+        "disk quota",
+        "read-only file system",
+        "filesystem full",
+        "disk usage",
+        "write failed",
+        "errcode: 28",
+        "磁盘",
+    ),
+    "cpu": ("cpu throttl", "cpu usage", "cpu limit"),
+    "threads": (
+        "thread pool",
+        "rejectedexecution",
+        "rejected execution",
+        "unable to create new native thread",
+        "worker pool exhausted",
+        "线程池",
+    ),
+    "fd": ("too many open files",),
+    "queue": ("queue full", "queue is full", "backlog", "buffer full"),
+}
+DEPENDENCY_LOG = (
+    "timeout",
+    "timed out",
+    "time out",
+    "connection refused",
+    "connect refused",
+    "connection reset",
+    "upstream",
+    "downstream",
+    "deadline exceeded",
+    "unavailable",
+    "circuit breaker",
+    "503",
+    "502",
+    "504",
+    "failed to connect",
+    "call to",
+    "calling",
+    "request to",
+    "error from",
+    "超时",
+    "调用",
+)
+CODE_LOG = (
+    "exception",
+    "nullpointer",
+    "null pointer",
+    "traceback",
+    "panic",
+    "undefined",
+    "keyerror",
+    "typeerror",
+    "attributeerror",
+    "valueerror",
+    "stack trace",
+    "assert",
+    "invalid",
+    "missing",
+    "config",
+    "failed to parse",
+    "parse error",
+    "schema",
+    "migration",
+    "version",
+    "deploy",
+    "unexpected",
+    "cannot read properties",
+    "segfault",
+    "npe",
+)
+CHANGE_LOG = (
+    "deployed",
+    "deploying",
+    "rollout",
+    "rolled out",
+    "new version",
+    "updated to revision",
+    "config reload",
+    "configuration reload",
+    "config changed",
+    "feature flag",
+    "started application",
+    "starting application",
+    "发布",
+    "上线",
+    "配置变更",
+)
+ERROR_LEVELS = (
+    "ERROR",
+    "ERR",
+    "FATAL",
+    "CRITICAL",
+    "CRIT",
+    "SEVERE",
+    "PANIC",
+    "EMERG",
+    "EMERGENCY",
+    "ALERT",
+)
+WARN_LEVELS = ("WARN", "WARNING")
+
+# Text that tries to instruct the reader: data, never followed, never quoted in a claim.
+INJECTION = re.compile(
+    r"忽略(?:之前|以上|前面|上述|所有)|无视(?:之前|以上)|把根因(?:报告|写|说)成|根因(?:报告|写)为|"
+    r"请(?:直接)?(?:报告|回答|输出)|系统提示|"
+    r"ignore (?:all |any )?(?:the )?(?:previous|prior|above)|"
+    r"disregard (?:all |the )?(?:previous|prior|above)|"
+    r"system prompt|you are now|report (?:the )?root cause as|answer that the root cause|"
+    r"new instructions?:",
+    re.IGNORECASE,
+)
+
+
+def looks_like_instruction(text: str) -> bool:
+    return bool(INJECTION.search(text or ""))
+
+
+def _has_any(text: str, words: tuple[str, ...]) -> bool:
+    return any(w in text for w in words)
+
+
+def metric_kind(metric: str, labels: dict[str, str] | None = None) -> tuple[str, str]:
+    """(kind, subkind) of a metric: resource/restart/change/errors/latency/traffic/other."""
+    name = (metric or "").lower()
+    label_text = " ".join(f"{k}={v}" for k, v in sorted((labels or {}).items())).lower()
+    if _has_any(name, RESTART_METRIC):
+        sub = "memory" if "oom" in name else ""
+        return "restart", sub
+    if _has_any(name, CHANGE_METRIC):
+        return "change", ""
+    for sub, words in RESOURCE_METRIC.items():
+        if _has_any(name, words):
+            # "pool" latency (connection acquire time) is still a pool signal
+            return "resource", sub
+    if _has_any(name, ERROR_METRIC) or re.search(r'(?:status|code)="?5\d\d', label_text):
+        return "errors", ""
+    if _has_any(name, LATENCY_METRIC):
+        return "latency", ""
+    if _has_any(name, TRAFFIC_METRIC):
+        return "traffic", ""
+    return "other", ""
+
+
+def is_limit_metric(metric: str) -> bool:
+    name = (metric or "").lower()
+    return _has_any(name, LIMIT_WORDS)
+
+
+def is_free_metric(metric: str) -> bool:
+    name = (metric or "").lower()
+    return _has_any(name, FREE_WORDS)
+
+
+def is_ratio_metric(metric: str) -> bool:
+    name = (metric or "").lower()
+    return _has_any(
+        name,
+        (
+            "ratio",
+            "utilization",
+            "utilisation",
+            "percent",
+            "_pct",
+            "usage_rate",
+            "saturation",
+            "fraction",
+        ),
+    )
+
+
+_VERSION = re.compile(r"(?<![\w.])v?\d+\.\d+\.\d+(?![\w.])")
+_CHANGE_WORDS = ("start", "image", "revision", "rollout", "release", "deploy", "upgrade", "version")
+
+
+def is_change_text(text: str) -> bool:
+    lowered = (text or "").lower()
+    if _has_any(lowered, CHANGE_LOG):
+        return True
+    return bool(_VERSION.search(lowered)) and _has_any(lowered, _CHANGE_WORDS)
+
+
+def log_kind(template: str, mentions_other: bool) -> tuple[str, str]:
+    """(kind, subkind) of a log template: resource/dependency/change/code/other."""
+    text = (template or "").lower()
+    if mentions_other and _has_any(text, DEPENDENCY_LOG):
+        return "dependency", ""
+    for sub, words in RESOURCE_LOG.items():
+        if _has_any(text, words):
+            return "resource", sub
+    if is_change_text(text):
+        return "change", ""
+    if _has_any(text, DEPENDENCY_LOG):
+        return "dependency", ""
+    if _has_any(text, CODE_LOG):
+        return "code", ""
+    return "other", ""
