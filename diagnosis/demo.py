@@ -16,6 +16,8 @@ from django.db import transaction
 REVIEWERS_GROUP = "reviewers"
 # Reviewers read every diagnosis record but never change one.
 REVIEWER_VIEW_APPS = ("diagnosis", "chat", "audit")
+# What reviewers write: reviews (audit events are written by the services, never by hand).
+REVIEWER_ADD_PERMISSIONS = ("add_review", "add_claimreview")
 
 
 @dataclass(frozen=True)
@@ -49,10 +51,10 @@ def reviewers_group_ensure() -> Group:
     view_perms = Permission.objects.filter(
         content_type__app_label__in=REVIEWER_VIEW_APPS, codename__startswith="view_"
     )
-    extra = Permission.objects.filter(content_type__app_label="audit").exclude(
-        codename__startswith=("change_", "delete_")
+    add_perms = Permission.objects.filter(
+        content_type__app_label="audit", codename__in=REVIEWER_ADD_PERMISSIONS
     )
-    group.permissions.set(list(view_perms) + [p for p in extra if p.codename.startswith("add_")])
+    group.permissions.set([*view_perms, *add_perms])
     return group
 
 

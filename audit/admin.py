@@ -1,0 +1,510 @@
+"""Every admin registration of the project.
+
+Diagnosis data (sessions, tool invocations, model calls, progress events) is
+evidence: nobody edits or deletes it here, not even a superuser. Reviewers read
+it and record reviews on their own page. Runbooks and environments are managed
+here; conversations, reviews and audit events are read-only.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+
+from django.contrib import admin, messages
+from django.contrib.admin.views.main import ChangeList
+from django.db import transaction
+from django.db.models import Count
+from django.http import HttpRequest, HttpResponse
+from django.urls import reverse
+from django.utils.html import format_html
+from django.utils.text import Truncator
+from django.utils.translation import gettext_lazy as _
+
+from audit.models import AuditEvent, ClaimReview, Review
+from audit.selectors import session_audit_view, sessions_for_audit, user_can_review
+from audit.services import knowledge_document_save, sessions_export_archive
+from chat.models import Conversation
+from diagnosis.models import (
+    DiagnosisSession,
+    Environment,
+    KnowledgeChunk,
+    KnowledgeDocument,
+    LLMCall,
+    SessionEvent,
+    ToolInvocation,
+)
+
+admin.site.site_header = _("Rootproof 审计后台")
+admin.site.site_title = _("Rootproof 审计")
+admin.site.index_title = _("诊断审计")
+
+
+def _pre(value: object) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, indent=2)
+    return format_html('<pre class="rp-pre">{}</pre>', text)
+
+
+def _folded(summary: str, value: object) -> str:
+    return format_html("<details><summary>{}</summary>{}</details>", summary, _pre(value))
+
+
+class ReadOnlyAdmin(admin.ModelAdmin):
+    """Viewable by whoever has the view permission; never added, changed or deleted."""
+
+    def has_add_permission(self, request: HttpRequest, obj=None) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj=None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj=None) -> bool:
+        return False
+
+
+class ReadOnlyInline(admin.TabularInline):
+    extra = 0
+    can_delete = False
+    show_change_link = True
+
+    def has_add_permission(self, request: HttpRequest, obj=None) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj=None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj=None) -> bool:
+        return False
+
+
+# --- Diagnosis sessions ------------------------------------------------------------------
+
+
+class _YesNoFilter(admin.SimpleListFilter):
+    def lookups(self, request, model_admin):
+        return (("yes", _("是")), ("no", _("否")))
+
+
+class ReviewedFilter(_YesNoFilter):
+    title = _("已审核")
+    parameter_name = "reviewed"
+
+    def queryset(self, request, queryset):
+        if self.value() in ("yes", "no"):
+            return queryset.filter(is_reviewed=self.value() == "yes")
+        return queryset
+
+
+class DemotedFilter(_YesNoFilter):
+    title = _("有被降级的论断")
+    parameter_name = "demoted"
+
+    def queryset(self, request, queryset):
+        if self.value() == "yes":
+            return queryset.filter(claims_demoted__gt=0)
+        if self.value() == "no":
+            return queryset.filter(claims_demoted=0)
+        return queryset
+
+
+class AcceptedFilter(_YesNoFilter):
+    title = _("有通过校验的论断")
+    parameter_name = "accepted"
+
+    def queryset(self, request, queryset):
+        if self.value() == "yes":
+            return queryset.filter(claims_accepted__gt=0)
+        if self.value() == "no":
+            return queryset.filter(claims_accepted=0)
+        return queryset
+
+
+class RetriedFilter(_YesNoFilter):
+    title = _("有重试")
+    parameter_name = "retried"
+
+    def queryset(self, request, queryset):
+        if self.value() == "yes":
+            return queryset.filter(attempt_count__gt=1)
+        if self.value() == "no":
+            return queryset.filter(attempt_count__lte=1)
+        return queryset
+
+
+class _BucketFilter(admin.SimpleListFilter):
+    field: str
+    buckets: tuple[tuple[str, object, object, object], ...]  # key, label, low, high
+
+    def lookups(self, request, model_admin):
+        return [(key, label) for key, label, _low, _high in self.buckets]
+
+    def queryset(self, request, queryset):
+        for key, _label, low, high in self.buckets:
+            if self.value() == key:
+                if low is not None:
+                    queryset = queryset.filter(**{f"{self.field}__gte": low})
+                if high is not None:
+                    queryset = queryset.filter(**{f"{self.field}__lt": high})
+        return queryset
+
+
+class DurationFilter(_BucketFilter):
+    title = _("耗时")
+    parameter_name = "duration"
+    field = "duration"
+    buckets = (
+        ("lt10", _("< 10 秒"), None, timedelta(seconds=10)),
+        ("10to60", _("10–60 秒"), timedelta(seconds=10), timedelta(seconds=60)),
+        ("gt60", _("> 60 秒"), timedelta(seconds=60), None),
+    )
+
+
+class TokensFilter(_BucketFilter):
+    title = _("模型 tokens")
+    parameter_name = "tokens"
+    field = "tokens_total"
+    buckets = (
+        ("lt5k", _("< 5k"), None, 5_000),
+        ("5kto50k", _("5k–50k"), 5_000, 50_000),
+        ("gt50k", _("> 50k"), 50_000, None),
+    )
+
+
+class AuditChangeList(ChangeList):
+    def get_queryset(self, request, exclude_parameters=None):
+        # The list never shows the big JSON and text columns: do not load them.
+        return (
+            super()
+            .get_queryset(request, exclude_parameters)
+            .defer(
+                "plan",
+                "context",
+                "executor_final_answer",
+                "executor_structured_output",
+                "self_evaluation",
+                "final_answer",
+                "llm_usage",
+                "error",
+            )
+        )
+
+
+@admin.register(DiagnosisSession)
+class DiagnosisSessionAdmin(ReadOnlyAdmin):
+    change_form_template = "audit/admin/session_change_form.html"
+    change_list_template = "audit/admin/session_change_list.html"
+    list_display = [
+        "created_at",
+        "asked_by",
+        "source",
+        "environment",
+        "question",
+        "status",
+        "decision",
+        "answer_source",
+        "executor_output_parse_status",
+        "claims_accepted_col",
+        "claims_demoted_col",
+        "retries",
+        "duration_col",
+        "tokens_col",
+        "reviewed_col",
+    ]
+    list_display_links = ["created_at", "question"]
+    list_filter = [
+        ("created_at", admin.DateFieldListFilter),
+        ("owner", admin.RelatedOnlyFieldListFilter),
+        "source",
+        "environment",
+        "status",
+        "decision",
+        "answer_source",
+        "executor_output_parse_status",
+        AcceptedFilter,
+        DemotedFilter,
+        RetriedFilter,
+        DurationFilter,
+        TokensFilter,
+        ReviewedFilter,
+    ]
+    search_fields = ["original_query", "final_answer", "public_id"]
+    date_hierarchy = "created_at"
+    list_per_page = 50
+    actions = ["export_cases"]
+    fields = ["public_id"]
+    readonly_fields = ["public_id"]
+
+    def get_queryset(self, request):
+        return sessions_for_audit()
+
+    def get_changelist(self, request, **kwargs):
+        return AuditChangeList
+
+    def has_export_permission(self, request: HttpRequest) -> bool:
+        return user_can_review(user=request.user)
+
+    # -- columns
+    @admin.display(description=_("提问人"), ordering="owner__username")
+    def asked_by(self, obj: DiagnosisSession) -> str:
+        return obj.owner.get_username() if obj.owner else obj.requested_by or "—"
+
+    @admin.display(description=_("问题"))
+    def question(self, obj: DiagnosisSession) -> str:
+        return Truncator(obj.original_query).chars(60)
+
+    @admin.display(description=_("通过"), ordering="claims_accepted")
+    def claims_accepted_col(self, obj) -> int:
+        return obj.claims_accepted
+
+    @admin.display(description=_("降级"), ordering="claims_demoted")
+    def claims_demoted_col(self, obj) -> int:
+        return obj.claims_demoted
+
+    @admin.display(description=_("重试"), ordering="attempt_count")
+    def retries(self, obj: DiagnosisSession) -> int:
+        return max(0, obj.attempt_count - 1)
+
+    @admin.display(description=_("耗时"), ordering="duration")
+    def duration_col(self, obj) -> str:
+        return f"{obj.duration.total_seconds():.1f}s" if obj.duration is not None else "—"
+
+    @admin.display(description=_("tokens"), ordering="tokens_total")
+    def tokens_col(self, obj) -> int:
+        return obj.tokens_total
+
+    @admin.display(description=_("已审核"), boolean=True, ordering="is_reviewed")
+    def reviewed_col(self, obj) -> bool:
+        return obj.is_reviewed
+
+    # -- the change page reads like the session ran
+    def render_change_form(self, request, context, add=False, change=False, form_url="", obj=None):
+        if obj is not None:
+            context["audit"] = session_audit_view(session=obj)
+            context["can_review"] = user_can_review(user=request.user)
+            context["review_url"] = reverse("audit:session_review", args=[obj.public_id])
+        return super().render_change_form(request, context, add, change, form_url, obj)
+
+    @admin.action(description=_("导出为回归用例 (zip)"), permissions=["export"])
+    def export_cases(self, request: HttpRequest, queryset) -> HttpResponse:
+        sessions = list(DiagnosisSession.objects.filter(pk__in=queryset.values("pk")))
+        archive = sessions_export_archive(sessions=sessions, actor=request.user)
+        response = HttpResponse(archive, content_type="application/zip")
+        response["Content-Disposition"] = 'attachment; filename="rootproof-cases.zip"'
+        return response
+
+
+@admin.register(ToolInvocation)
+class ToolInvocationAdmin(ReadOnlyAdmin):
+    list_display = [
+        "trace_ref",
+        "session_link",
+        "attempt",
+        "tool_name",
+        "status",
+        "truncated",
+        "duration_ms",
+        "started_at",
+    ]
+    list_filter = ["tool_name", "status", "truncated"]
+    list_select_related = ["session"]
+    search_fields = ["=trace_ref", "tool_name", "session__public_id"]
+    fields = [
+        "session_link",
+        "attempt",
+        "sequence",
+        "trace_ref",
+        "tool_name",
+        "arguments_display",
+        "status",
+        "error",
+        "output_display",
+        "output_size",
+        "truncated",
+        "summary_display",
+        "started_at",
+        "duration_ms",
+    ]
+    readonly_fields = fields
+
+    def get_queryset(self, request):
+        return super().get_queryset(request).select_related("session")
+
+    @admin.display(description=_("诊断会话"))
+    def session_link(self, obj: ToolInvocation) -> str:
+        url = reverse("admin:diagnosis_diagnosissession_change", args=[obj.session_id])
+        return format_html('<a href="{}">{}</a>', url, str(obj.session.public_id)[:8])
+
+    @admin.display(description=_("参数"))
+    def arguments_display(self, obj: ToolInvocation) -> str:
+        return _pre(obj.arguments)
+
+    @admin.display(description=_("输出 (模型所见)"))
+    def output_display(self, obj: ToolInvocation) -> str:
+        return _pre(obj.output)
+
+    @admin.display(description=_("摘要"))
+    def summary_display(self, obj: ToolInvocation) -> str:
+        return _pre(obj.summary)
+
+
+@admin.register(LLMCall)
+class LLMCallAdmin(ReadOnlyAdmin):
+    list_display = [
+        "sequence",
+        "session_link",
+        "attempt",
+        "role",
+        "provider",
+        "model",
+        "tokens_in",
+        "tokens_out",
+        "latency_ms",
+        "status",
+        "created_at",
+    ]
+    list_filter = ["role", "provider", "status", "model"]
+    list_select_related = ["session"]
+    search_fields = ["session__public_id", "model"]
+    fields = [
+        "session_link",
+        "attempt",
+        "sequence",
+        "role",
+        "provider",
+        "model",
+        "status",
+        "error",
+        "tokens_in",
+        "tokens_out",
+        "latency_ms",
+        "request_chars",
+        "request_display",
+        "raw_response_display",
+        "created_at",
+    ]
+    readonly_fields = fields
+
+    @admin.display(description=_("诊断会话"))
+    def session_link(self, obj: LLMCall) -> str:
+        url = reverse("admin:diagnosis_diagnosissession_change", args=[obj.session_id])
+        return format_html('<a href="{}">{}</a>', url, str(obj.session.public_id)[:8])
+
+    @admin.display(description=_("请求"))
+    def request_display(self, obj: LLMCall) -> str:
+        return _folded(_("展开请求"), obj.request)
+
+    @admin.display(description=_("原始回答"))
+    def raw_response_display(self, obj: LLMCall) -> str:
+        return _pre(obj.raw_response)
+
+
+@admin.register(SessionEvent)
+class SessionEventAdmin(ReadOnlyAdmin):
+    list_display = ["created_at", "session", "sequence", "kind", "stage", "message"]
+    list_filter = ["kind", "stage"]
+    list_select_related = ["session"]
+    fields = ["session", "sequence", "kind", "stage", "message", "data_display", "created_at"]
+    readonly_fields = fields
+
+    @admin.display(description=_("数据"))
+    def data_display(self, obj: SessionEvent) -> str:
+        return _pre(obj.data)
+
+
+# --- Runbooks and environments: managed here --------------------------------------------
+
+
+class KnowledgeChunkInline(ReadOnlyInline):
+    model = KnowledgeChunk
+    fields = ["ordinal", "chunk_id", "heading", "text_preview"]
+    readonly_fields = fields
+    show_change_link = False
+
+    @admin.display(description=_("内容"))
+    def text_preview(self, obj: KnowledgeChunk) -> str:
+        return Truncator(obj.text).chars(200)
+
+
+@admin.register(KnowledgeDocument)
+class KnowledgeDocumentAdmin(admin.ModelAdmin):
+    list_display = ["title", "slug", "environment", "chunk_count", "updated_at"]
+    list_filter = ["environment"]
+    search_fields = ["title", "slug", "body"]
+    list_select_related = ["environment"]
+    fields = ["title", "slug", "environment", "body", "source_path", "updated_at"]
+    readonly_fields = ["source_path", "updated_at"]
+    inlines = [KnowledgeChunkInline]
+
+    def get_queryset(self, request):
+        return super().get_queryset(request).annotate(n_chunks=Count("chunks"))
+
+    @admin.display(description=_("块数"), ordering="n_chunks")
+    def chunk_count(self, obj) -> int:
+        return obj.n_chunks
+
+    def save_model(self, request, obj, form, change) -> None:
+        # Saving re-chunks the body; a section id taken by another document stops the save.
+        try:
+            with transaction.atomic():
+                knowledge_document_save(document=obj)
+        except ValueError as exc:
+            transaction.set_rollback(True)
+            messages.error(request, str(exc))
+
+
+@admin.register(Environment)
+class EnvironmentAdmin(admin.ModelAdmin):
+    list_display = ["name", "slug", "kind", "is_active", "pack_path", "prometheus_url", "loki_url"]
+    list_filter = ["kind", "is_active"]
+    search_fields = ["name", "slug", "description"]
+    prepopulated_fields = {"slug": ["name"]}
+
+
+# --- Chat: read-only --------------------------------------------------------------------
+
+
+@admin.register(Conversation)
+class ConversationAdmin(ReadOnlyAdmin):
+    list_display = ["title", "owner", "environment", "created_at", "updated_at"]
+    list_filter = ["environment"]
+    list_select_related = ["owner", "environment"]
+    search_fields = ["title", "owner__username"]
+
+
+# --- Audit: read-only (reviews are recorded on the review page) ------------------------
+
+
+class ClaimReviewInline(ReadOnlyInline):
+    model = ClaimReview
+    fields = ["claim_id", "agrees_with_verifier", "note"]
+    readonly_fields = fields
+    show_change_link = False
+
+
+@admin.register(Review)
+class ReviewAdmin(ReadOnlyAdmin):
+    list_display = ["created_at", "session_link", "reviewer", "verdict"]
+    list_filter = ["verdict", ("reviewer", admin.RelatedOnlyFieldListFilter)]
+    list_select_related = ["session", "reviewer"]
+    fields = ["session_link", "reviewer", "verdict", "notes", "created_at"]
+    readonly_fields = fields
+    inlines = [ClaimReviewInline]
+
+    @admin.display(description=_("诊断会话"))
+    def session_link(self, obj: Review) -> str:
+        url = reverse("admin:diagnosis_diagnosissession_change", args=[obj.session_id])
+        return format_html('<a href="{}">{}</a>', url, str(obj.session.public_id)[:8])
+
+
+@admin.register(AuditEvent)
+class AuditEventAdmin(ReadOnlyAdmin):
+    list_display = ["created_at", "actor_label", "action", "target_type", "target_id"]
+    list_filter = ["action", "target_type"]
+    search_fields = ["actor_label", "=target_id"]
+    date_hierarchy = "created_at"
+    fields = ["created_at", "actor_label", "action", "target_type", "target_id", "details_display"]
+    readonly_fields = fields
+
+    @admin.display(description=_("详情"))
+    def details_display(self, obj: AuditEvent) -> str:
+        return _pre(obj.details)

@@ -1,0 +1,168 @@
+"""Reviewer pages: record a review of a session, and the quality dashboard."""
+
+from __future__ import annotations
+
+from django import forms
+from django.contrib import admin, messages
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
+from django.views.decorators.http import require_GET, require_http_methods
+
+from audit.charts import bar_chart, line_chart
+from audit.models import Review
+from audit.selectors import dashboard_build, user_can_review
+from audit.services import ClaimJudgement, review_record
+from diagnosis.models import DiagnosisSession
+from diagnosis.selectors import ClaimView, session_claims_view
+
+AGREE, DISAGREE = "agree", "disagree"
+
+
+def _get_session_for_reviewer(*, user, public_id) -> DiagnosisSession:
+    if not user_can_review(user=user):
+        raise PermissionDenied
+    return get_object_or_404(
+        DiagnosisSession.objects.select_related("environment", "owner"), public_id=public_id
+    )
+
+
+class ReviewForm(forms.Form):
+    verdict = forms.ChoiceField(
+        label=gettext_lazy("结论"), choices=Review.Verdict.choices, widget=forms.RadioSelect
+    )
+    notes = forms.CharField(
+        label=gettext_lazy("备注"), required=False, widget=forms.Textarea(attrs={"rows": 4})
+    )
+
+    def __init__(self, *args, claims: list[ClaimView], **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.claims = claims
+        for index, _claim in enumerate(claims):
+            self.fields[f"claim_{index}_agrees"] = forms.ChoiceField(
+                label=gettext_lazy("是否同意核验分类"),
+                choices=[
+                    ("", gettext_lazy("不评")),
+                    (AGREE, gettext_lazy("同意")),
+                    (DISAGREE, gettext_lazy("不同意")),
+                ],
+                required=False,
+                widget=forms.RadioSelect,
+            )
+            self.fields[f"claim_{index}_note"] = forms.CharField(
+                label=gettext_lazy("说明"), required=False, max_length=2000
+            )
+
+    def claim_rows(self):
+        return [
+            (claim, self[f"claim_{i}_agrees"], self[f"claim_{i}_note"])
+            for i, claim in enumerate(self.claims)
+        ]
+
+    def judgements(self) -> list[ClaimJudgement]:
+        result = []
+        for index, claim in enumerate(self.claims):
+            choice = self.cleaned_data.get(f"claim_{index}_agrees")
+            if choice in (AGREE, DISAGREE):
+                result.append(
+                    ClaimJudgement(
+                        claim_id=claim.claim_id,
+                        agrees_with_verifier=choice == AGREE,
+                        note=self.cleaned_data.get(f"claim_{index}_note", ""),
+                    )
+                )
+        return result
+
+
+@require_http_methods(["GET", "POST"])
+@login_required
+def session_review(request: HttpRequest, public_id) -> HttpResponse:
+    session = _get_session_for_reviewer(user=request.user, public_id=public_id)
+    claims = session_claims_view(session=session)
+    form = ReviewForm(request.POST or None, claims=claims)
+    if request.method == "POST" and form.is_valid():
+        review_record(
+            session=session,
+            reviewer=request.user,
+            verdict=form.cleaned_data["verdict"],
+            notes=form.cleaned_data["notes"],
+            claims=form.judgements(),
+        )
+        messages.success(request, _("审核已记录。"))
+        return redirect(reverse("admin:diagnosis_diagnosissession_change", args=[session.pk]))
+    context = {
+        **admin.site.each_context(request),
+        "title": _("记录审核"),
+        "session": session,
+        "form": form,
+        "session_url": reverse("admin:diagnosis_diagnosissession_change", args=[session.pk]),
+    }
+    return render(request, "audit/session_review.html", context)
+
+
+@require_GET
+@login_required
+def dashboard(request: HttpRequest) -> HttpResponse:
+    if not user_can_review(user=request.user):
+        raise PermissionDenied
+    try:
+        days = min(max(int(request.GET.get("days", 14)), 1), 90)
+    except ValueError:
+        days = 14
+    data = dashboard_build(days=days)
+    labels = [d.strftime("%m-%d") for d in data.days]
+    decision_names = {
+        **{d.value: d.label for d in DiagnosisSession.Decision},
+        "": _("未完成"),
+    }
+    charts = {
+        "sessions": bar_chart(
+            title=_("每日会话数（按结论）"),
+            labels=labels,
+            series={str(decision_names.get(k, k)): v for k, v in data.sessions_by_decision.items()},
+        ),
+        "classifications": bar_chart(
+            title=_("核验分类分布"),
+            labels=list(data.classifications),
+            series={_("论断数"): list(data.classifications.values())},
+        ),
+        "fallback": line_chart(
+            title=_("每日确定性渲染比例"),
+            labels=labels,
+            series={_("回退比例"): data.fallback_by_day},
+            ymax=1,
+        ),
+        "tokens": bar_chart(
+            title=_("每日模型 tokens"),
+            labels=labels,
+            series={_("tokens"): data.tokens_by_day},
+        ),
+        "verdicts": bar_chart(
+            title=_("审核结论"),
+            labels=[str(Review.Verdict(v).label) for v in data.review_verdicts],
+            series={_("审核数"): list(data.review_verdicts.values())},
+        ),
+    }
+    day_rows = [
+        (
+            labels[i],
+            {k: v[i] for k, v in data.sessions_by_decision.items()},
+            data.fallback_by_day[i],
+            data.tokens_by_day[i],
+        )
+        for i in range(len(labels))
+    ]
+    context = {
+        **admin.site.each_context(request),
+        "title": _("质量看板"),
+        "data": data,
+        "charts": charts,
+        "days": days,
+        "day_rows": day_rows,
+        "decision_columns": [(k, decision_names.get(k, k)) for k in data.sessions_by_decision],
+    }
+    return render(request, "audit/dashboard.html", context)
