@@ -10,5 +10,6 @@ urlpatterns = [
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("i18n/", include("django.conf.urls.i18n")),
     path("admin/", admin.site.urls),
+    path("audit/", include("audit.urls")),
     path("", include("chat.urls")),
 ]
