@@ -41,6 +41,7 @@ INSTALLED_APPS = [
     "template_partials",
     "rest_framework",
     "drf_spectacular",
+    "drf_spectacular_sidecar",
     "diagnosis",
     "chat",
     "audit",
@@ -189,19 +190,52 @@ LLM_ROLE_SETTINGS = {
 }
 
 # --- API --------------------------------------------------------------------
+# Requests per API key (or Alertmanager receiver, or browser user): "<n>/<sec|min|hour|day>".
+API_RATE_LIMIT = env_str("API_RATE_LIMIT", "120/min")
+# A body whose Content-Length exceeds this is refused with 413 before it is read.
+API_MAX_BODY_BYTES = env_int("API_MAX_BODY_BYTES", 1_048_576, minimum=1024)
+API_PAGE_SIZE = env_int("API_PAGE_SIZE", 20, minimum=1, maximum=100)
+API_PAGE_SIZE_MAX = env_int("API_PAGE_SIZE_MAX", 100, minimum=1, maximum=1000)
+API_QUESTION_MAX_CHARS = env_int("API_QUESTION_MAX_CHARS", 4000, minimum=100)
+API_CALLBACK_TIMEOUT_SECONDS = env_float("API_CALLBACK_TIMEOUT_SECONDS", 10.0, minimum=0.1)
+API_CALLBACK_MAX_ATTEMPTS = env_int("API_CALLBACK_MAX_ATTEMPTS", 5, minimum=1, maximum=20)
+# Wait before the 2nd attempt; it doubles after each failure (capped at one hour).
+API_CALLBACK_BACKOFF_SECONDS = env_int("API_CALLBACK_BACKOFF_SECONDS", 30, minimum=1)
+# Each label or annotation value used in an alert's question is cut to this length.
+ALERTMANAGER_TEXT_MAX_CHARS = env_int("ALERTMANAGER_TEXT_MAX_CHARS", 300, minimum=20)
+
 REST_FRAMEWORK = {
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "DEFAULT_AUTHENTICATION_CLASSES": [
+        "diagnosis.api_auth.ApiKeyAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_THROTTLE_CLASSES": ["diagnosis.api_auth.ApiKeyRateThrottle"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    "EXCEPTION_HANDLER": "diagnosis.api_errors.api_exception_handler",
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "Rootproof API",
-    "DESCRIPTION": "Evidence-bound incident diagnosis.",
+    "DESCRIPTION": "Evidence-bound incident diagnosis. Authenticate with "
+    "`Authorization: Bearer <API key>` (create keys at POST /api/v1/api-keys) or a browser "
+    "session with CSRF. Every error is `{\"error\": {\"code\", \"message\", \"details\"}}`.",
     "VERSION": "1.0.0",
     "SERVE_INCLUDE_SCHEMA": False,
+    "SERVE_PERMISSIONS": ["rest_framework.permissions.AllowAny"],
+    "SERVE_AUTHENTICATION": [],
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+    "COMPONENT_SPLIT_REQUEST": True,
+    "ENUM_NAME_OVERRIDES": {
+        "DiagnosisStatusEnum": "diagnosis.models.DiagnosisSession.Status",
+        "DiagnosisStageEnum": "diagnosis.models.DiagnosisSession.Stage",
+        "DiagnosisSourceEnum": "diagnosis.models.DiagnosisSession.Source",
+        "DiagnosisDecisionEnum": "diagnosis.models.DiagnosisSession.Decision",
+        "AlertStatusEnum": ["firing", "resolved"],
+    },
 }
 
 CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}

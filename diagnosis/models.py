@@ -326,3 +326,170 @@ class KnowledgeChunk(models.Model):
 
     def __str__(self) -> str:
         return self.chunk_id
+
+
+# --- REST API: keys, submissions, callbacks, Alertmanager receivers -------------------
+
+
+class ApiKey(models.Model):
+    """A bearer key a user creates for an integration; only a hash of its secret is kept."""
+
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        verbose_name=_("所有者"),
+        on_delete=models.CASCADE,
+        related_name="api_keys",
+    )
+    name = models.CharField(_("名称"), max_length=100)
+    # The public part of the key ("rp_<prefix>_<secret>"), used to find the row.
+    prefix = models.CharField(_("前缀"), max_length=16, unique=True)
+    secret_hash = models.CharField(_("密钥哈希 (SHA-256)"), max_length=64)
+    created_at = models.DateTimeField(_("创建时间"), auto_now_add=True)
+    last_used_at = models.DateTimeField(_("最近使用"), null=True, blank=True)
+    revoked_at = models.DateTimeField(_("吊销时间"), null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        verbose_name = _("API 密钥")
+        verbose_name_plural = _("API 密钥")
+
+    def __str__(self) -> str:
+        return f"{self.name} (rp_{self.prefix}_…)"
+
+    @property
+    def is_active(self) -> bool:
+        return self.revoked_at is None
+
+
+class ApiSubmission(models.Model):
+    """How a session arrived through the API: the key, the request fingerprint, its callback."""
+
+    class CallbackState(models.TextChoices):
+        NONE = "none", _("无回调")
+        PENDING = "pending", _("待发送")
+        DELIVERED = "delivered", _("已送达")
+        FAILED = "failed", _("发送失败")
+
+    session = models.OneToOneField(
+        DiagnosisSession, on_delete=models.CASCADE, related_name="api_submission"
+    )
+    api_key = models.ForeignKey(
+        ApiKey,
+        verbose_name=_("API 密钥"),
+        on_delete=models.SET_NULL,
+        related_name="submissions",
+        null=True,
+        blank=True,
+    )
+    # SHA-256 of the canonical request body, to tell a retry from a different request.
+    request_hash = models.CharField(_("请求指纹"), max_length=64)
+    callback_state = models.CharField(
+        _("回调状态"), max_length=10, choices=CallbackState.choices, default=CallbackState.NONE
+    )
+    callback_delivered_at = models.DateTimeField(_("回调送达时间"), null=True, blank=True)
+    created_at = models.DateTimeField(_("创建时间"), auto_now_add=True)
+
+    class Meta:
+        verbose_name = _("API 提交")
+        verbose_name_plural = _("API 提交")
+
+    def __str__(self) -> str:
+        return str(self.session_id)
+
+
+class CallbackAttempt(models.Model):
+    """One POST of a finished session's result to its callback URL."""
+
+    session = models.ForeignKey(
+        DiagnosisSession, on_delete=models.CASCADE, related_name="callback_attempts"
+    )
+    attempt = models.PositiveSmallIntegerField(_("第几次"))
+    url = models.URLField(_("地址"), max_length=500)
+    status_code = models.PositiveSmallIntegerField(_("HTTP 状态码"), null=True, blank=True)
+    error = models.CharField(_("错误"), max_length=500, blank=True)
+    duration_ms = models.PositiveIntegerField(_("耗时 (毫秒)"), default=0)
+    at = models.DateTimeField(_("时间"), auto_now_add=True)
+
+    class Meta:
+        ordering = ["session", "attempt"]
+        verbose_name = _("回调尝试")
+        verbose_name_plural = _("回调尝试")
+        constraints = [
+            models.UniqueConstraint(fields=["session", "attempt"], name="callback_session_attempt"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.session_id} #{self.attempt} {self.status_code or self.error[:40]}"
+
+    @property
+    def succeeded(self) -> bool:
+        return self.status_code is not None and 200 <= self.status_code < 300
+
+
+class AlertmanagerReceiver(models.Model):
+    """An Alertmanager webhook target: its token, environment and the user sessions belong to."""
+
+    slug = models.SlugField(_("标识 (URL 中使用)"), max_length=100, unique=True)
+    name = models.CharField(_("名称"), max_length=200)
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        verbose_name=_("会话所有者"),
+        on_delete=models.PROTECT,
+        related_name="alertmanager_receivers",
+    )
+    environment = models.ForeignKey(
+        Environment,
+        verbose_name=_("环境"),
+        on_delete=models.PROTECT,
+        related_name="alertmanager_receivers",
+    )
+    token_hash = models.CharField(_("令牌哈希 (SHA-256)"), max_length=64, blank=True)
+    language = models.CharField(_("问题与回答语言"), max_length=10, default="zh-CN")
+    window_before_minutes = models.PositiveIntegerField(
+        _("窗口起点 (告警开始前的分钟数)"), default=30
+    )
+    is_active = models.BooleanField(_("启用"), default=True)
+    created_at = models.DateTimeField(_("创建时间"), auto_now_add=True)
+    last_used_at = models.DateTimeField(_("最近使用"), null=True, blank=True)
+
+    class Meta:
+        ordering = ["name"]
+        verbose_name = _("Alertmanager 接收器")
+        verbose_name_plural = _("Alertmanager 接收器")
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class AlertGroupStart(models.Model):
+    """A firing alert group that started a session; a repeat of it starts nothing new."""
+
+    receiver = models.ForeignKey(
+        AlertmanagerReceiver, on_delete=models.CASCADE, related_name="group_starts"
+    )
+    group_key = models.TextField(_("groupKey"))
+    group_key_hash = models.CharField(_("groupKey 哈希"), max_length=64)
+    starts_at = models.DateTimeField(_("最早开始时间"))
+    session = models.ForeignKey(
+        DiagnosisSession,
+        on_delete=models.SET_NULL,
+        related_name="alert_group_starts",
+        null=True,
+        blank=True,
+    )
+    notifications = models.PositiveIntegerField(_("收到通知次数"), default=1)
+    created_at = models.DateTimeField(_("创建时间"), auto_now_add=True)
+    last_seen_at = models.DateTimeField(_("最近通知"), auto_now=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        verbose_name = _("告警组")
+        verbose_name_plural = _("告警组")
+        constraints = [
+            models.UniqueConstraint(
+                fields=["receiver", "group_key_hash", "starts_at"], name="alert_group_start_once"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.receiver_id} {self.group_key[:60]} @ {self.starts_at:%Y-%m-%dT%H:%M:%SZ}"

@@ -195,6 +195,14 @@ def _finish_cancelled(session: DiagnosisSession) -> None:
     session_event_add(
         session=session, kind=SessionEvent.Kind.STAGE, stage="done", message="cancelled"
     )
+    _session_ended(session)
+
+
+def _session_ended(session: DiagnosisSession) -> None:
+    """Tell the API's callback machinery, after commit (a no-op without a callback_url)."""
+    from diagnosis.api_services import session_ended_notify
+
+    session_ended_notify(session=session)
 
 
 def diagnosis_cancel(*, session: DiagnosisSession) -> DiagnosisSession:
@@ -240,6 +248,7 @@ def session_fail(
         session_event_add(
             session=session, kind=SessionEvent.Kind.ERROR, stage="done", message=error[:200]
         )
+        _session_ended(session)
     return True
 
 

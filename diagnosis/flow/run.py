@@ -17,6 +17,7 @@ from django.db import transaction
 from django.db.models import Count, Sum
 from django.utils import timezone
 
+from diagnosis.api_services import session_ended_notify
 from diagnosis.contracts import AnswerSource as Source
 from diagnosis.contracts import (
     ComposerInput,
@@ -387,6 +388,7 @@ class _Run:
                 ]
             )
             self.event(SessionEvent.Kind.STAGE, "done", decision.value)
+            session_ended_notify(session=session)
 
 
 def llm_usage_totals(*, session: DiagnosisSession) -> dict[str, Any]:
@@ -432,6 +434,7 @@ def flow_run(*, session: DiagnosisSession) -> None:
         session_event_add(
             session=session, kind=SessionEvent.Kind.STAGE, stage="done", message="cancelled"
         )
+        session_ended_notify(session=session)
 
 
 __all__ = ["ParseStatus", "effective_window", "flow_run", "llm_usage_totals"]

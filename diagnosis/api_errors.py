@@ -1,0 +1,152 @@
+"""One error shape for every API error: ``{"error": {"code", "message", "details"}}``."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from django.conf import settings
+from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
+from django.core.exceptions import RequestDataTooBig
+from django.http import Http404, HttpRequest, JsonResponse
+from django.views import defaults
+from drf_spectacular.utils import OpenApiResponse
+from rest_framework import exceptions, serializers, status
+from rest_framework.response import Response
+from rest_framework.views import set_rollback
+
+logger = logging.getLogger(__name__)
+
+API_PATH_PREFIX = "/api/"
+
+
+class PayloadTooLarge(exceptions.APIException):
+    status_code = status.HTTP_413_REQUEST_ENTITY_TOO_LARGE
+    default_detail = "The request body is too large."
+    default_code = "payload_too_large"
+
+
+class Conflict(exceptions.APIException):
+    status_code = status.HTTP_409_CONFLICT
+    default_detail = "The request conflicts with the current state."
+    default_code = "conflict"
+
+
+def error_body(code: str, message: str, details: Any = None) -> dict[str, Any]:
+    return {"error": {"code": code, "message": message, "details": details or {}}}
+
+
+def _first_code(codes: Any) -> str | None:
+    if isinstance(codes, str):
+        return codes
+    if isinstance(codes, list) and codes:
+        return _first_code(codes[0])
+    if isinstance(codes, dict) and codes:
+        return _first_code(next(iter(codes.values())))
+    return None
+
+
+def _details_of(exc: exceptions.APIException) -> dict[str, Any]:
+    if isinstance(exc, exceptions.ValidationError):
+        detail = exc.detail
+        if isinstance(detail, dict):
+            return {"fields": detail}
+        return {"fields": {"non_field_errors": detail}}
+    if isinstance(exc, exceptions.Throttled) and exc.wait is not None:
+        return {"retry_after_seconds": int(exc.wait) + 1}
+    return {}
+
+
+def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
+    """DRF EXCEPTION_HANDLER: every exception in an API view becomes the one error shape."""
+    if isinstance(exc, Http404):
+        exc = exceptions.NotFound()
+    elif isinstance(exc, DjangoPermissionDenied):
+        exc = exceptions.PermissionDenied()
+    elif isinstance(exc, RequestDataTooBig):
+        exc = PayloadTooLarge()
+
+    if not isinstance(exc, exceptions.APIException):
+        logger.exception("unhandled API error", exc_info=exc)
+        set_rollback()
+        return Response(
+            error_body("server_error", "Internal server error."),
+            status=status.HTTP_500_INTERNAL_SERVER_ERROR,
+        )
+
+    headers: dict[str, str] = {}
+    if getattr(exc, "auth_header", None):
+        headers["WWW-Authenticate"] = exc.auth_header  # type: ignore[attr-defined]
+    if getattr(exc, "wait", None):
+        headers["Retry-After"] = str(int(exc.wait) + 1)  # type: ignore[attr-defined]
+
+    if isinstance(exc, exceptions.ValidationError):
+        code, message = "invalid", "The request is invalid; see details.fields."
+    else:
+        code = _first_code(exc.get_codes()) or exc.default_code
+        message = str(exc.detail) if not isinstance(exc.detail, dict | list) else str(exc)
+    set_rollback()
+    return Response(
+        error_body(str(code), message, _details_of(exc)), status=exc.status_code, headers=headers
+    )
+
+
+def request_size_check(request: HttpRequest) -> None:
+    """413 from the declared Content-Length, before anything reads or parses the body."""
+    declared = request.META.get("CONTENT_LENGTH") or "0"
+    try:
+        length = int(declared)
+    except ValueError:
+        raise exceptions.ParseError("Invalid Content-Length header.") from None
+    if length > settings.API_MAX_BODY_BYTES:
+        raise PayloadTooLarge(
+            f"The request body is {length} bytes; the limit is {settings.API_MAX_BODY_BYTES}."
+        )
+
+
+def api_not_found(request: HttpRequest, *args: Any, **kwargs: Any) -> JsonResponse:
+    """Any /api/ path that names no endpoint."""
+    return JsonResponse(error_body("not_found", "No such API endpoint."), status=404)
+
+
+def server_error(request: HttpRequest) -> Any:
+    """handler500: the error shape under /api/, Django's page elsewhere."""
+    if request.path.startswith(API_PATH_PREFIX):
+        return JsonResponse(error_body("server_error", "Internal server error."), status=500)
+    return defaults.server_error(request)
+
+
+# --- OpenAPI ---------------------------------------------------------------------
+
+
+class ErrorSerializer(serializers.Serializer):
+    class ErrorBodySerializer(serializers.Serializer):
+        code = serializers.CharField(
+            help_text="Stable machine-readable code, e.g. invalid, not_authenticated, "
+            "authentication_failed, not_found, method_not_allowed, payload_too_large, "
+            "throttled, idempotency_conflict, not_cancellable, server_error."
+        )
+        message = serializers.CharField(help_text="A human-readable explanation.")
+        details = serializers.DictField(
+            help_text="For 400: {fields: {field: [messages]}}; for 429: {retry_after_seconds}; "
+            "otherwise usually empty."
+        )
+
+    error = ErrorBodySerializer()
+
+
+def error_responses(*codes: int) -> dict[int, OpenApiResponse]:
+    descriptions = {
+        400: "Invalid input: `details.fields` maps each field to its messages.",
+        401: "No credentials, or an invalid or revoked key/token.",
+        403: "Session authentication without a valid CSRF token.",
+        404: "No such object for this owner (another owner's object is a 404 too).",
+        405: "Method not allowed on this path.",
+        409: "The request conflicts with existing state.",
+        413: "The body exceeds API_MAX_BODY_BYTES (checked from Content-Length).",
+        429: "The key exceeded API_RATE_LIMIT; see the Retry-After header.",
+        500: "Internal error.",
+    }
+    return {
+        code: OpenApiResponse(ErrorSerializer, description=descriptions[code]) for code in codes
+    }

@@ -1,0 +1,281 @@
+"""Reads for the REST API: owner-checked lookups and JSON-ready views of sessions.
+
+Every lookup takes the user and filters by owner, so another owner's row is simply
+not found (a 404, never a 403).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from django.db.models import QuerySet
+from django.utils import timezone
+from pydantic import ValidationError
+
+from diagnosis.contracts import ComposerInput
+from diagnosis.models import (
+    ApiKey,
+    ApiSubmission,
+    CallbackAttempt,
+    DiagnosisSession,
+    SessionEvent,
+    ToolInvocation,
+)
+from diagnosis.selectors import session_claims_view
+
+# Columns a list row needs; the big JSON columns stay in the database.
+LIST_FIELDS = (
+    "id",
+    "public_id",
+    "owner_id",
+    "source",
+    "environment__slug",
+    "original_query",
+    "language",
+    "status",
+    "stage",
+    "decision",
+    "answer_source",
+    "attempt_count",
+    "created_at",
+    "started_at",
+    "finished_at",
+)
+
+
+def _iso(moment: datetime | None) -> str | None:
+    return moment.isoformat().replace("+00:00", "Z") if moment else None
+
+
+def _seconds(start: datetime | None, end: datetime | None) -> float | None:
+    if start and end:
+        return round((end - start).total_seconds(), 3)
+    return None
+
+
+# --- lookups ---------------------------------------------------------------------
+
+
+def diagnosis_list_for_user(*, user, filters: dict[str, Any]) -> QuerySet[DiagnosisSession]:
+    sessions = DiagnosisSession.objects.filter(owner=user)
+    for field in ("status", "decision", "source"):
+        if filters.get(field):
+            sessions = sessions.filter(**{field: filters[field]})
+    if filters.get("environment"):
+        sessions = sessions.filter(environment__slug=filters["environment"])
+    if filters.get("created_after"):
+        sessions = sessions.filter(created_at__gte=filters["created_after"])
+    if filters.get("created_before"):
+        sessions = sessions.filter(created_at__lt=filters["created_before"])
+    return sessions.select_related("environment").only(*LIST_FIELDS)
+
+
+def diagnosis_get_for_user(*, user, public_id) -> DiagnosisSession | None:
+    return (
+        DiagnosisSession.objects.filter(owner=user, public_id=public_id)
+        .select_related("environment", "api_submission")
+        .first()
+    )
+
+
+def tool_invocations_for_session(*, session: DiagnosisSession) -> QuerySet[ToolInvocation]:
+    return ToolInvocation.objects.filter(session=session).order_by("sequence")
+
+
+def tool_invocation_get_for_user(*, user, invocation_id: int) -> ToolInvocation | None:
+    return (
+        ToolInvocation.objects.filter(pk=invocation_id, session__owner=user)
+        .select_related("session")
+        .first()
+    )
+
+
+def api_keys_for_user(*, user) -> QuerySet[ApiKey]:
+    return ApiKey.objects.filter(owner=user)
+
+
+def api_key_get_for_user(*, user, key_id: int) -> ApiKey | None:
+    return ApiKey.objects.filter(owner=user, pk=key_id).first()
+
+
+# --- JSON-ready views ---------------------------------------------------------------
+
+
+def diagnosis_summary_data(session: DiagnosisSession) -> dict[str, Any]:
+    return {
+        "id": str(session.public_id),
+        "status": session.status,
+        "stage": session.stage,
+        "source": session.source,
+        "environment": session.environment.slug,
+        "question": session.original_query,
+        "language": session.language,
+        "decision": session.decision or None,
+        "answer_source": session.answer_source or None,
+        "attempt_count": session.attempt_count,
+        "created_at": _iso(session.created_at),
+        "started_at": _iso(session.started_at),
+        "finished_at": _iso(session.finished_at),
+    }
+
+
+def _composer_input(session: DiagnosisSession) -> ComposerInput | None:
+    raw = (session.self_evaluation or {}).get("composer_input")
+    if not isinstance(raw, dict):
+        return None
+    try:
+        return ComposerInput.model_validate(raw)
+    except ValidationError:
+        return None
+
+
+def _executor_lists(session: DiagnosisSession) -> dict[str, list]:
+    structured = session.executor_structured_output
+    structured = structured if isinstance(structured, dict) else {}
+
+    def as_list(key: str) -> list:
+        value = structured.get(key)
+        return value if isinstance(value, list) else []
+
+    return {
+        "hypotheses": [
+            {
+                "text": str(h.get("hypothesis_text", "")),
+                "entity": str(h.get("entity") or ""),
+                "basis": str(h.get("basis") or ""),
+            }
+            for h in as_list("hypotheses")
+            if isinstance(h, dict)
+        ],
+        "recommended_actions": [
+            {"text": str(a.get("action_text", "")), "reason": str(a.get("reason") or "")}
+            for a in as_list("recommended_actions")
+            if isinstance(a, dict)
+        ],
+        "missing_info": [str(m) for m in as_list("missing_info") if isinstance(m, str | int)],
+    }
+
+
+def _event_data(event: SessionEvent) -> dict[str, Any]:
+    return {
+        "sequence": event.sequence,
+        "kind": event.kind,
+        "stage": event.stage,
+        "message": event.message,
+        "data": event.data or {},
+        "at": _iso(event.created_at),
+    }
+
+
+def diagnosis_detail_data(session: DiagnosisSession) -> dict[str, Any]:
+    """Everything an integrator may read about one session (same JSON as the callback)."""
+    evaluation = session.self_evaluation if isinstance(session.self_evaluation, dict) else {}
+    verifier = evaluation.get("verifier_evaluation") or {}
+    composer_output = verifier.get("composer_output") if isinstance(verifier, dict) else None
+    composer_output = composer_output if isinstance(composer_output, dict) else {}
+    gatekeeper = (
+        evaluation.get("gatekeeper") if isinstance(evaluation.get("gatekeeper"), dict) else {}
+    )
+    filtered = _composer_input(session)
+    events = list(session.events.order_by("sequence"))
+    claims = [
+        {
+            "claim_id": c.claim_id,
+            "text": c.text,
+            "type": c.claim_type,
+            "entity": c.entity,
+            "support_level": c.support_level,
+            "placement": c.placement,
+            "gatekeeper": {"verdict": c.verdict, "findings": c.findings},
+            "verifier": {"classification": c.classification, "reason": c.reason},
+            "bindings": [
+                {
+                    "source_type": b.source_type,
+                    "source_id": b.source_id,
+                    "tool_name": b.tool_name,
+                    "invocation_id": b.invocation_id,
+                    "excerpt": b.excerpt,
+                    "valid": b.valid,
+                }
+                for b in c.bindings
+            ],
+        }
+        for c in session_claims_view(session=session)
+    ]
+    context = session.context if isinstance(session.context, dict) else {}
+    submission: ApiSubmission | None = getattr(session, "api_submission", None)
+    now = timezone.now()
+    data = diagnosis_summary_data(session)
+    data.update(
+        {
+            "final_answer": session.final_answer,
+            "error": session.error,
+            "cancel_requested": session.cancel_requested,
+            "conversation_id": session.conversation_id,
+            "context": {
+                "services": [str(s) for s in context.get("services") or []],
+                "window": context.get("window") or context.get("window_hint"),
+            },
+            "progress": [_event_data(e) for e in events],
+            "executor_output_parse_status": session.executor_output_parse_status or None,
+            "gatekeeper_counts": gatekeeper.get("counts") or None,
+            "claims": claims,
+            "hypotheses": [h.model_dump(mode="json") for h in filtered.allowed_hypotheses]
+            if filtered
+            else [],
+            "missing_info": list(filtered.missing_info) if filtered else [],
+            "recommended_actions": [a.model_dump(mode="json") for a in filtered.recommended_actions]
+            if filtered
+            else [],
+            "executor_proposals": _executor_lists(session),
+            "composer": {
+                "status": composer_output.get("status"),
+                "source": composer_output.get("source"),
+                "guard_findings": list(composer_output.get("guard_findings") or []),
+            }
+            if composer_output
+            else None,
+            "model_usage": session.llm_usage or {},
+            "timings": {
+                "created_at": _iso(session.created_at),
+                "started_at": _iso(session.started_at),
+                "finished_at": _iso(session.finished_at),
+                "queued_seconds": _seconds(session.created_at, session.started_at),
+                "run_seconds": _seconds(session.started_at, session.finished_at),
+                "elapsed_seconds": _seconds(session.created_at, session.finished_at or now),
+            },
+            "callback": {
+                "url": session.callback_url,
+                "state": submission.callback_state,
+                "delivered_at": _iso(submission.callback_delivered_at),
+            }
+            if submission is not None and session.callback_url
+            else None,
+        }
+    )
+    return data
+
+
+def tool_invocation_data(invocation: ToolInvocation, *, session_public_id: str) -> dict[str, Any]:
+    return {
+        "id": invocation.pk,
+        "diagnosis_id": session_public_id,
+        "attempt": invocation.attempt,
+        "sequence": invocation.sequence,
+        "trace_ref": invocation.trace_ref,
+        "tool_name": invocation.tool_name,
+        "arguments": invocation.arguments or {},
+        "status": invocation.status,
+        "output": invocation.output,
+        "output_size": invocation.output_size,
+        "truncated": invocation.truncated,
+        "summary": invocation.summary or {},
+        "error": invocation.error,
+        "started_at": _iso(invocation.started_at),
+        "duration_ms": invocation.duration_ms,
+    }
+
+
+def callback_attempts_for_session(*, session: DiagnosisSession) -> QuerySet[CallbackAttempt]:
+    return CallbackAttempt.objects.filter(session=session).order_by("attempt")

@@ -1,0 +1,86 @@
+import json
+
+import pytest
+
+from diagnosis.models import DiagnosisSession
+
+pytestmark = pytest.mark.django_db
+
+
+def _shape(response) -> dict:
+    body = response.json()
+    assert set(body) == {"error"}
+    assert set(body["error"]) == {"code", "message", "details"}
+    return body["error"]
+
+
+def test_an_unknown_api_path_is_a_404_in_the_error_shape(api):
+    response = api.get("/api/v1/no-such-thing")
+    assert response.status_code == 404
+    assert _shape(response)["code"] == "not_found"
+
+
+def test_a_malformed_diagnosis_id_is_a_404_in_the_error_shape(api):
+    response = api.get("/api/v1/diagnoses/not-a-uuid")
+    assert response.status_code == 404
+    assert _shape(response)["code"] == "not_found"
+
+
+@pytest.mark.parametrize(
+    ("method", "url", "allowed"),
+    [
+        ("delete", "/api/v1/diagnoses", "GET, POST"),
+        ("put", "/api/v1/api-keys", "GET, POST"),
+        ("get", "/api/v1/diagnoses/00000000-0000-0000-0000-000000000000/cancel", "POST"),
+        ("patch", "/api/v1/tool-invocations/1", "GET"),
+    ],
+)
+def test_a_wrong_method_is_a_405_naming_the_allowed_ones(api, method, url, allowed):
+    response = getattr(api, method)(url)
+    assert response.status_code == 405
+    assert _shape(response)["code"] == "method_not_allowed"
+    assert set(response["Allow"].replace(" ", "").split(",")) >= set(
+        allowed.replace(" ", "").split(",")
+    )
+
+
+def test_an_oversized_body_is_a_413_before_it_is_parsed(api, environment, settings):
+    settings.API_MAX_BODY_BYTES = 2048
+    body = json.dumps({"question": "x" * 5000, "environment": "shop"})
+    response = api.generic("POST", "/api/v1/diagnoses", body, content_type="application/json")
+    assert response.status_code == 413
+    assert _shape(response)["code"] == "payload_too_large"
+    assert DiagnosisSession.objects.count() == 0
+
+
+def test_malformed_json_is_a_400(api):
+    response = api.generic(
+        "POST", "/api/v1/diagnoses", "{not json", content_type="application/json"
+    )
+    assert response.status_code == 400
+    assert _shape(response)["code"] == "parse_error"
+
+
+def test_a_key_over_its_rate_limit_gets_a_429_with_retry_after(api, outsider_api, settings):
+    settings.API_RATE_LIMIT = "3/min"
+    codes = [api.get("/api/v1/diagnoses").status_code for _ in range(4)]
+    assert codes == [200, 200, 200, 429]
+    response = api.get("/api/v1/diagnoses")
+    assert _shape(response)["code"] == "throttled"
+    assert int(response["Retry-After"]) > 0
+    assert response.json()["error"]["details"]["retry_after_seconds"] > 0
+    # the limit is per key: another key is unaffected
+    assert outsider_api.get("/api/v1/diagnoses").status_code == 200
+
+
+def test_an_unexpected_error_is_a_500_in_the_error_shape(api, owner, environment, monkeypatch):
+    from diagnosis import apis
+
+    def boom(**kwargs):
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(apis, "diagnosis_list_for_user", boom)
+    response = api.get("/api/v1/diagnoses")
+    assert response.status_code == 500
+    error = _shape(response)
+    assert error["code"] == "server_error" and "boom" not in error["message"]
