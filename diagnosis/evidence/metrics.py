@@ -491,7 +491,8 @@ def metrics_from_prometheus(
         "start": f"{grid.start:.3f}",
         "end": f"{grid.end:.3f}",
         "step": f"{grid.step:g}",
-        "timeout": f"{max(deadline.remaining(), 0.1):.1f}s",
+        # Prometheus durations take no fractions: whole milliseconds.
+        "timeout": f"{max(int(deadline.remaining() * 1000), 100)}ms",
     }
     timeout = max(deadline.remaining(), 0.05)
     try:

@@ -1,0 +1,216 @@
+"""query_metrics through a real Prometheus gives the same facts as through the pack files.
+
+The pack's .om files are loaded with ``promtool tsdb create-blocks-from openmetrics``; a
+Prometheus serves them on a loopback port.
+"""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from diagnosis.evidence.registry import tool_invoke
+from diagnosis.models import DiagnosisSession, Environment, ToolInvocation
+from tests.evidence.packbuilder import pack_write
+from tests.support.binaries import require_binary
+
+pytestmark = pytest.mark.prometheus
+
+REPO = Path(__file__).resolve().parents[2]
+DEMO_PACK = REPO / "scenarios" / "payment-pool-saturation"
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _openmetrics_concat(pack: Path, target: Path) -> Path:
+    """All .om files of the pack as one OpenMetrics document (one final # EOF)."""
+    with target.open("w", encoding="utf-8") as out:
+        for path in sorted((pack / "metrics").glob("*.om")):
+            for line in path.read_text(encoding="utf-8").splitlines():
+                if line.strip() and line.split() != ["#", "EOF"]:
+                    out.write(line + "\n")
+        out.write("# EOF\n")
+    return target
+
+
+class PrometheusServer:
+    def __init__(self, pack: Path, workdir: Path) -> None:
+        prometheus = require_binary("prometheus")
+        promtool = require_binary("promtool")
+        workdir.mkdir(parents=True)
+        data = workdir / "data"
+        source = _openmetrics_concat(pack, workdir / "all.om")
+        subprocess.run(
+            [promtool, "tsdb", "create-blocks-from", "openmetrics", str(source), str(data)],
+            check=True,
+            capture_output=True,
+            timeout=300,
+        )
+        config = workdir / "prometheus.yml"
+        config.write_text("global:\n  scrape_interval: 1h\n", encoding="utf-8")
+        self.port = _free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.log = (workdir / "prometheus.log").open("w")
+        self.process = subprocess.Popen(
+            [
+                prometheus,
+                f"--config.file={config}",
+                f"--storage.tsdb.path={data}",
+                "--storage.tsdb.retention.time=100y",
+                f"--web.listen-address=127.0.0.1:{self.port}",
+            ],
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+        )
+        self._wait_ready()
+
+    def _wait_ready(self) -> None:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"prometheus exited with {self.process.returncode}")
+            try:
+                if httpx.get(f"{self.url}/-/ready", timeout=1).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.2)
+        raise RuntimeError("prometheus did not become ready within 60s")
+
+    def stop(self) -> None:
+        self.process.terminate()
+        try:
+            self.process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+        self.log.close()
+
+
+@pytest.fixture(scope="session")
+def prometheus_servers(tmp_path_factory):
+    require_binary("prometheus")
+    require_binary("promtool")
+    root = tmp_path_factory.mktemp("prometheus")
+    packs = {"fixture": pack_write(root / "packs" / "fixture-pool")}
+    if (DEMO_PACK / "scenario.yaml").is_file():
+        packs["demo"] = DEMO_PACK
+    servers = {
+        name: PrometheusServer(pack, root / f"server-{name}") for name, pack in packs.items()
+    }
+    yield {name: (packs[name], server.url) for name, server in servers.items()}
+    for server in servers.values():
+        server.stop()
+
+
+CONTEXT = {
+    "now": "2026-03-02T10:40:00Z",
+    "window": {"start": "2026-03-02T10:00:00Z", "end": "2026-03-02T10:40:00Z"},
+}
+
+
+def _sessions(owner, pack: Path, url: str) -> tuple[DiagnosisSession, DiagnosisSession]:
+    files_env = Environment.objects.create(
+        slug=f"files-{pack.name}", name="files", kind="scenario", pack_path=str(pack)
+    )
+    live_env = Environment.objects.create(
+        slug=f"prom-{pack.name}", name="prom", kind="live", prometheus_url=url
+    )
+    return (
+        DiagnosisSession.objects.create(
+            owner=owner, environment=files_env, original_query="q", context=CONTEXT
+        ),
+        DiagnosisSession.objects.create(
+            owner=owner, environment=live_env, original_query="q", context=CONTEXT
+        ),
+    )
+
+
+def _both(files_session, live_session, arguments):
+    rows = []
+    for session in (files_session, live_session):
+        result = tool_invoke(
+            session=session, attempt=1, tool_name="query_metrics", arguments=arguments
+        )
+        rows.append(ToolInvocation.objects.get(pk=result.invocation_id))
+    return rows
+
+
+FIXTURE_CALLS = [
+    {"service": "pay"},
+    {"metric": "pool_active"},
+    {"metric": 'pool_active{pool="main"}', "step": "5m"},
+    {"metric": '{service=~"pay|gateway"}', "step": "120s"},
+    {"service": "pay", "metric": "http_requests_total", "labels": {"status": "500"}},
+    {"service": "gateway", "start": "2026-03-02T09:00:00Z", "end": "2026-03-02T09:45:00Z"},
+]
+
+DEMO_CALLS = [
+    {"service": "payment-service"},
+    {"metric": "hikaricp_connections_active"},
+    {"service": "mysql"},
+    {"metric": "http_requests_total", "step": "5m"},
+]
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    ("pack_name", "arguments"),
+    [("fixture", c) for c in FIXTURE_CALLS] + [("demo", c) for c in DEMO_CALLS],
+)
+def test_prometheus_and_the_files_report_the_same_facts(
+    prometheus_servers, owner, pack_name, arguments
+):
+    if pack_name not in prometheus_servers:
+        pytest.skip("the demo pack is not in the repository yet")
+    pack, url = prometheus_servers[pack_name]
+    files_session, live_session = _sessions(owner, pack, url)
+    from_files, from_prometheus = _both(files_session, live_session, arguments)
+    assert from_files.status == from_prometheus.status == "ok", from_prometheus.output
+    assert from_prometheus.summary["series"], "Prometheus returned no series"
+    assert from_files.summary == from_prometheus.summary
+    assert from_files.output == from_prometheus.output
+
+
+@pytest.mark.django_db
+def test_a_promql_expression_is_evaluated_by_prometheus(prometheus_servers, owner):
+    pack, url = prometheus_servers["fixture"]
+    _, live_session = _sessions(owner, pack, url)
+    result = tool_invoke(
+        session=live_session,
+        attempt=1,
+        tool_name="query_metrics",
+        arguments={"metric": "max by (service) (pool_active)", "service": "pay"},
+    )
+    assert result.status == "ok"
+    (series,) = result.summary["series"]
+    assert series["window_max"] == 20
+    assert series["labels"] == {"service": "pay"}
+
+
+@pytest.mark.django_db
+def test_a_query_prometheus_rejects_is_an_error_with_its_reason(prometheus_servers, owner):
+    pack, url = prometheus_servers["fixture"]
+    _, live_session = _sessions(owner, pack, url)
+    result = tool_invoke(
+        session=live_session,
+        attempt=1,
+        tool_name="query_metrics",
+        arguments={"metric": "sum(rate(pool_active[5m]"},
+    )
+    assert result.status == "error"
+    assert "Prometheus rejected the query" in result.output
+
+
+def test_promtool_is_on_the_path_when_prometheus_is():
+    if shutil.which("prometheus"):
+        assert shutil.which("promtool")
