@@ -97,25 +97,13 @@ _CJK = (
     "\U00020000-\U0003134f"  # ideograph extensions
 )
 _CJK_CHAR = re.compile(f"[{_CJK}]")
-_CJK_RUN = re.compile(f"[{_CJK}][{_CJK} ]*")
+# a space preceded or followed by a CJK character (starts with a literal: fast scan)
+_SPACE_NEXT_TO_CJK = re.compile(f" (?:(?<=[{_CJK}] )|(?=[{_CJK}]))")
 _ELLIPSIS = re.compile(r"\.{3,}")
 _NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
+# any whole number; atomic and anchored at a run's start so long digit runs cannot backtrack
+_ANY_NUMBER = r"(?<!\d)(?>\d+(?:[.,]\d+)*)"
 _NON_DIGIT = re.compile(r"\D")
-
-
-def _drop_spaces_next_to_cjk(text: str) -> str:
-    pieces: list[str] = []
-    last = 0
-    for match in _CJK_RUN.finditer(text):
-        start = match.start()
-        cut = start - 1 if start > last and text[start - 1] == " " else start
-        pieces.append(text[last:cut])
-        pieces.append(match.group().replace(" ", ""))
-        last = match.end()
-    if not pieces:
-        return text
-    pieces.append(text[last:])
-    return "".join(pieces)
 
 
 def normalize_text(text: str) -> str:
@@ -138,7 +126,7 @@ def normalize_text(text: str) -> str:
     folded = " ".join(folded.split())
     if folded.isascii():
         return folded
-    return _drop_spaces_next_to_cjk(folded)
+    return _SPACE_NEXT_TO_CJK.sub("", folded)
 
 
 def _normalize_mapped(text: str) -> tuple[str, list[int], list[int]]:
@@ -217,22 +205,6 @@ class MatchResult:
         return self.matched
 
 
-class _Normalized:
-    """A normalised output, with its number-masked form computed on first need."""
-
-    __slots__ = ("_masked", "text")
-
-    def __init__(self, text: str) -> None:
-        self.text = text
-        self._masked: str | None = None
-
-    @property
-    def masked(self) -> str:
-        if self._masked is None:
-            self._masked = _NUMBER.sub("0", self.text)
-        return self._masked
-
-
 def _clip(text: str, limit: int = _DETAIL_LIMIT) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
@@ -279,11 +251,12 @@ def _find_whole(text: str, fragment: str, start: int) -> int:
     return -1
 
 
-def _find_in_order(text: str, fragments: list[str], whole_numbers: bool) -> list[tuple[int, int]]:
+def _find_in_order(text: str, fragments: list[str]) -> list[tuple[int, int]]:
+    """Spans of the fragments found one after another (stops at the first one missing)."""
     spans: list[tuple[int, int]] = []
     cursor = 0
     for fragment in fragments:
-        pos = _find_whole(text, fragment, cursor) if whole_numbers else text.find(fragment, cursor)
+        pos = _find_whole(text, fragment, cursor)
         if pos == -1:
             return spans
         spans.append((pos, pos + len(fragment)))
@@ -291,7 +264,23 @@ def _find_in_order(text: str, fragments: list[str], whole_numbers: bool) -> list
     return spans
 
 
-def _match(excerpt: str, target: _Normalized) -> MatchResult:
+def _numbers_ignored(fragment: str) -> re.Pattern[str]:
+    """The fragment as a pattern in which every number matches any number."""
+    parts = _NUMBER.split(fragment)
+    return re.compile(_ANY_NUMBER.join(re.escape(part) for part in parts))
+
+
+def _found_ignoring_numbers(text: str, fragments: list[str]) -> bool:
+    cursor = 0
+    for fragment in fragments:
+        match = _numbers_ignored(fragment).search(text, cursor)
+        if match is None:
+            return False
+        cursor = match.end()
+    return True
+
+
+def _match(excerpt: str, text: str) -> MatchResult:
     fragments = _fragments(normalize_text(excerpt or ""))
     length = sum(len(f) for f in fragments)
     if length < MIN_EXCERPT_CHARS:
@@ -301,18 +290,18 @@ def _match(excerpt: str, target: _Normalized) -> MatchResult:
             f"excerpt has {length} characters after normalisation; at least "
             f"{MIN_EXCERPT_CHARS} are needed",
         )
-    spans = _find_in_order(target.text, fragments, whole_numbers=True)
+    spans = _find_in_order(text, fragments)
     if len(spans) == len(fragments):
         return MatchResult(True, None, "", tuple(spans))
     missing = fragments[len(spans)]
-    if any(ch.isdigit() for f in fragments for ch in f):
-        masked = [_NUMBER.sub("0", f) for f in fragments]
-        if len(_find_in_order(target.masked, masked, whole_numbers=False)) == len(masked):
-            return MatchResult(
-                False,
-                FindingCode.NUMBER_MISMATCH.value,
-                _clip(f"the text around {missing!r} is there, but with different numbers"),
-            )
+    if any(ch.isdigit() for f in fragments for ch in f) and _found_ignoring_numbers(
+        text, fragments
+    ):
+        return MatchResult(
+            False,
+            FindingCode.NUMBER_MISMATCH.value,
+            _clip(f"the text around {missing!r} is there, but with different numbers"),
+        )
     where = f"fragment {len(spans) + 1} of {len(fragments)}" if len(fragments) > 1 else "excerpt"
     return MatchResult(
         False,
@@ -324,7 +313,7 @@ def _match(excerpt: str, target: _Normalized) -> MatchResult:
 def excerpt_matches(excerpt: str, normalized_output: str) -> MatchResult:
     """Check an excerpt (raw, as the model wrote it) against an already normalised output."""
     try:
-        return _match(excerpt, _Normalized(normalized_output or ""))
+        return _match(excerpt, normalized_output or "")
     except Exception as exc:
         return MatchResult(False, FindingCode.INTERNAL_ERROR.value, type(exc).__name__)
 
@@ -337,7 +326,7 @@ def excerpt_locate(excerpt: str, text: str) -> list[tuple[int, int]]:
     """
     try:
         normalized, starts, ends = _normalize_mapped(text or "")
-        result = _match(excerpt, _Normalized(normalized))
+        result = _match(excerpt, normalized)
         if not result.matched:
             return []
         return [(starts[s], ends[e - 1]) for s, e in result.spans]
@@ -377,11 +366,11 @@ def _returned_chunk_ids(summary: object) -> set[str] | None:
 def knowledge_blocks(output: str, summary: object) -> list[tuple[str, int, int]]:
     """``(chunk_id, start, end)`` of each returned chunk's block in a lookup_knowledge output."""
     returned = _returned_chunk_ids(summary)
-    headers = [
-        (m.group(1).strip(), m.start())
-        for m in _BLOCK_HEADER.finditer(output or "")
-        if returned is None or m.group(1).strip() in returned
-    ]
+    headers = []
+    for match in _BLOCK_HEADER.finditer(output or ""):
+        chunk_id = match.group(1).strip()
+        if returned is None or chunk_id in returned:
+            headers.append((chunk_id, match.start()))
     blocks = []
     for k, (chunk_id, start) in enumerate(headers):
         end = headers[k + 1][1] if k + 1 < len(headers) else len(output)
@@ -431,7 +420,7 @@ class _Checker:
             self.by_trace.setdefault(str(record.trace_ref).strip(), record)
         self.foreign -= set(self.by_id)
         self._chunks: dict[str, list[_Target]] | None = None
-        self._normalized: dict[tuple[int, tuple[int, int] | None], _Normalized] = {}
+        self._normalized: dict[tuple[int, tuple[int, int] | None], str] = {}
 
     # -- lookups
     def chunks(self) -> dict[str, list[_Target]]:
@@ -444,14 +433,14 @@ class _Checker:
                     self._chunks.setdefault(chunk_id, []).append(_Target(record, (start, end)))
         return self._chunks
 
-    def normalized(self, target: _Target) -> _Normalized:
+    def normalized(self, target: _Target) -> str:
         key = (target.record.id, target.block)
         cached = self._normalized.get(key)
         if cached is None:
             output = target.record.output or ""
             if target.block is not None:
                 output = output[target.block[0] : target.block[1]]
-            cached = self._normalized[key] = _Normalized(normalize_text(output))
+            cached = self._normalized[key] = normalize_text(output)
         return cached
 
     # -- one binding

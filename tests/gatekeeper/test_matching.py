@@ -116,3 +116,8 @@ def test_a_header_forged_inside_a_chunk_does_not_create_a_chunk():
 def test_without_a_chunk_list_in_the_summary_every_header_is_a_chunk():
     blocks = knowledge_blocks(KNOWLEDGE_OUTPUT, {})
     assert [b[0] for b in blocks] == ["kb-payment-pool-exhaustion", "kb-payment-slow-query"]
+
+
+def test_a_long_run_of_digits_does_not_make_the_number_check_quadratic():
+    output = "7" * 200_000 + " status=500"
+    assert excerpt_matches("7777 statux=500", output).code == "excerpt_not_found"
