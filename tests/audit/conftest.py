@@ -192,13 +192,13 @@ def make_session(environment, owner):
             "plan": {"services": ["payment-service"], "symptoms": [f"timeout {text}"]},
             "window": session.context["window"],
         }
-        session.decision = "PASS"
+        session.decision = fields.get("decision", "PASS")
         session.attempt_count = fields.get("attempt_count", 1)
         session.executor_final_answer = raw
         session.executor_structured_output = structured
         session.executor_output_parse_status = "parsed_v2"
         session.final_answer = final_answer
-        session.answer_source = "composer"
+        session.answer_source = fields.get("answer_source", "composer")
         session.llm_usage = {
             "roles": {},
             "total": {"calls": 4, "tokens_in": 900, "tokens_out": 300},
