@@ -298,40 +298,52 @@ def metric_signals(call: Call) -> list[MetricSignal]:
                 subkind=subkind,
             )
         )
-    _mark_limits(signals)
     return signals
 
 
+def _tokens(metric: str) -> set[str]:
+    return {t for t in metric.lower().split("_") if t}
+
+
 def _mark_limits(signals: list[MetricSignal]) -> None:
-    """A usage series at (or within 5 % of) its limit series, or a ratio near 1 / 100 %."""
-    by_service: dict[str, list[MetricSignal]] = {}
+    """Usage that reached its limit series in the window (and not in the baseline).
+
+    Free/idle capacity that fell to about nothing counts too, and so does a
+    ratio near 1 (or a percentage near 100). Each usage series is compared with
+    the limit series most like it: same instance labels, most shared name words.
+    """
+    limits = [s for s in signals if s.kind == "resource" and vocab.is_limit_metric(s.metric)]
     for signal in signals:
-        by_service.setdefault(signal.service, []).append(signal)
-    for group in by_service.values():
-        limits = [s for s in group if s.kind == "resource" and vocab.is_limit_metric(s.metric)]
-        for signal in group:
-            if signal.kind != "resource" or vocab.is_limit_metric(signal.metric):
-                continue
-            peak = _float(signal.window_max)
-            if peak is None:
-                continue
-            if vocab.is_free_metric(signal.metric):
-                low = _float(signal.window_min)
-                base = _float(signal.baseline_mean)
-                if low is not None and base and base > 0 and low <= 0.05 * base:
-                    signal.at_limit = True
-                continue
-            for limit in limits:
-                if limit.subkind != signal.subkind:
-                    continue
-                cap = _float(limit.window_max)
-                if cap and cap > 0 and peak >= 0.95 * cap:
-                    signal.at_limit = True
-                    signal.limit_value = limit.window_max
-                    break
-            if not signal.at_limit and vocab.is_ratio_metric(signal.metric):
-                if 0.95 <= peak <= 1.0 or 95 <= peak <= 100:
-                    signal.at_limit = True
+        if signal.kind != "resource" or vocab.is_limit_metric(signal.metric):
+            continue
+        peak = _float(signal.window_max)
+        base = _float(signal.baseline_mean)
+        if peak is None:
+            continue
+        if vocab.is_free_metric(signal.metric):
+            low = _float(signal.window_min)
+            if low is not None and base and base > 0 and low <= 0.05 * base:
+                signal.at_limit = True
+            continue
+        candidates = [lim for lim in limits if lim.subkind == signal.subkind]
+        if candidates:
+            best = max(
+                candidates,
+                key=lambda lim: (
+                    sum(1 for k, v in lim.labels.items() if signal.labels.get(k) == v),
+                    len(_tokens(lim.metric) & _tokens(signal.metric)),
+                    lim.line,
+                ),
+            )
+            cap = _float(best.window_max)
+            if cap and cap > 0 and peak >= 0.95 * cap and (base is None or base < 0.9 * cap):
+                signal.at_limit = True
+                signal.limit_value = best.window_max
+        elif vocab.is_ratio_metric(signal.metric):
+            if (0.95 <= peak <= 1.0 and (base is None or base < 0.9)) or (
+                95 <= peak <= 100 and (base is None or base < 90)
+            ):
+                signal.at_limit = True
 
 
 SERVICE_LIKE = re.compile(
@@ -369,12 +381,15 @@ def log_signals(call: Call, known: list[str]) -> list[LogSignal]:
         mentions = mentioned_services(text, known, service)
         kind, subkind = vocab.log_kind(text, bool(mentions))
         surge = _float(item.get("surge_ratio"))
+        level = str(item.get("level") or "")
+        if level.upper() not in {*vocab.ERROR_LEVELS, *vocab.WARN_LEVELS}:
+            level = vocab.level_in_text(template) or level
         signals.append(
             LogSignal(
                 call=call,
                 service=service,
                 template=template,
-                level=str(item.get("level") or ""),
+                level=level,
                 count_window=_int(item.get("count_window")),
                 count_baseline=_int(item.get("count_baseline")),
                 first_seen=str(item.get("first_seen") or ""),
@@ -441,6 +456,7 @@ def suspects_rank(
                         blamed.blamed_by.append(entry.service)
 
     for entry in suspects.values():
+        _mark_limits(entry.metrics)
         _score(entry)
     _earliness(list(suspects.values()))
     _cascade(suspects)

@@ -144,12 +144,10 @@ def evidence_gather(request: ExecutorRequest, tools: ToolRunner) -> Evidence:
         )
         omitted = first.summary.get("omitted") if first else None
         if isinstance(omitted, int) and omitted > 0:
-            _call(
-                tools,
-                evidence,
-                "query_metrics",
-                {"service": entry.service, "metric": vocab.RESOURCE_SELECTOR},
-            )
+            for selector in (vocab.RESOURCE_SELECTOR, vocab.LIMIT_SELECTOR):
+                _call(
+                    tools, evidence, "query_metrics", {"service": entry.service, "metric": selector}
+                )
         # What changed there: deploys, versions, configuration.
         _call(
             tools,
@@ -463,13 +461,13 @@ def _root_claim(entry: Suspect, lang: str) -> tuple[Draft, MetricSignal, LogSign
     t = T[lang]
     sub = SUBKIND[lang].get(entry.subkind or metric.subkind, SUBKIND[lang][""])
     evidence = "\n".join([metric.line, *log_excerpts])
-    if metric.at_limit:
-        state = t["root_state_limit"]
-    elif metric.direction == "down":
-        state = t["root_state_down"]
     if metric.at_limit and vocab.is_free_metric(metric.metric):
         low = _value_in(metric.window_min, metric.line)
         state = t["root_state_free"].format(value=low) if low else t["near_empty_state"]
+    elif metric.at_limit:
+        state = t["root_state_limit"]
+    elif metric.direction == "down":
+        state = t["root_state_down"]
     else:
         peak = _value_in(metric.window_max, metric.line)
         state = t["root_state_peak"].format(value=peak) if peak else t["root_state_up"]
@@ -655,7 +653,7 @@ def _hypothesis(entry: Suspect, lang: str, root: str | None) -> Hypothesis:
     t = T[lang]
     svc = entry.service
     sub = SUBKIND[lang].get(entry.subkind, SUBKIND[lang][""])
-    own_cause = bool(entry.resource_metrics or entry.resource_logs) or entry.kind in {
+    own_cause = bool(entry.resource_metrics) or entry.kind in {
         "change",
         "code",
     }

@@ -235,7 +235,9 @@ def symptoms_from_text(text: str) -> list[str]:
     for symptom, words in SYMPTOM_KEYWORDS.items():
         for word in words:
             if word.isascii() and word.replace(" ", "").isalnum():
-                if re.search(rf"(?<![a-z0-9]){re.escape(word)}", lowered):
+                # words need a word start; codes such as 5xx only no digit before them
+                before = r"(?<!\d)" if word[0].isdigit() else r"(?<![a-z0-9])"
+                if re.search(rf"{before}{re.escape(word)}", lowered):
                     found.append(symptom)
                     break
             elif word in lowered:

@@ -289,14 +289,26 @@ def is_ratio_metric(metric: str) -> bool:
 
 
 _VERSION = re.compile(r"(?<![\w.])v?\d+\.\d+\.\d+(?![\w.])")
-_CHANGE_WORDS = ("start", "image", "revision", "rollout", "release", "deploy", "upgrade", "version")
+_TAGGED_VERSION = re.compile(r"(?<![\w.])v\d+\.\d+(?:\.\d+)?(?![\w.])")
+_CHANGE_WORDS = ("image", "revision", "rollout", "release", "deploy", "upgrade", "version")
+LIMIT_SELECTOR = '{__name__=~".*(limit|max|capacity|size|total_bytes).*"}'
+_LEVEL_IN_TEXT = re.compile(r"(?<![A-Za-z])(PANIC|FATAL|CRITICAL|ERROR|WARNING|WARN)(?=[:\]\s])")
 
 
 def is_change_text(text: str) -> bool:
+    """A deploy, version or configuration change (a plain restart is not one)."""
     lowered = (text or "").lower()
     if _has_any(lowered, CHANGE_LOG):
         return True
+    if _TAGGED_VERSION.search(lowered) and (_has_any(lowered, _CHANGE_WORDS) or "start" in lowered):
+        return True
     return bool(_VERSION.search(lowered)) and _has_any(lowered, _CHANGE_WORDS)
+
+
+def level_in_text(text: str) -> str:
+    """The severity a message spells out itself (``ERROR:``, ``[FATAL]``), for unlevelled logs."""
+    match = _LEVEL_IN_TEXT.search(text or "")
+    return match.group(1) if match else ""
 
 
 def log_kind(template: str, mentions_other: bool) -> tuple[str, str]:
