@@ -26,6 +26,11 @@ from audit.selectors import session_audit_view, sessions_for_audit, user_can_rev
 from audit.services import knowledge_document_save, sessions_export_archive
 from chat.models import Conversation
 from diagnosis.models import (
+    AlertGroupStart,
+    AlertmanagerReceiver,
+    ApiKey,
+    ApiSubmission,
+    CallbackAttempt,
     DiagnosisSession,
     Environment,
     KnowledgeChunk,
@@ -508,3 +513,124 @@ class AuditEventAdmin(ReadOnlyAdmin):
     @admin.display(description=_("详情"))
     def details_display(self, obj: AuditEvent) -> str:
         return _pre(obj.details)
+
+
+# --- REST API: keys and Alertmanager receivers managed here; deliveries read-only --------
+
+
+@admin.register(ApiKey)
+class ApiKeyAdmin(admin.ModelAdmin):
+    """Keys are created by the API service: the secret is shown once, only its hash is kept."""
+
+    list_display = ["name", "owner", "key_prefix", "created_at", "last_used_at", "revoked_at"]
+    list_filter = [("revoked_at", admin.EmptyFieldListFilter)]
+    list_select_related = ["owner"]
+    search_fields = ["name", "prefix", "owner__username"]
+    actions = ["revoke"]
+
+    def get_fields(self, request, obj=None):
+        if obj is None:
+            return ["owner", "name"]
+        return ["owner", "name", "key_prefix", "created_at", "last_used_at", "revoked_at"]
+
+    def get_readonly_fields(self, request, obj=None):
+        if obj is None:
+            return []
+        return ["owner", "key_prefix", "created_at", "last_used_at", "revoked_at"]
+
+    @admin.display(description=_("前缀"), ordering="prefix")
+    def key_prefix(self, obj: ApiKey) -> str:
+        return f"rp_{obj.prefix}_…"
+
+    def save_model(self, request, obj, form, change) -> None:
+        if change:
+            obj.save(update_fields=["name"])
+            return
+        from diagnosis.api_services import api_key_create
+
+        created = api_key_create(owner=form.cleaned_data["owner"], name=form.cleaned_data["name"])
+        obj.pk = created.api_key.pk
+        obj.prefix = created.api_key.prefix
+        obj.created_at = created.api_key.created_at
+        messages.warning(
+            request,
+            format_html(
+                "{} <code>{}</code> · {} <code>{}</code>",
+                _("API 密钥（只显示这一次）："),
+                created.key,
+                _("回调签名密钥："),
+                created.signing_secret,
+            ),
+        )
+
+    @admin.action(description=_("吊销所选密钥"), permissions=["change"])
+    def revoke(self, request, queryset) -> None:
+        from diagnosis.api_services import api_key_revoke
+
+        for api_key in queryset:
+            api_key_revoke(api_key=api_key)
+        messages.success(request, _("已吊销。"))
+
+
+@admin.register(AlertmanagerReceiver)
+class AlertmanagerReceiverAdmin(admin.ModelAdmin):
+    list_display = ["name", "slug", "environment", "owner", "is_active", "last_used_at"]
+    list_filter = ["is_active", "environment"]
+    list_select_related = ["environment", "owner"]
+    search_fields = ["name", "slug"]
+    fields = [
+        "name",
+        "slug",
+        "environment",
+        "owner",
+        "language",
+        "window_before_minutes",
+        "is_active",
+        "created_at",
+        "last_used_at",
+    ]
+    readonly_fields = ["created_at", "last_used_at"]
+    actions = ["rotate_token"]
+
+    def save_model(self, request, obj, form, change) -> None:
+        obj.save()
+        if not change:
+            self._show_token(request, obj)
+
+    @staticmethod
+    def _show_token(request, receiver: AlertmanagerReceiver) -> None:
+        from diagnosis.api_services import alert_receiver_token_rotate
+
+        token = alert_receiver_token_rotate(receiver=receiver)
+        messages.warning(
+            request,
+            format_html(
+                "{} {}: <code>{}</code>", receiver.name, _("的令牌（只显示这一次）"), token
+            ),
+        )
+
+    @admin.action(description=_("轮换令牌"), permissions=["change"])
+    def rotate_token(self, request, queryset) -> None:
+        for receiver in queryset:
+            self._show_token(request, receiver)
+
+
+@admin.register(ApiSubmission)
+class ApiSubmissionAdmin(ReadOnlyAdmin):
+    list_display = ["session", "api_key", "callback_state", "callback_delivered_at", "created_at"]
+    list_filter = ["callback_state"]
+    list_select_related = ["session", "api_key"]
+
+
+@admin.register(CallbackAttempt)
+class CallbackAttemptAdmin(ReadOnlyAdmin):
+    list_display = ["session", "attempt", "url", "status_code", "error", "duration_ms", "at"]
+    list_filter = ["status_code"]
+    list_select_related = ["session"]
+
+
+@admin.register(AlertGroupStart)
+class AlertGroupStartAdmin(ReadOnlyAdmin):
+    list_display = ["receiver", "starts_at", "session", "notifications", "last_seen_at"]
+    list_filter = ["receiver"]
+    list_select_related = ["receiver", "session"]

@@ -160,3 +160,33 @@ def test_a_superuser_manages_environments(client, superuser):
     from diagnosis.models import Environment
 
     assert Environment.objects.get(slug="prod").prometheus_url == "https://prometheus.example.com"
+
+
+def test_a_superuser_creates_an_api_key_in_admin_and_sees_its_secret_once(client, superuser):
+    from django.contrib.messages import get_messages
+
+    from diagnosis.api_auth import secret_hash
+    from diagnosis.models import ApiKey
+
+    client.force_login(superuser)
+    response = client.post(
+        reverse("admin:diagnosis_apikey_add"), {"owner": superuser.pk, "name": "grafana"}
+    )
+    assert response.status_code == 302, response.content[:2000]
+    api_key = ApiKey.objects.get(name="grafana")
+    [message] = [m for m in get_messages(response.wsgi_request) if "<code>" in str(m)]
+    key = str(message).split("<code>")[1].split("</code>")[0]
+    assert key.startswith(f"rp_{api_key.prefix}_")
+    assert api_key.secret_hash == secret_hash(key) != key
+    client.post(
+        reverse("admin:diagnosis_apikey_changelist"),
+        {"action": "revoke", "_selected_action": [api_key.pk]},
+    )
+    api_key.refresh_from_db()
+    assert api_key.revoked_at is not None
+
+
+def test_a_reviewer_cannot_create_api_keys_or_receivers(client, reviewer):
+    client.force_login(reviewer)
+    assert client.get(reverse("admin:diagnosis_apikey_add")).status_code == 403
+    assert client.get(reverse("admin:diagnosis_alertmanagerreceiver_add")).status_code == 403
