@@ -10,6 +10,7 @@ import json
 import math
 import re
 from dataclasses import dataclass
+from datetime import UTC, datetime
 
 from diagnosis.evidence.timeutil import TimeFormatError, time_parse
 
@@ -188,6 +189,16 @@ def log_time_parse(value: object) -> tuple[float, str]:
         return float(value), str(value)
     if isinstance(value, str):
         text = value.strip()
+        if len(text) >= 19 and text[4] == "-" and text[10] in "Tt ":
+            # The common case, RFC 3339: parse directly (3.11 reads a trailing Z).
+            try:
+                parsed = datetime.fromisoformat(text)
+            except ValueError:
+                pass
+            else:
+                if parsed.tzinfo is None:
+                    parsed = parsed.replace(tzinfo=UTC)
+                return parsed.timestamp(), text
         try:
             return float(text), text
         except ValueError:

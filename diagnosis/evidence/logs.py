@@ -12,7 +12,7 @@ import math
 import os
 import re
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -43,7 +43,8 @@ MAX_SAMPLE_LIMIT = 20
 MAX_TEMPLATES_SHOWN = 10
 MAX_CLUSTERS = 5000
 MAX_SAMPLE_CHARS = 400
-MASK_CACHE_SIZE = 200_000
+MASK_CACHE_SIZE = 50_000
+RAW_CACHE_SIZE = 4096  # small: it only pays off for messages that repeat verbatim
 LOKI_MAX_LINES = 5000
 LEVEL_WEIGHT = {"FATAL": 3.0, "CRITICAL": 3.0, "ERROR": 3.0, "WARN": 2.0}
 LEVEL_ALIASES = {
@@ -55,23 +56,27 @@ LEVEL_ALIASES = {
     "DEBUG": ("debug", "dbg"),
 }
 
-_MASKS = (
+_MaskGuard = Callable[[str], bool] | None
+# (pattern, placeholder, cheap guard that must hold for the pattern to possibly match)
+_MASKS: tuple[tuple[re.Pattern[str], str, _MaskGuard], ...] = (
     (
         re.compile(
             r"\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b"
         ),
         "<UUID>",
+        lambda m: m.count("-") >= 4,
     ),
-    (re.compile(r"\b\d{1,3}(?:\.\d{1,3}){3}(?::\d+)?\b"), "<IP>"),
+    (re.compile(r"\b\d{1,3}(?:\.\d{1,3}){3}(?::\d+)?\b"), "<IP>", lambda m: "." in m),
     (
         re.compile(
             r"\b0x[0-9a-fA-F]+\b|\b(?=[0-9a-fA-F]*\d)(?=[0-9a-fA-F]*[a-fA-F])[0-9a-fA-F]{12,}\b"
         ),
         "<HEX>",
+        None,
     ),
     # Ids such as O26030277937 or pod-h466w: a word with a run of three or more digits.
-    (re.compile(r"\b[A-Za-z](?=[\w-]*\d{3})[\w-]*"), "<ID>"),
-    (re.compile(r"(?<![A-Za-z0-9])[-+]?\d+(?:[.,]\d+)*"), "<NUM>"),
+    (re.compile(r"\b[A-Za-z](?=[\w-]*\d{3})[\w-]*"), "<ID>", None),
+    (re.compile(r"(?<![A-Za-z0-9])[-+]?\d+(?:[.,]\d+)*"), "<NUM>", None),
 )
 _DIGIT = re.compile(r"\d")
 
@@ -80,8 +85,9 @@ def message_mask(message: str) -> str:
     """Replace ids, addresses and numbers so lines differing only in them share a template."""
     if not _DIGIT.search(message):
         return message
-    for pattern, token in _MASKS:
-        message = pattern.sub(token, message)
+    for pattern, placeholder, guard in _MASKS:
+        if guard is None or guard(message):
+            message = pattern.sub(placeholder, message)
     return message
 
 
@@ -171,6 +177,7 @@ class LogClusterer:
         self.limit = limit
         self.drain = Drain(depth=4, sim_th=0.4, max_children=100)
         self.mask_cache: dict[str, int | None] = {}
+        self.raw_cache: dict[str, int | None] = {}
         self.stats: dict[tuple[str, str, int], TemplateStats] = {}
         self.levels_window: Counter[str] = Counter()
         self.total_window = 0
@@ -181,7 +188,17 @@ class LogClusterer:
         return self.baseline_start <= ts <= self.window_end
 
     def _cluster_id(self, message: str) -> int | None:
-        masked = message_mask(message)
+        # Identical messages are common (retries, health checks): skip masking for them.
+        known = self.raw_cache.get(message, -1)
+        if known != -1:
+            return known
+        found = self._cluster_id_masked(message_mask(message))
+        if len(self.raw_cache) >= RAW_CACHE_SIZE:
+            self.raw_cache.clear()
+        self.raw_cache[message] = found
+        return found
+
+    def _cluster_id_masked(self, masked: str) -> int | None:
         cached = self.mask_cache.get(masked, -1)
         if cached != -1:
             return cached

@@ -1,0 +1,167 @@
+"""Benchmark: query_logs' file backend over a generated log file vs ``grep -c``.
+
+    .venv/bin/python bench/logs.py                 # 100 MB and 1 GB
+    .venv/bin/python bench/logs.py --size-mb 200   # one size
+
+Each measurement runs in a fresh subprocess so its peak RSS is its own; the file is
+generated once under /tmp and reused.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import resource
+import subprocess
+import sys
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+START = datetime(2026, 3, 2, 8, 0, tzinfo=UTC)
+END = datetime(2026, 3, 2, 10, 40, tzinfo=UTC)
+INCIDENT = datetime(2026, 3, 2, 10, 17, tzinfo=UTC)
+SERVICES = ("payment-service", "order-service", "api-gateway", "user-service")
+
+
+def _line(rng: random.Random, ts: datetime) -> str:
+    service = SERVICES[rng.randrange(4)]
+    order = f"O2603{rng.randrange(10**7):07d}"
+    trace = f"{rng.getrandbits(128):032x}"
+    roll = rng.random()
+    if ts >= INCIDENT and service == "payment-service" and roll < 0.3:
+        level = "ERROR"
+        message = (
+            "HikariPool-1 - Connection is not available, request timed out after "
+            f"{30000 + rng.randrange(30)}ms "
+            f"(total=20, active=20, idle=0, waiting={rng.randrange(40)})"
+        )
+    elif roll < 0.05:
+        level = "WARN"
+        message = f"slow query took {800 + rng.randrange(4000)}ms on table orders"
+    elif roll < 0.06:
+        level = "ERROR"
+        merchant = rng.randrange(10**10)
+        message = f"Callback signature verification failed: channel=unionpay merchantNo={merchant}"
+    else:
+        level = "INFO"
+        status = 200 if rng.random() < 0.98 else 404
+        path = f"/api/v1/{service.split('-')[0]}s"
+        message = f"POST {path} {status} {rng.randrange(5, 90)}ms orderId={order}"
+    stamp = ts.strftime("%Y-%m-%dT%H:%M:%S.") + f"{ts.microsecond // 1000:03d}Z"
+    return json.dumps(
+        {"ts": stamp, "service": service, "level": level, "message": message, "trace_id": trace}
+    )
+
+
+def file_generate(path: Path, size_mb: int) -> Path:
+    target = size_mb * 1024 * 1024
+    if path.exists() and abs(path.stat().st_size - target) < 1024 * 1024:
+        return path
+    rng = random.Random(42)
+    # ~230 bytes a line: spread the lines evenly over the 160 minutes.
+    lines = target // 230
+    step = (END - START) / lines
+    written = 0
+    ts = START
+    with path.open("w", encoding="utf-8") as handle:
+        batch = []
+        while written < target:
+            line = _line(rng, ts) + "\n"
+            batch.append(line)
+            written += len(line)
+            ts = min(ts + step, END)
+            if len(batch) == 10_000:
+                handle.write("".join(batch))
+                batch.clear()
+        handle.write("".join(batch))
+    return path
+
+
+def backend_run(path: Path, query: str | None) -> dict:
+    from diagnosis.evidence.common import Deadline, QueryWindow
+    from diagnosis.evidence.logs import LogFilter, logs_from_files
+
+    window = QueryWindow.around(start=datetime(2026, 3, 2, 10, 0, tzinfo=UTC), end=END)
+    started = time.perf_counter()
+    result = logs_from_files(
+        files=[path],
+        log_filter=LogFilter.build(service=None, query=query, level=None),
+        window=window,
+        limit=3,
+        deadline=Deadline.after(3600),
+    )
+    seconds = time.perf_counter() - started
+    return {
+        "seconds": seconds,
+        "lines_window": result.summary["total_window"],
+        "lines_baseline": result.summary["total_baseline"],
+        "templates": len(result.summary["templates"]) + result.summary["omitted"],
+        "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+    }
+
+
+def grep_run(path: Path, pattern: str) -> float:
+    started = time.perf_counter()
+    subprocess.run(["grep", "-c", pattern, str(path)], check=False, capture_output=True)
+    return time.perf_counter() - started
+
+
+def measure(size_mb: int) -> list[dict]:
+    path = file_generate(Path(f"/tmp/rootproof-bench-{size_mb}mb.jsonl"), size_mb)
+    actual_mb = path.stat().st_size / 1024 / 1024
+    rows = []
+    for label, query, pattern in (
+        ("all lines clustered", None, "service"),
+        ('query="timed out"', "timed out", "timed out"),
+    ):
+        child = subprocess.run(
+            [sys.executable, __file__, "--child", str(path), "--query", query or ""],
+            check=True,
+            capture_output=True,
+            text=True,
+        )
+        stats = json.loads(child.stdout)
+        grep_seconds = grep_run(path, pattern)
+        rows.append(
+            {
+                "size_mb": round(actual_mb),
+                "case": label,
+                "query_logs_mb_s": actual_mb / stats["seconds"],
+                "grep_mb_s": actual_mb / grep_seconds,
+                "slower_than_grep": stats["seconds"] / grep_seconds,
+                **stats,
+            }
+        )
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--size-mb", type=int, action="append")
+    parser.add_argument("--child")
+    parser.add_argument("--query", default="")
+    args = parser.parse_args()
+    if args.child:
+        print(json.dumps(backend_run(Path(args.child), args.query or None)))
+        return
+    sizes = args.size_mb or [100, 1024]
+    print(
+        f"{'size':>7} {'case':<22} {'query_logs':>12} {'grep -c':>11} {'ratio':>7} "
+        f"{'peak RSS':>9} {'window':>9} {'templates':>9}"
+    )
+    for size in sizes:
+        for row in measure(size):
+            print(
+                f"{row['size_mb']:>5}MB {row['case']:<22} {row['query_logs_mb_s']:>7.1f} MB/s "
+                f"{row['grep_mb_s']:>6.0f} MB/s {row['slower_than_grep']:>6.1f}x "
+                f"{row['peak_rss_mb']:>6.0f} MB {row['lines_window']:>9} {row['templates']:>9}"
+            )
+
+
+if __name__ == "__main__":
+    main()
