@@ -290,8 +290,15 @@ class DiagnosisSessionAdmin(ReadOnlyAdmin):
         return super().render_change_form(request, context, add, change, form_url, obj)
 
     @admin.action(description=_("导出为回归用例 (zip)"), permissions=["export"])
-    def export_cases(self, request: HttpRequest, queryset) -> HttpResponse:
-        sessions = list(DiagnosisSession.objects.filter(pk__in=queryset.values("pk")))
+    def export_cases(self, request: HttpRequest, queryset) -> HttpResponse | None:
+        sessions = list(
+            DiagnosisSession.objects.filter(
+                pk__in=queryset.values("pk"), status__in=DiagnosisSession.TERMINAL_STATUSES
+            ).select_related("environment")
+        )
+        if not sessions:
+            messages.warning(request, _("只能导出已结束的会话。"))
+            return None
         archive = sessions_export_archive(sessions=sessions, actor=request.user)
         response = HttpResponse(archive, content_type="application/zip")
         response["Content-Disposition"] = 'attachment; filename="rootproof-cases.zip"'

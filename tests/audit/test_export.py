@@ -338,3 +338,15 @@ def test_a_scripted_session_with_a_retry_replays_to_the_same_outcome(tmp_path, o
         1,
         2,
     ]
+
+
+def test_the_admin_action_does_not_export_a_running_session(client, reviewer, make_session):
+    session = make_session()
+    DiagnosisSession.objects.filter(pk=session.pk).update(status="running")
+    client.force_login(reviewer)
+    response = client.post(
+        reverse("admin:diagnosis_diagnosissession_changelist"),
+        {"action": "export_cases", "_selected_action": [session.pk]},
+    )
+    assert response.status_code == 302
+    assert not AuditEvent.objects.exists()
