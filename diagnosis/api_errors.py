@@ -10,6 +10,7 @@ from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.core.exceptions import RequestDataTooBig
 from django.http import Http404, HttpRequest, JsonResponse
 from django.views import defaults
+from django.views.decorators.csrf import csrf_exempt
 from drf_spectacular.utils import OpenApiResponse
 from rest_framework import exceptions, serializers, status
 from rest_framework.response import Response
@@ -104,6 +105,7 @@ def request_size_check(request: HttpRequest) -> None:
         )
 
 
+@csrf_exempt  # a 404 is the answer whatever the method; no CSRF page in between
 def api_not_found(request: HttpRequest, *args: Any, **kwargs: Any) -> JsonResponse:
     """Any /api/ path that names no endpoint."""
     return JsonResponse(error_body("not_found", "No such API endpoint."), status=404)

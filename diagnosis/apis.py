@@ -55,6 +55,9 @@ from diagnosis.services import diagnosis_cancel, environment_default
 LANGUAGES = ("zh-CN", "en")
 MAX_WINDOW = timedelta(days=7)
 IDEMPOTENCY_KEY_MAX = 200
+# "Has a visible character", written so the schema's (ECMA) pattern and Python agree.
+NOT_BLANK = r"[^\s\x1c-\x1f\x85]"
+NOT_BLANK_ERROR = {"invalid": "This field may not be blank."}
 
 TAG_DIAGNOSES = "diagnoses"
 TAG_KEYS = "api-keys"
@@ -338,7 +341,9 @@ class DiagnosisCreateApi(ApiView):
                     raise serializers.ValidationError("The window may span at most 7 days.")
                 return window
 
-        question = serializers.CharField(max_length=settings.API_QUESTION_MAX_CHARS)
+        question = serializers.RegexField(
+            NOT_BLANK, max_length=settings.API_QUESTION_MAX_CHARS, error_messages=NOT_BLANK_ERROR
+        )
         environment = serializers.SlugField(
             required=False,
             help_text="Environment slug; default: the conversation's, else the configured default.",
@@ -348,7 +353,7 @@ class DiagnosisCreateApi(ApiView):
         conversation = serializers.IntegerField(
             required=False, allow_null=True, help_text="A conversation id of yours."
         )
-        callback_url = serializers.CharField(
+        callback_url = serializers.URLField(
             required=False,
             allow_blank=True,
             max_length=500,
@@ -637,7 +642,7 @@ class ToolInvocationDetailApi(ApiView):
 
 class ApiKeyCreateApi(ApiView):
     class InputSerializer(serializers.Serializer):
-        name = serializers.CharField(max_length=100)
+        name = serializers.RegexField(NOT_BLANK, max_length=100, error_messages=NOT_BLANK_ERROR)
 
         class Meta:
             ref_name = "ApiKeyCreate"
@@ -754,14 +759,17 @@ class AlertmanagerWebhookApi(ApiView):
         "is built from the labels and annotations; the window starts before startsAt.",
         parameters=[
             OpenApiParameter(
-                "receiver", OpenApiTypes.STR, OpenApiParameter.PATH, description="Receiver slug."
+                "receiver",
+                {"type": "string", "pattern": "^[-a-zA-Z0-9_]+$"},
+                OpenApiParameter.PATH,
+                description="Receiver slug.",
             )
         ],
         request=InputSerializer,
         responses={
             202: OpenApiResponse(AlertIngestSerializer, description="A diagnosis was started."),
             200: OpenApiResponse(AlertIngestSerializer, description="Nothing new was started."),
-            **error_responses(400, 401, 413, 429),
+            **error_responses(400, 401, 404, 413, 429),
         },
     )
     def post(self, request: Request, receiver: str) -> Response:
