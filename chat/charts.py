@@ -107,7 +107,9 @@ def metric_chart(*, summary: dict, series: dict) -> Chart | None:
     window_x = x_at((window_start - start).total_seconds())
     metric = str(series.get("metric") or "")
     service = str(series.get("service") or "")
-    title = f"{service} {metric}".strip() + (" (rate/s)" if series.get("rate") else "")
+    line = str(series.get("line") or "")
+    # The series identity as the tool wrote it: service, metric and labels.
+    title = line.split(": ", 1)[0] if ": " in line else f"{service} {metric}".strip()
     return Chart(
         title=title,
         width=WIDTH,
@@ -129,19 +131,17 @@ def metric_chart(*, summary: dict, series: dict) -> Chart | None:
     )
 
 
-def charts_for_excerpt(*, summary: dict, excerpt: str, limit: int = 2) -> list[Chart]:
-    """Charts of the series the excerpt talks about (else the most anomalous one)."""
-    series_list = [s for s in summary.get("series") or [] if isinstance(s, dict)]
-    lowered = excerpt.lower()
-
-    def mentioned(series: dict) -> bool:
-        line = str(series.get("line") or "").lower()
-        trend = str(series.get("trend_line") or "").lower()
-        metric = str(series.get("metric") or "").lower()
-        return bool(lowered) and (
-            lowered in line or lowered in trend or (metric and metric in lowered)
+def charts_for_lines(*, summary: dict, lines: list[str], limit: int = 2) -> list[Chart]:
+    """Charts of the series whose output lines hold the excerpt (its stats or its trend line)."""
+    wanted = {line.strip() for line in lines if line.strip()}
+    chosen = [
+        s
+        for s in summary.get("series") or []
+        if isinstance(s, dict)
+        and (
+            str(s.get("line") or "").strip() in wanted
+            or str(s.get("trend_line") or "").strip() in wanted
         )
-
-    chosen = [s for s in series_list if mentioned(s)] or series_list[:1]
+    ]
     charts = [metric_chart(summary=summary, series=s) for s in chosen[:limit]]
     return [c for c in charts if c is not None]

@@ -10,7 +10,7 @@ from django.db.models import Prefetch, QuerySet
 from django.utils import timezone
 from pydantic import ValidationError
 
-from chat.charts import Chart, charts_for_excerpt
+from chat.charts import Chart, charts_for_lines
 from chat.models import Conversation, Feedback
 from diagnosis.contracts import ComposerInput
 from diagnosis.models import DiagnosisSession, Environment, SessionEvent, ToolInvocation
@@ -268,6 +268,7 @@ def session_evidence(*, session: DiagnosisSession) -> Evidence:
     allowed_evidence = []
     for claim in allowed:
         bindings = []
+        charted: set[str] = set()
         for binding in claim.bindings:
             item = BindingEvidence(
                 tool_name=binding.tool_name,
@@ -284,9 +285,15 @@ def session_evidence(*, session: DiagnosisSession) -> Evidence:
                 item.lines = excerpt_context(excerpt=binding.excerpt, output=invocation.output)
                 item.found = bool(item.lines)
                 if invocation.tool_name == "query_metrics" and isinstance(invocation.summary, dict):
-                    item.charts = charts_for_excerpt(
-                        summary=invocation.summary, excerpt=binding.excerpt
-                    )
+                    marked = [
+                        "".join(seg.text for seg in line.segments)
+                        for line in item.lines
+                        if any(seg.marked for seg in line.segments)
+                    ]
+                    charts = charts_for_lines(summary=invocation.summary, lines=marked)
+                    # Two bindings into the same series draw it once per claim.
+                    item.charts = [c for c in charts if c.description not in charted]
+                    charted.update(c.description for c in charts)
             bindings.append(item)
         allowed_evidence.append(ClaimEvidence(claim=claim, bindings=bindings))
     composer_input = _composer_input(session)
