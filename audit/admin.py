@@ -57,6 +57,10 @@ def _folded(summary: str, value: object) -> str:
 class ReadOnlyAdmin(admin.ModelAdmin):
     """Viewable by whoever has the view permission; never added, changed or deleted."""
 
+    def get_readonly_fields(self, request: HttpRequest, obj=None):
+        # Every listed field, display methods included, is shown and never a form input.
+        return list(self.fields or ())
+
     def has_add_permission(self, request: HttpRequest, obj=None) -> bool:
         return False
 
@@ -71,6 +75,9 @@ class ReadOnlyInline(admin.TabularInline):
     extra = 0
     can_delete = False
     show_change_link = True
+
+    def get_readonly_fields(self, request: HttpRequest, obj=None):
+        return list(self.fields or ())
 
     def has_add_permission(self, request: HttpRequest, obj=None) -> bool:
         return False
@@ -237,7 +244,6 @@ class DiagnosisSessionAdmin(ReadOnlyAdmin):
     list_per_page = 50
     actions = ["export_cases"]
     fields = ["public_id"]
-    readonly_fields = ["public_id"]
 
     def get_queryset(self, request):
         return sessions_for_audit()
@@ -336,7 +342,6 @@ class ToolInvocationAdmin(ReadOnlyAdmin):
         "started_at",
         "duration_ms",
     ]
-    readonly_fields = fields
 
     def get_queryset(self, request):
         return super().get_queryset(request).select_related("session")
@@ -394,7 +399,6 @@ class LLMCallAdmin(ReadOnlyAdmin):
         "raw_response_display",
         "created_at",
     ]
-    readonly_fields = fields
 
     @admin.display(description=_("诊断会话"))
     def session_link(self, obj: LLMCall) -> str:
@@ -403,7 +407,7 @@ class LLMCallAdmin(ReadOnlyAdmin):
 
     @admin.display(description=_("请求"))
     def request_display(self, obj: LLMCall) -> str:
-        return _folded(_("展开请求"), obj.request)
+        return _folded(str(_("展开请求")), obj.request)
 
     @admin.display(description=_("原始回答"))
     def raw_response_display(self, obj: LLMCall) -> str:
@@ -415,8 +419,15 @@ class SessionEventAdmin(ReadOnlyAdmin):
     list_display = ["created_at", "session", "sequence", "kind", "stage", "message"]
     list_filter = ["kind", "stage"]
     list_select_related = ["session"]
-    fields = ["session", "sequence", "kind", "stage", "message", "data_display", "created_at"]
-    readonly_fields = fields
+    fields = [
+        "session",
+        "sequence",
+        "kind",
+        "stage",
+        "message",
+        "data_display",
+        "created_at",
+    ]
 
     @admin.display(description=_("数据"))
     def data_display(self, obj: SessionEvent) -> str:
@@ -429,7 +440,6 @@ class SessionEventAdmin(ReadOnlyAdmin):
 class KnowledgeChunkInline(ReadOnlyInline):
     model = KnowledgeChunk
     fields = ["ordinal", "chunk_id", "heading", "text_preview"]
-    readonly_fields = fields
     show_change_link = False
 
     @admin.display(description=_("内容"))
@@ -489,7 +499,6 @@ class ConversationAdmin(ReadOnlyAdmin):
 class ClaimReviewInline(ReadOnlyInline):
     model = ClaimReview
     fields = ["claim_id", "agrees_with_verifier", "note"]
-    readonly_fields = fields
     show_change_link = False
 
 
@@ -499,7 +508,6 @@ class ReviewAdmin(ReadOnlyAdmin):
     list_filter = ["verdict", ("reviewer", admin.RelatedOnlyFieldListFilter)]
     list_select_related = ["session", "reviewer"]
     fields = ["session_link", "reviewer", "verdict", "notes", "created_at"]
-    readonly_fields = fields
     inlines = [ClaimReviewInline]
 
     @admin.display(description=_("诊断会话"))
@@ -514,8 +522,14 @@ class AuditEventAdmin(ReadOnlyAdmin):
     list_filter = ["action", "target_type"]
     search_fields = ["actor_label", "=target_id"]
     date_hierarchy = "created_at"
-    fields = ["created_at", "actor_label", "action", "target_type", "target_id", "details_display"]
-    readonly_fields = fields
+    fields = [
+        "created_at",
+        "actor_label",
+        "action",
+        "target_type",
+        "target_id",
+        "details_display",
+    ]
 
     @admin.display(description=_("详情"))
     def details_display(self, obj: AuditEvent) -> str:

@@ -237,6 +237,7 @@ def session_audit_view(*, session: DiagnosisSession) -> SessionAudit:
     verifier = verifier if isinstance(verifier, dict) else {}
     composer_output = verifier.get("composer_output")
     composer_input = evaluation.get("composer_input")
+    gatekeeper = evaluation.get("gatekeeper")
     reviews = list(
         session.reviews.select_related("reviewer").prefetch_related("claim_reviews").all()
     )
@@ -248,9 +249,7 @@ def session_audit_view(*, session: DiagnosisSession) -> SessionAudit:
         hypotheses=_dicts(structured.get("hypotheses")),
         missing_info=_strings(structured.get("missing_info")),
         actions=_dicts(structured.get("recommended_actions")),
-        gatekeeper=evaluation.get("gatekeeper")
-        if isinstance(evaluation.get("gatekeeper"), dict)
-        else {},
+        gatekeeper=gatekeeper if isinstance(gatekeeper, dict) else {},
         verifier=verifier,
         composer_input=composer_input if isinstance(composer_input, dict) else None,
         composer_output=composer_output if isinstance(composer_output, dict) else None,
@@ -362,25 +361,25 @@ def dashboard_build(*, days: int = 14, today: date | None = None) -> Dashboard:
     )
     agreement = _agreement_by_classification(claim_reviews)
     verdicts = dict.fromkeys([v.value for v in Review.Verdict], 0)
-    for row in (
+    for verdict, n in (
         Review.objects.filter(session__created_at__date__gte=first)
-        .values("verdict")
+        .values_list("verdict")
         .annotate(n=Count("id"))
         .order_by()
     ):
-        verdicts[row["verdict"]] = row["n"]
+        verdicts[verdict] = n
 
     tokens = [0] * days
-    for row in (
+    for day, used in (
         LLMCall.objects.filter(created_at__date__gte=first)
         .annotate(day=TruncDate("created_at"))
-        .values("day")
+        .values_list("day")
         .annotate(t=Sum(F("tokens_in") + F("tokens_out")))
         .order_by()
     ):
-        n = index.get(row["day"])
+        n = index.get(day)
         if n is not None:
-            tokens[n] += row["t"] or 0
+            tokens[n] += used or 0
 
     completed = sum(completed_counts)
     return Dashboard(
