@@ -116,6 +116,13 @@ CASES = [
         id="a decimal cut short (3.3 of 3.35) does not match",
     ),
     pytest.param(
+        lambda i: [binding("trace-2", "2 at 10:06:00Z; baseline mean 0.41")],
+        {},
+        DEMOTED,
+        {"number_mismatch"},
+        id="a number may not begin after the decimal point of another (2 of 30.2)",
+    ),
+    pytest.param(
         lambda i: [binding("trace-1", "the connection pool ran out and requests waited too long")],
         {},
         DEMOTED,

@@ -289,3 +289,13 @@ def test_an_array_after_prose_is_not_an_object():
 
 def test_an_array_inside_a_broken_object_is_not_taken_for_the_answer():
     assert executor_output_parse('{"claims": [], "x": }').status == "invalid_json"
+
+
+def test_a_fenced_json_block_wins_over_a_longer_object_in_the_prose():
+    example = executor_json(
+        claim("claim-example", [binding("trace-9", "an example excerpt " * 20)]),
+        claim("claim-example-2", []),
+    )
+    raw = f"The format is {example}.\nMy answer:\n```json\n{GOOD}\n```"
+    parsed = executor_output_parse(raw)
+    assert [c.claim_id for c in parsed.output.claims] == ["claim-1"]

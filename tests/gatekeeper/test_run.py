@@ -7,8 +7,14 @@ import json
 import pytest
 
 import diagnosis.gatekeeper as gatekeeper_module
-from diagnosis.gatekeeper import gatekeeper_accepted_claims, gatekeeper_run
-from diagnosis.parsing import executor_output_parse
+from diagnosis.contracts import Claim, ExecutorEvidenceV2, ParseStatus
+from diagnosis.gatekeeper import (
+    InvocationRecord,
+    gatekeeper_accepted_claims,
+    gatekeeper_check,
+    gatekeeper_run,
+)
+from diagnosis.parsing import ParsedExecutorOutput, executor_output_parse
 
 from .conftest import LOGS_OUTPUT, binding, claim, executor_json
 
@@ -246,3 +252,31 @@ def test_a_failing_claim_check_demotes_only_that_claim(incident, monkeypatch):
     assert first["verdict"] == "accepted"
     assert second["verdict"] == "demoted"
     assert second["findings"][0]["code"] == "internal_error"
+
+
+def test_a_hand_built_parse_result_with_an_unknown_claim_type_gets_the_finding():
+    output = ExecutorEvidenceV2(
+        claims=[
+            Claim.model_validate(claim("claim-1", [binding("trace-1", REAL)], claim_type="guess"))
+        ]
+    )
+    parsed = ParsedExecutorOutput(
+        status=ParseStatus.PARSED_V2, raw_object=None, output=output, dropped=[]
+    )
+    record = InvocationRecord(1, 7, "trace-1", "query_logs", "ok", LOGS_OUTPUT, {})
+    report = gatekeeper_check(parsed=parsed, invocations=[record], session_id=7)
+    [result] = report.claims
+    assert result.verdict == "accepted"
+    assert [f.code for f in result.findings] == ["unknown_claim_type"]
+
+
+def test_records_of_another_session_passed_in_are_treated_as_foreign():
+    parsed = executor_output_parse(
+        executor_json(claim("claim-1", [binding("trace-1", REAL, source_invocation_ids=[2])]))
+    )
+    records = [
+        InvocationRecord(1, 7, "trace-1", "query_logs", "ok", LOGS_OUTPUT, {}),
+        InvocationRecord(2, 8, "trace-1", "query_logs", "ok", LOGS_OUTPUT, {}),
+    ]
+    report = gatekeeper_check(parsed=parsed, invocations=records, session_id=7)
+    assert [f.code for f in report.claims[0].findings] == ["invocation_not_in_session"]
