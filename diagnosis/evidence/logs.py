@@ -429,7 +429,8 @@ def _loki_record(stream: dict[str, str], ns: str, line: str) -> LogRecord:
         message = data.get("message", data.get("msg"))
         if isinstance(message, str):
             level = level_normalise(data.get("level") or data.get("severity")) or stream_level
-            service = data.get("service") if isinstance(data.get("service"), str) else service
+            line_service = data.get("service")
+            service = line_service if isinstance(line_service, str) and line_service else service
             sample = f"{ts_text} {service} {level or '-'} {message}"
             return LogRecord(ts, ts_text, service, level, message, sample)
     try:

@@ -224,6 +224,13 @@ class SeriesFacts:
     trend_start: float
 
     @property
+    def relative_change(self) -> float:
+        """|window mean − baseline mean| relative to the baseline: orders capped scores."""
+        if self.window_mean is None or self.baseline_mean is None:
+            return 0.0
+        return abs(self.window_mean - self.baseline_mean) / max(abs(self.baseline_mean), 1e-9)
+
+    @property
     def identity(self) -> str:
         shown = {k: v for k, v in sorted(self.labels.items()) if k != "service"}
         inner = ",".join(f'{k}="{v}"' for k, v in shown.items())
@@ -374,7 +381,15 @@ def metrics_render(
 ) -> BackendOutput:
     facts = [series_analyse(s, window, grid.step) for s in series]
     facts = [f for f in facts if f.window_points or f.baseline_points]
-    facts.sort(key=lambda f: (-f.anomaly_score, f.service, f.metric, sorted(f.labels.items())))
+    facts.sort(
+        key=lambda f: (
+            -f.anomaly_score,
+            -f.relative_change,
+            f.service,
+            f.metric,
+            sorted(f.labels.items()),
+        )
+    )
     shown = facts[:MAX_SERIES_SHOWN]
     omitted = len(facts) - len(shown)
     step = duration_format(timedelta(seconds=grid.step))
@@ -442,11 +457,11 @@ def metrics_from_files(
     if too_many:
         notes.append(f"more than {MAX_SERIES_READ} series matched; narrow the selector")
     series = []
-    for (name, labels), samples in sorted(collected.items()):
+    for (name, label_pairs), samples in sorted(collected.items()):
         points = grid_evaluate(samples, grid)
         if not points:
             continue
-        series.append(RawSeries(name=name, labels=dict(labels), points=points))
+        series.append(RawSeries(name=name, labels=dict(label_pairs), points=points))
     return series, notes
 
 

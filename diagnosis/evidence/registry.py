@@ -182,25 +182,33 @@ class ToolCall:
             return self.pack.now
         return timezone.now()
 
-    def window(self) -> QueryWindow:
+    def _default_range(self) -> tuple[datetime, datetime]:
         context = self.session.context or {}
-        default_start = default_end = None
         window = context.get("window")
         if isinstance(window, dict) and window.get("start") and window.get("end"):
             try:
-                default_start, default_end = time_parse(window["start"]), time_parse(window["end"])
+                start, end = time_parse(window["start"]), time_parse(window["end"])
             except TimeFormatError:
                 logger.warning("session %s has a bad context.window %r", self.session.pk, window)
-        if default_start is None or default_end is None or default_start >= default_end:
-            default_end = self.now()
-            default_start = default_end - DEFAULT_WINDOW
-        start, end = self.args.get("start"), self.args.get("end")
+            else:
+                if start < end:
+                    return start, end
+        end = self.now()
+        return end - DEFAULT_WINDOW, end
+
+    def window(self) -> QueryWindow:
+        default_start, default_end = self._default_range()
+        length = default_end - default_start
+        start: datetime | None = self.args.get("start")
+        end: datetime | None = self.args.get("end")
         if start is None and end is None:
             start, end = default_start, default_end
         elif start is None:
-            start = end - (default_end - default_start)
+            assert end is not None
+            start = end - length
         elif end is None:
-            end = default_end if default_end > start else start + (default_end - default_start)
+            end = default_end if default_end > start else start + length
+        assert start is not None and end is not None
         if start >= end:
             raise ToolFailure(f"start {time_format(start)} must be before end {time_format(end)}")
         if end - start > MAX_RANGE:
@@ -219,26 +227,23 @@ def _no_files(call: ToolCall, what: str) -> ToolFailure:
 
 
 def _run_query_metrics(call: ToolCall) -> BackendOutput:
-    common = {
-        "service": call.args.get("service"),
-        "metric": call.args.get("metric"),
-        "labels": call.args.get("labels") or {},
-        "window": call.window(),
-        "step": call.args.get("step"),
-        "deadline": call.deadline,
-    }
     env = call.environment
-    if env.kind == Environment.Kind.LIVE:
-        if not env.prometheus_url:
-            raise ToolFailure(f"environment {env.slug} has no Prometheus URL configured")
-        return metrics_query(
-            **common,
-            prometheus_url=env.prometheus_url,
-            prometheus_token_env=env.prometheus_token_env,
-        )
-    if not call.pack.paths.metrics:
+    live = env.kind == Environment.Kind.LIVE
+    if live and not env.prometheus_url:
+        raise ToolFailure(f"environment {env.slug} has no Prometheus URL configured")
+    if not live and not call.pack.paths.metrics:
         raise _no_files(call, "metrics files")
-    return metrics_query(**common, files=call.pack.paths.metrics)
+    return metrics_query(
+        service=call.args.get("service"),
+        metric=call.args.get("metric"),
+        labels=call.args.get("labels") or {},
+        window=call.window(),
+        step=call.args.get("step"),
+        deadline=call.deadline,
+        files=None if live else call.pack.paths.metrics,
+        prometheus_url=env.prometheus_url if live else None,
+        prometheus_token_env=env.prometheus_token_env if live else "",
+    )
 
 
 def _run_query_logs(call: ToolCall) -> BackendOutput:

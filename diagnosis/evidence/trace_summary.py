@@ -108,7 +108,10 @@ def trace_summary_build(
 ) -> list[dict[str, Any]]:
     """``[{trace_ref, invocation_id, tool_name, arguments, status, summary}]`` within the budget."""
     budget = int(token_budget if token_budget is not None else settings.TRACE_SUMMARY_TOKEN_BUDGET)
-    invocations = list(ToolInvocation.objects.filter(session=session).order_by("sequence"))
+    # The raw output is read only for invocations without a structured summary.
+    invocations = list(
+        ToolInvocation.objects.filter(session=session).order_by("sequence").defer("output")
+    )
     facts = [invocation_facts(inv) for inv in invocations]
     entries: list[dict[str, Any]] = []
     for level in DETAIL_LEVELS:
