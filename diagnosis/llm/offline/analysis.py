@@ -21,7 +21,7 @@ ANOMALY_MIN = 3.0  # robust z-like score from which a series counts as abnormal
 SURGE_MIN = 3.0  # window/baseline ratio from which a log template counts as surging
 EARLY_MARGIN_S = 60  # an onset this much earlier than every other suspect counts as first
 RESOURCE_MIN = 10.0  # a resource series this abnormal (or at its limit) is a resource signal
-ONSET_MIN = 6.0  # only series this abnormal date the start of a service's anomaly
+ONSET_MIN = 10.0  # only series this abnormal date the start of a service's anomaly
 CHANGE_LEAD_S = 20 * 60  # a change this long before new errors can explain them
 SUSTAINED_MIN = 0.15  # share of the peak deviation the window mean must carry
 
@@ -181,6 +181,8 @@ class Suspect:
             if m.kind in {"resource", "restart"}
             and (m.bad_direction or m.kind == "restart")
             and (m.anomaly >= RESOURCE_MIN or m.at_limit)
+            # busy CPU is load, not exhaustion, unless it hit its limit or got throttled
+            and (m.subkind != "cpu" or m.at_limit or "throttl" in m.metric.lower())
         ]
         return strong + [m for m in self.metrics if m.at_limit and m not in strong]
 
@@ -316,6 +318,8 @@ def _mark_limits(signals: list[MetricSignal]) -> None:
     for signal in signals:
         if signal.kind != "resource" or vocab.is_limit_metric(signal.metric):
             continue
+        if not vocab.is_level_metric(signal.metric):
+            continue  # rates, counters and waiting queues have no capacity to reach
         peak = _float(signal.window_max)
         base = _float(signal.baseline_mean)
         if peak is None:
@@ -336,7 +340,8 @@ def _mark_limits(signals: list[MetricSignal]) -> None:
                 ),
             )
             cap = _float(best.window_max)
-            if cap and cap > 0 and peak >= 0.95 * cap and (base is None or base < 0.9 * cap):
+            reached = cap and cap > 0 and 0.95 * cap <= peak <= 1.05 * cap
+            if reached and (base is None or base < 0.9 * cap):
                 signal.at_limit = True
                 signal.limit_value = best.window_max
         elif vocab.is_ratio_metric(signal.metric):

@@ -421,6 +421,9 @@ def _message(lg: LogSignal, limit: int = TEMPLATE_CHARS) -> str:
                 return _short(sample.split(marker, 1)[1], limit)
         if lg.service and f"{lg.service} " in sample:
             return _short(sample.split(f"{lg.service} ", 1)[1], limit)
+        head, _, rest = sample.partition(" ")
+        if rest and time_parse(head) is not None:  # a plain log line: drop its timestamp
+            return _short(rest, limit)
     return _short(lg.template, limit)
 
 
@@ -546,7 +549,7 @@ def _change_root_claim(entry: Suspect, lang: str) -> Draft | None:
         error=_message(error),
     )
     if rate is not None:
-        text += t["change_rate"].format(metric=rate.metric)
+        text += t["change_rate"].format(metric=f"{rate.metric}{_labels(rate)}")
     text += t["change_verdict"]
     if not numbers_covered(text, evidence):
         return None

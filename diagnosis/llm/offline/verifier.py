@@ -256,6 +256,13 @@ def claim_check(claim: dict[str, Any], payload: VerifierPayload, lang: str) -> C
             reason=t["overstated"].format(word=word),
         )
     bounded = t["bounded"].format(text=text) if not any(h in text for h in HEDGES) else text
+    if str(claim.get("support_level") or "direct") != "direct":
+        return ClaimCheck(
+            claim_id=claim_id,
+            classification=Classification.REASONABLE_INFERENCE,
+            reason=t["indirect"],
+            bounded_wording=bounded,
+        )
     if claim_type in CAUSAL_TYPES:
         tools_for_entity = {e.tool_name for e in bound if not entity or _mentions(e, entity)}
         if {"query_metrics", "query_logs"} <= tools_for_entity:

@@ -266,6 +266,28 @@ def is_limit_metric(metric: str) -> bool:
     return _has_any(name, LIMIT_WORDS)
 
 
+def is_level_metric(metric: str) -> bool:
+    """A gauge of how much is in use (not a rate, a counter or a waiting line)."""
+    name = (metric or "").lower()
+    return not _has_any(
+        name,
+        (
+            "_total",
+            "_count",
+            "_sum",
+            "_seconds",
+            "_rate",
+            "pending",
+            "timeout",
+            "wait",
+            "queued",
+            "rejected",
+            "_created",
+            "_bucket",
+        ),
+    )
+
+
 def is_free_metric(metric: str) -> bool:
     name = (metric or "").lower()
     return _has_any(name, FREE_WORDS)

@@ -1,0 +1,73 @@
+"""The whole flow on each demo pack with the offline provider for every role.
+
+Packs the engine was developed on: a regression floor, not a generalisation claim.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from diagnosis.contracts import ComposerInput
+
+from .test_offline_on_demo_packs import PACKS, PACKS_ROOT
+
+
+def _flow(pack_id: str):
+    from diagnosis.evaluation import PackResult, session_score
+    from diagnosis.evidence.packs import pack_load
+    from diagnosis.evidence.services import environments_sync_from_packs
+    from diagnosis.services import diagnosis_run, diagnosis_submit
+
+    pack = pack_load(PACKS_ROOT / pack_id)
+    (environment,) = environments_sync_from_packs(dirs=[PACKS_ROOT / pack_id])
+    session = diagnosis_submit(
+        question=pack.question,
+        environment=environment,
+        requested_by="test",
+        source="api",
+        language=pack.language or "zh-CN",
+        provider="offline",
+        enqueue=False,
+    )
+    finished = diagnosis_run(session_id=session.id)
+    result = session_score(
+        session=finished,
+        expected=dict(pack.expected or {}),
+        result=PackResult(pack=pack.id, path=str(pack.path)),
+    )
+    return pack, finished, result
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("pack_id", PACKS)
+def test_the_offline_flow_diagnoses_each_demo_pack_with_a_composed_answer(pack_id):
+    _, session, result = _flow(pack_id)
+    if os.environ.get("OFFLINE_DEBUG"):
+        target = Path(os.environ["OFFLINE_DEBUG"]) / f"flow-{pack_id}.json"
+        target.write_text(
+            json.dumps(
+                {
+                    "decision": session.decision,
+                    "answer_source": session.answer_source,
+                    "final_answer": session.final_answer,
+                    "candidates": result.root_cause_candidates,
+                    "must_mention": [result.must_mention_hits, result.must_mention],
+                    "leaked": result.leaked_phrases,
+                    "self_evaluation": session.self_evaluation,
+                },
+                ensure_ascii=False,
+                indent=1,
+            ),
+            encoding="utf-8",
+        )
+    assert session.status == "completed", session.error
+    assert session.answer_source == "composer"
+    assert result.unsupported_in_answer == 0
+    assert result.leaked == 0, result.leaked_phrases
+    assert result.hit_at_1, result.root_cause_candidates
+    assert result.must_mention_hits == result.must_mention
+    ComposerInput.model_validate(session.self_evaluation["composer_input"])
