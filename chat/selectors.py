@@ -100,6 +100,17 @@ def session_progress(
 # --- turns of a conversation ---------------------------------------------------------
 
 
+# What the page never shows of older turns: read only for the answer whose evidence is open.
+_HEAVY_FIELDS = (
+    "executor_final_answer",
+    "executor_structured_output",
+    "self_evaluation",
+    "plan",
+    "llm_usage",
+    "context",
+)
+
+
 @dataclass
 class Turn:
     session: DiagnosisSession
@@ -119,6 +130,7 @@ def conversation_turns(
     sessions = list(
         conversation.sessions.filter(owner=user)
         .order_by("created_at", "id")
+        .defer(*_HEAVY_FIELDS)
         .prefetch_related(
             Prefetch("feedback", queryset=Feedback.objects.filter(user=user), to_attr="mine")
         )
@@ -137,16 +149,15 @@ def conversation_turns(
             turn.progress = session_progress(session=session, events=events_by_session[session.pk])
         turns.append(turn)
     if evidence_for_latest and turns and turns[-1].session.is_terminal:
-        turns[-1].evidence = session_evidence(session=turns[-1].session)
+        latest = DiagnosisSession.objects.get(pk=turns[-1].session.pk)
+        turns[-1].evidence = session_evidence(session=latest)
     return turns
 
 
 def session_turn(*, session: DiagnosisSession, user) -> Turn:
-    turn = Turn(
-        session=session,
-        feedback=Feedback.objects.filter(session=session, user=user).first(),
-    )
+    turn = Turn(session=session)
     if session.is_terminal:
+        turn.feedback = Feedback.objects.filter(session=session, user=user).first()
         turn.evidence = session_evidence(session=session)
     else:
         turn.progress = session_progress(session=session)
