@@ -174,9 +174,8 @@ def diagnosis_detail_data(session: DiagnosisSession) -> dict[str, Any]:
     verifier = evaluation.get("verifier_evaluation") or {}
     composer_output = verifier.get("composer_output") if isinstance(verifier, dict) else None
     composer_output = composer_output if isinstance(composer_output, dict) else {}
-    gatekeeper = (
-        evaluation.get("gatekeeper") if isinstance(evaluation.get("gatekeeper"), dict) else {}
-    )
+    raw_gatekeeper = evaluation.get("gatekeeper")
+    gatekeeper: dict[str, Any] = raw_gatekeeper if isinstance(raw_gatekeeper, dict) else {}
     filtered = _composer_input(session)
     events = list(session.events.order_by("sequence"))
     claims = [

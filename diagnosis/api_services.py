@@ -57,31 +57,57 @@ class CreatedApiKey:
     signing_secret: str  # shown once
 
 
+def _audit(*, actor, action: str, target, details: dict[str, Any]) -> None:
+    from audit.services import audit_event_record
+
+    audit_event_record(actor=actor, action=action, target=target, details=details)
+
+
+@transaction.atomic
 def api_key_create(*, owner, name: str) -> CreatedApiKey:
     prefix, key = api_key_generate()
     api_key = ApiKey.objects.create(
         owner=owner, name=name.strip(), prefix=prefix, secret_hash=secret_hash(key)
     )
+    _audit(actor=owner, action="api_key_created", target=api_key, details={"name": api_key.name})
     return CreatedApiKey(
         api_key=api_key, key=key, signing_secret=api_key_signing_secret(api_key=api_key)
     )
 
 
-def api_key_revoke(*, api_key: ApiKey) -> ApiKey:
+@transaction.atomic
+def api_key_revoke(*, api_key: ApiKey, actor=None) -> ApiKey:
     """Revoke once; revoking again keeps the first revocation time."""
-    ApiKey.objects.filter(pk=api_key.pk, revoked_at__isnull=True).update(revoked_at=timezone.now())
+    revoked = ApiKey.objects.filter(pk=api_key.pk, revoked_at__isnull=True).update(
+        revoked_at=timezone.now()
+    )
+    if revoked:
+        _audit(
+            actor=actor or api_key.owner,
+            action="api_key_revoked",
+            target=api_key,
+            details={"name": api_key.name},
+        )
     api_key.refresh_from_db()
     return api_key
 
 
-def alert_receiver_token_rotate(*, receiver: AlertmanagerReceiver) -> str:
+@transaction.atomic
+def alert_receiver_token_rotate(*, receiver: AlertmanagerReceiver, actor=None) -> str:
     """Give the receiver a new bearer token; returns it (shown once, only its hash is kept)."""
     token = receiver_token_generate()
     AlertmanagerReceiver.objects.filter(pk=receiver.pk).update(token_hash=secret_hash(token))
     receiver.token_hash = secret_hash(token)
+    _audit(
+        actor=actor,
+        action="alert_receiver_token_rotated",
+        target=receiver,
+        details={"slug": receiver.slug},
+    )
     return token
 
 
+@transaction.atomic
 def alert_receiver_create(
     *,
     slug: str,
@@ -90,6 +116,7 @@ def alert_receiver_create(
     environment: Environment,
     language: str = "zh-CN",
     window_before_minutes: int = 30,
+    actor=None,
 ) -> tuple[AlertmanagerReceiver, str]:
     receiver = AlertmanagerReceiver.objects.create(
         slug=slug,
@@ -99,7 +126,7 @@ def alert_receiver_create(
         language=language,
         window_before_minutes=window_before_minutes,
     )
-    return receiver, alert_receiver_token_rotate(receiver=receiver)
+    return receiver, alert_receiver_token_rotate(receiver=receiver, actor=actor)
 
 
 # --- diagnoses ------------------------------------------------------------------------

@@ -13,6 +13,7 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.urls import URLPattern, path, re_path
 from django.views.decorators.csrf import csrf_exempt
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+from rest_framework.views import APIView
 
 from diagnosis import apis
 from diagnosis.api_errors import api_not_found, error_body
@@ -20,7 +21,7 @@ from diagnosis.api_errors import api_not_found, error_body
 app_name = "api"
 
 # (route under /api/v1/, url name, method, view class)
-OPERATIONS: list[tuple[str, str, str, type]] = [
+OPERATIONS: list[tuple[str, str, str, type[APIView]]] = [
     ("diagnoses", "diagnosis_collection", "GET", apis.DiagnosisListApi),
     ("diagnoses", "diagnosis_collection", "POST", apis.DiagnosisCreateApi),
     ("diagnoses/<uuid:public_id>", "diagnosis_detail", "GET", apis.DiagnosisDetailApi),
@@ -79,10 +80,11 @@ def method_dispatch(views: dict[str, Callable[..., Any]]) -> Callable[..., Any]:
 
 
 def _v1_patterns() -> list[URLPattern]:
-    by_route: dict[tuple[str, str], dict[str, type]] = {}
+    by_route: dict[tuple[str, str], dict[str, type[APIView]]] = {}
     for route, name, method, view_class in OPERATIONS:
         by_route.setdefault((route, name), {})[method] = view_class
-    served, shadowed = [], []
+    served: list[URLPattern] = []
+    shadowed: list[URLPattern] = []
     for (route, name), classes in by_route.items():
         if len(classes) == 1:
             served.append(path(f"v1/{route}", next(iter(classes.values())).as_view(), name=name))

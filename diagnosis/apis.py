@@ -696,7 +696,7 @@ class ApiKeyRevokeApi(ApiView):
         api_key = api_key_get_for_user(user=request.user, key_id=key_id)
         if api_key is None:
             raise exceptions.NotFound("No such API key.")
-        api_key = api_key_revoke(api_key=api_key)
+        api_key = api_key_revoke(api_key=api_key, actor=request.user)
         return Response(self.OutputSerializer(_api_key_data(api_key)).data)
 
 

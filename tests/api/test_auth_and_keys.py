@@ -85,6 +85,18 @@ def test_revoking_a_key_makes_it_answer_401(api, owner_key):
     assert client_for(owner_key.key).get("/api/v1/diagnoses").status_code == 401
 
 
+def test_creating_and_revoking_a_key_are_audited(api, owner, owner_key):
+    from audit.models import AuditEvent
+
+    api.post(f"/api/v1/api-keys/{owner_key.api_key.pk}/revoke")
+    api.post(f"/api/v1/api-keys/{owner_key.api_key.pk}/revoke")  # a no-op, not audited twice
+    events = AuditEvent.objects.filter(target_id=str(owner_key.api_key.pk)).order_by("id")
+    assert [(e.action, e.actor) for e in events] == [
+        ("api_key_created", owner),
+        ("api_key_revoked", owner),
+    ]
+
+
 def test_another_owners_key_cannot_be_revoked_and_is_a_404(outsider_api, owner_key):
     response = outsider_api.post(f"/api/v1/api-keys/{owner_key.api_key.pk}/revoke")
     assert response.status_code == 404

@@ -1,0 +1,346 @@
+"""REST API under load: GET /api/v1/diagnoses/{id} and the list, on gunicorn + PostgreSQL.
+
+Seeds 10,000 finished sessions (claims, bindings, events, invocations, usage) for one
+user, checks that the queries per request do not grow with the page size, starts
+gunicorn on loopback and drives it with 20 concurrent clients. Prints p50/p95 latency
+and requests per second per endpoint.
+
+    DATABASE_URL=postgres://postgres@127.0.0.1:5432/rootproof_bench .venv/bin/python bench/api.py
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from datetime import timedelta
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+# The benchmark measures the API, not its rate limit.
+os.environ["API_RATE_LIMIT"] = "100000000/min"
+
+from bench._django import django_setup  # noqa: E402
+
+django_setup(default_db="rootproof_bench")
+
+import httpx  # noqa: E402
+from django.contrib.auth import get_user_model  # noqa: E402
+from django.db import connection, transaction  # noqa: E402
+from django.test import Client  # noqa: E402
+from django.test.utils import CaptureQueriesContext  # noqa: E402
+from django.utils import timezone  # noqa: E402
+
+from diagnosis.api_services import api_key_create  # noqa: E402
+from diagnosis.models import (  # noqa: E402
+    DiagnosisSession,
+    Environment,
+    SessionEvent,
+    ToolInvocation,
+)
+
+USER = "bench-api"
+BATCH = 1000
+
+
+def _evaluation(trace_ids: dict[str, int]) -> tuple[dict, dict]:
+    structured = {
+        "answer_version": "executor_evidence_v2",
+        "claims": [
+            {
+                "claim_id": f"claim-{n}",
+                "claim_type": "symptom",
+                "claim_text": f"payment-service 出现请求超时日志 #{n}。",
+                "entity": "payment-service",
+                "support_level": "direct",
+                "evidence_bindings": [
+                    {
+                        "source_type": "tool_trace",
+                        "source_id": "trace-1",
+                        "tool_name": "query_logs",
+                        "source_invocation_ids": [trace_ids["trace-1"]],
+                        "evidence_excerpt": "request timeout after 5000ms",
+                    }
+                ],
+            }
+            for n in range(1, 5)
+        ],
+        "hypotheses": [{"hypothesis_text": "连接池配置过小", "basis": "runbook"}],
+        "recommended_actions": [{"action_text": "检查连接池", "reason": "超时"}],
+        "missing_info": ["数据库指标"],
+    }
+    evaluation = {
+        "gatekeeper": {
+            "claims": [
+                {
+                    "claim_id": f"claim-{n}",
+                    "verdict": "accepted",
+                    "valid_bindings": 1,
+                    "findings": [],
+                }
+                for n in range(1, 5)
+            ],
+            "counts": {"claims": 4, "accepted": 4, "demoted": 0},
+        },
+        "verifier_evaluation": {
+            "claim_checks": [
+                {"claim_id": f"claim-{n}", "classification": "direct_observation", "reason": "ok"}
+                for n in range(1, 5)
+            ],
+            "placements": {f"claim-{n}": "allowed_claim" for n in range(1, 5)},
+            "composer_output": {"status": "ok", "source": "composer", "final_answer": "…"},
+        },
+        "composer_input": {
+            "decision": "PASS",
+            "language": "zh-CN",
+            "question": "q",
+            "allowed_claims": [],
+            "allowed_hypotheses": [{"text": "连接池配置过小", "basis": "runbook"}],
+            "missing_info": ["数据库指标"],
+            "recommended_actions": [{"text": "检查连接池", "reason": "超时"}],
+        },
+    }
+    return structured, evaluation
+
+
+def seed(*, sessions: int):
+    user, _ = get_user_model().objects.get_or_create(username=USER)
+    environment, _ = Environment.objects.get_or_create(slug="bench-api", defaults={"name": "bench"})
+    have = DiagnosisSession.objects.filter(owner=user).count()
+    now = timezone.now()
+    started = time.monotonic()
+    while have < sessions:
+        size = min(BATCH, sessions - have)
+        with transaction.atomic():
+            rows = DiagnosisSession.objects.bulk_create(
+                [
+                    DiagnosisSession(
+                        owner=user,
+                        environment=environment,
+                        source=random.choice(["api", "alert", "chat"]),
+                        original_query=f"payment-service 为什么超时？#{have + i}",
+                        status="completed",
+                        stage="done",
+                        decision=random.choice(["PASS", "LOW_CONFID", "REJECT"]),
+                        answer_source="composer",
+                        final_answer="**结论**\n\npayment-service 出现请求超时日志。\n" * 5,
+                        attempt_count=1,
+                        started_at=now - timedelta(minutes=have + i, seconds=30),
+                        finished_at=now - timedelta(minutes=have + i),
+                        llm_usage={"total": {"calls": 4, "tokens_in": 4000, "tokens_out": 900}},
+                    )
+                    for i in range(size)
+                ]
+            )
+            invocations = ToolInvocation.objects.bulk_create(
+                [
+                    ToolInvocation(
+                        session=row,
+                        sequence=seq,
+                        trace_ref=f"trace-{seq}",
+                        tool_name="query_logs" if seq == 1 else "query_metrics",
+                        arguments={"service": "payment-service"},
+                        status="ok",
+                        output="payment-service ERROR request timeout after 5000ms count=42\n" * 20,
+                        output_size=1240,
+                        started_at=now,
+                    )
+                    for row in rows
+                    for seq in (1, 2, 3)
+                ]
+            )
+            by_session: dict[int, dict[str, int]] = {}
+            for invocation in invocations:
+                by_session.setdefault(invocation.session_id, {})[invocation.trace_ref] = (
+                    invocation.pk
+                )
+            for row in rows:
+                row.executor_structured_output, row.self_evaluation = _evaluation(
+                    by_session[row.pk]
+                )
+            DiagnosisSession.objects.bulk_update(
+                rows, ["executor_structured_output", "self_evaluation"], batch_size=BATCH
+            )
+            SessionEvent.objects.bulk_create(
+                [
+                    SessionEvent(
+                        session=row, sequence=seq, kind="stage", stage=stage, message=stage
+                    )
+                    for row in rows
+                    for seq, stage in enumerate(
+                        [
+                            "queued",
+                            "planner",
+                            "executor",
+                            "gatekeeper",
+                            "verifier",
+                            "composer",
+                            "done",
+                        ],
+                        start=1,
+                    )
+                ]
+            )
+        have += size
+    if time.monotonic() - started > 1:
+        print(f"seeded to {have} sessions in {time.monotonic() - started:.1f}s")
+    return user
+
+
+def queries_per_request(*, key: str, public_id: str) -> dict[str, int]:
+    client = Client(HTTP_AUTHORIZATION=f"Bearer {key}")
+    client.get("/api/v1/diagnoses?page_size=1")  # last_used_at written once, outside the count
+    counts = {}
+    for size in (1, 20, 100):
+        with CaptureQueriesContext(connection) as ctx:
+            response = client.get(f"/api/v1/diagnoses?page_size={size}")
+        assert response.status_code == 200 and len(response.json()["results"]) == size
+        counts[f"list page_size={size}"] = len(ctx.captured_queries)
+    with CaptureQueriesContext(connection) as ctx:
+        assert client.get(f"/api/v1/diagnoses/{public_id}").status_code == 200
+    counts["detail"] = len(ctx.captured_queries)
+    return counts
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def gunicorn_start(*, workers: int, threads: int) -> tuple[subprocess.Popen, str]:
+    port = _free_port()
+    env = dict(os.environ, DEBUG="0", LOG_LEVEL="WARNING")
+    process = subprocess.Popen(
+        [
+            str(ROOT / ".venv" / "bin" / "gunicorn"),
+            "config.wsgi",
+            "--bind",
+            f"127.0.0.1:{port}",
+            "--workers",
+            str(workers),
+            "--threads",
+            str(threads),
+            "--log-level",
+            "warning",
+        ],
+        cwd=ROOT,
+        env=env,
+    )
+    base = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            httpx.get(f"{base}/api/schema/", timeout=2)
+            return process, base
+        except httpx.HTTPError:
+            time.sleep(0.3)
+    process.kill()
+    raise SystemExit("gunicorn did not start")
+
+
+def load(*, base: str, key: str, paths: list[str], clients: int, seconds: float) -> dict:
+    latencies: list[float] = []
+    errors = 0
+    lock = threading.Lock()
+    stop_at = time.monotonic() + seconds
+
+    def client_loop(seed_: int) -> None:
+        nonlocal errors
+        rng = random.Random(seed_)
+        mine: list[float] = []
+        bad = 0
+        with httpx.Client(base_url=base, headers={"Authorization": f"Bearer {key}"}) as http:
+            while time.monotonic() < stop_at:
+                path = rng.choice(paths)
+                t0 = time.perf_counter()
+                response = http.get(path, timeout=30)
+                mine.append(time.perf_counter() - t0)
+                if response.status_code != 200:
+                    bad += 1
+        with lock:
+            latencies.extend(mine)
+            errors += bad
+
+    started = time.monotonic()
+    with ThreadPoolExecutor(max_workers=clients) as pool:
+        list(pool.map(client_loop, range(clients)))
+    elapsed = time.monotonic() - started
+    latencies.sort()
+    return {
+        "requests": len(latencies),
+        "errors": errors,
+        "rps": len(latencies) / elapsed,
+        "p50_ms": statistics.median(latencies) * 1000,
+        "p95_ms": latencies[int(len(latencies) * 0.95) - 1] * 1000,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sessions", type=int, default=10_000)
+    parser.add_argument("--clients", type=int, default=20)
+    parser.add_argument("--seconds", type=float, default=20.0)
+    parser.add_argument("--workers", type=int, default=(os.cpu_count() or 1) * 2 + 1)
+    parser.add_argument("--threads", type=int, default=1)
+    args = parser.parse_args()
+
+    user = seed(sessions=args.sessions)
+    key = api_key_create(owner=user, name=f"bench {timezone.now():%H:%M:%S}").key
+    ids = [
+        str(p)
+        for p in DiagnosisSession.objects.filter(owner=user).values_list("public_id", flat=True)[
+            :2000
+        ]
+    ]
+    counts = queries_per_request(key=key, public_id=ids[0])
+    total = DiagnosisSession.objects.filter(owner=user).count()
+    print(f"sessions for {USER}: {total}; database: {connection.vendor}")
+    print("queries per request:", ", ".join(f"{k}: {v}" for k, v in counts.items()))
+    list_counts = [v for k, v in counts.items() if k.startswith("list")]
+    print("constant in page size:", "yes" if len(set(list_counts)) == 1 else "NO")
+
+    process, base = gunicorn_start(workers=args.workers, threads=args.threads)
+    try:
+        print(
+            f"gunicorn: {args.workers} workers × {args.threads} threads; "
+            f"{args.clients} concurrent clients, {args.seconds:.0f}s per endpoint"
+        )
+        scenarios = {
+            "GET /api/v1/diagnoses/{id}": [f"/api/v1/diagnoses/{i}" for i in ids],
+            "GET /api/v1/diagnoses (page 20)": ["/api/v1/diagnoses"],
+            "GET /api/v1/diagnoses?status=completed&decision=PASS": [
+                "/api/v1/diagnoses?status=completed&decision=PASS"
+            ],
+        }
+        # warm every worker's connection and imports
+        load(
+            base=base,
+            key=key,
+            paths=scenarios["GET /api/v1/diagnoses (page 20)"],
+            clients=args.clients,
+            seconds=2,
+        )
+        print(f"{'endpoint':58} {'req':>7} {'err':>4} {'req/s':>8} {'p50 ms':>8} {'p95 ms':>8}")
+        for name, paths in scenarios.items():
+            r = load(base=base, key=key, paths=paths, clients=args.clients, seconds=args.seconds)
+            print(
+                f"{name:58} {r['requests']:>7} {r['errors']:>4} {r['rps']:>8.1f} "
+                f"{r['p50_ms']:>8.1f} {r['p95_ms']:>8.1f}"
+            )
+    finally:
+        process.send_signal(signal.SIGTERM)
+        process.wait(timeout=20)
+
+
+if __name__ == "__main__":
+    main()
