@@ -42,3 +42,23 @@ def test_the_login_page_renders_in_both_languages(client):
     assert "登录" in client.get(reverse("login")).content.decode()
     client.post(reverse("set_language"), {"language": "en", "next": "/"})
     assert "Log in" in client.get(reverse("login")).content.decode()
+
+
+def test_every_message_in_the_english_catalogue_is_translated():
+    import re
+    from pathlib import Path
+
+    from django.conf import settings
+
+    po = Path(settings.BASE_DIR) / "locale" / "en" / "LC_MESSAGES" / "django.po"
+    assert (po.with_suffix(".mo")).exists()
+    text = po.read_text(encoding="utf-8")
+    assert "#, fuzzy" not in text
+    entries = text.split("\n\n")[1:]
+    untranslated = [
+        entry
+        for entry in entries
+        if re.search(r'^msgstr(\[\d\])? ""$', entry, re.M)
+        and not re.search(r'^msgstr(\[\d\])? ""\n"', entry, re.M)
+    ]
+    assert untranslated == []
