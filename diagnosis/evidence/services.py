@@ -182,3 +182,10 @@ def environments_sync_from_packs(
         )
     with transaction.atomic():
         return [_environment_from_pack(pack) for pack in packs]
+
+
+def environment_sync_from_pack(*, path: Path | str) -> Environment:
+    """The scenario Environment of one pack folder (validated; created or updated)."""
+    pack = pack_load(path)
+    with transaction.atomic():
+        return _environment_from_pack(pack)

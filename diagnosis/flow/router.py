@@ -61,6 +61,11 @@ def route(
                 "missing_evidence": list(request.missing_evidence) if request else [],
                 "instructions": request.instructions if request else "",
                 "demoted_claims": _demoted_summary(gatekeeper),
+                "flagged_claims": [
+                    {"claim_id": c.claim_id, "classification": c.classification.value}
+                    for c in verifier.claim_checks
+                    if c.classification not in _ALLOWED
+                ],
             }
             return RouteResult(Decision.RETRY, retry_context=context, notes=notes)
         notes.append("retry_budget_exhausted")

@@ -719,32 +719,14 @@ def _flagged(retry_context: dict[str, Any] | None) -> tuple[set[str], set[str]]:
     texts: set[str] = set()
     if not retry_context:
         return ids, texts
-    for key in (
-        "flagged_claims",
-        "rejected_claims",
-        "demoted_claims",
-        "dropped_claims",
-        "claim_checks",
-        "flagged",
-    ):
+    # The router's retry_context: Gatekeeper-demoted claims and Verifier-flagged ones.
+    for key in ("demoted_claims", "flagged_claims"):
         items = retry_context.get(key) or []
         if not isinstance(items, list):
             continue
         for item in items:
-            if isinstance(item, str):
-                (ids if re.fullmatch(r"claim-\d+", item) else texts).add(item)
-            elif isinstance(item, dict):
-                classification = str(item.get("classification") or "")
-                if key == "claim_checks" and classification in {
-                    "direct_observation",
-                    "reasonable_inference",
-                    "",
-                }:
-                    continue
-                if item.get("claim_text") or item.get("text"):
-                    texts.add(str(item.get("claim_text") or item.get("text")))
-                elif item.get("claim_id"):
-                    ids.add(str(item["claim_id"]))
+            if isinstance(item, dict) and item.get("claim_id"):
+                ids.add(str(item["claim_id"]))
     return ids, texts
 
 
