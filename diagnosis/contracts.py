@@ -9,15 +9,15 @@ trusted; the Gatekeeper decides what counts.
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-EXECUTOR_V1 = "executor_evidence_v1"
-EXECUTOR_V2 = "executor_evidence_v2"
-GATEKEEPER_V1 = "gatekeeper_v1"
-VERIFIER_V2 = "verifier_v2"
-COMPOSER_V1 = "composer_v1"
+EXECUTOR_V1: Final = "executor_evidence_v1"
+EXECUTOR_V2: Final = "executor_evidence_v2"
+GATEKEEPER_V1: Final = "gatekeeper_v1"
+VERIFIER_V2: Final = "verifier_v2"
+COMPOSER_V1: Final = "composer_v1"
 
 
 class ParseStatus(StrEnum):
