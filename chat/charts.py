@@ -27,6 +27,7 @@ class Chart:
     dots: list[tuple[float, float]]
     baseline_x: float
     baseline_w: float
+    baseline_mid: float
     window_x: float
     window_w: float
     plot_top: int
@@ -118,6 +119,7 @@ def metric_chart(*, summary: dict, series: dict) -> Chart | None:
         dots=dots,
         baseline_x=PAD_LEFT,
         baseline_w=round(window_x - PAD_LEFT, 1),
+        baseline_mid=round((PAD_LEFT + window_x) / 2, 1),
         window_x=window_x,
         window_w=round(PAD_LEFT + plot_w - window_x, 1),
         plot_top=PAD_TOP,
