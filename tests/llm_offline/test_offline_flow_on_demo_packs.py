@@ -17,29 +17,12 @@ from .test_offline_on_demo_packs import PACKS, PACKS_ROOT
 
 
 def _flow(pack_id: str):
-    from diagnosis.evaluation import PackResult, session_score
-    from diagnosis.evidence.packs import pack_load
-    from diagnosis.evidence.services import environments_sync_from_packs
-    from diagnosis.services import diagnosis_run, diagnosis_submit
+    from diagnosis.evaluation import pack_evaluate
+    from diagnosis.models import DiagnosisSession
 
-    pack = pack_load(PACKS_ROOT / pack_id)
-    (environment,) = environments_sync_from_packs(dirs=[PACKS_ROOT / pack_id])
-    session = diagnosis_submit(
-        question=pack.question,
-        environment=environment,
-        requested_by="test",
-        source="api",
-        language=pack.language or "zh-CN",
-        provider="offline",
-        enqueue=False,
-    )
-    finished = diagnosis_run(session_id=session.id)
-    result = session_score(
-        session=finished,
-        expected=dict(pack.expected or {}),
-        result=PackResult(pack=pack.id, path=str(pack.path)),
-    )
-    return pack, finished, result
+    result = pack_evaluate(path=PACKS_ROOT / pack_id, provider="offline")
+    session = DiagnosisSession.objects.get(public_id=result.session_id)
+    return None, session, result
 
 
 @pytest.mark.django_db
