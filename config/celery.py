@@ -1,6 +1,8 @@
 import os
+from pathlib import Path
 
 from celery import Celery
+from celery.signals import after_setup_logger
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 
@@ -11,3 +13,21 @@ app.autodiscover_tasks()
 app.conf.beat_schedule = {
     "reap-stale-sessions": {"task": "diagnosis.reap_stale", "schedule": 60.0},
 }
+
+
+def broker_folders_ensure() -> None:
+    """The filesystem transport needs its folders before a worker or a producer starts."""
+    options = app.conf.broker_transport_options or {}
+    for key in ("data_folder_in", "data_folder_out", "control_folder"):
+        if options.get(key):
+            Path(options[key]).mkdir(parents=True, exist_ok=True)
+
+
+@app.on_after_configure.connect
+def _on_configure(sender, **kwargs):
+    broker_folders_ensure()
+
+
+@after_setup_logger.connect
+def _on_worker_logging(*args, **kwargs):
+    broker_folders_ensure()

@@ -23,6 +23,9 @@ class Command(BaseCommand):
 
     def handle(self, *args, host: str, port: int, workers: int, **options):
         settings.VAR_DIR.mkdir(parents=True, exist_ok=True)
+        from config.celery import broker_folders_ensure
+
+        broker_folders_ensure()
         call_command("migrate", interactive=False, verbosity=0)
         call_command("collectstatic", interactive=False, verbosity=0)
         call_command("demo_setup", stdout=self.stdout)
