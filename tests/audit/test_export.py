@@ -232,19 +232,6 @@ def test_a_plain_sre_user_cannot_export(client, owner, make_session):
 # --- export then evaluate reproduces the session -------------------------------------------
 
 
-def _evaluate_is_ready() -> bool:
-    # evaluate (diagnosis/evaluation.py) syncs the pack's environment through this service.
-    from diagnosis.evidence import services
-
-    return hasattr(services, "environment_sync_from_pack")
-
-
-needs_evaluate = pytest.mark.skipif(
-    not _evaluate_is_ready(),
-    reason="evaluate needs diagnosis.evidence.services.environment_sync_from_pack (not landed)",
-)
-
-
 def _allowed(session: DiagnosisSession) -> list[tuple[str, str]]:
     claims = (session.self_evaluation.get("composer_input") or {}).get("allowed_claims", [])
     return [(c["claim_id"], c["text"]) for c in claims]
@@ -279,7 +266,6 @@ def _assert_replayed(original: DiagnosisSession, tmp_path: Path) -> DiagnosisSes
     return replay
 
 
-@needs_evaluate
 def test_an_offline_session_exported_then_evaluated_gives_the_same_decision_and_claims(
     tmp_path,
 ):
@@ -298,7 +284,6 @@ def test_an_offline_session_exported_then_evaluated_gives_the_same_decision_and_
     _assert_replayed(original, tmp_path)
 
 
-@needs_evaluate
 def test_a_scripted_session_with_a_retry_replays_to_the_same_outcome(tmp_path, owner):
     environment = Environment.objects.create(
         slug="mini-pool",
