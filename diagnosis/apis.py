@@ -55,9 +55,10 @@ from diagnosis.services import diagnosis_cancel, environment_default
 LANGUAGES = ("zh-CN", "en")
 MAX_WINDOW = timedelta(days=7)
 IDEMPOTENCY_KEY_MAX = 200
-# "Has a visible character", written so the schema's (ECMA) pattern and Python agree.
-NOT_BLANK = r"[^\s\x1c-\x1f\x85]"
-NOT_BLANK_ERROR = {"invalid": "This field may not be blank."}
+# "Has a visible character and no NUL", written so the schema's (ECMA) pattern and
+# Python's strip() and DRF's NUL check agree.
+NOT_BLANK = r"^[^\x00]*[^\s\x00\x1c-\x1f\x85][^\x00]*$"
+NOT_BLANK_ERROR = {"invalid": "This field needs visible text and no NUL characters."}
 
 TAG_DIAGNOSES = "diagnoses"
 TAG_KEYS = "api-keys"

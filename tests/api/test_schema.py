@@ -63,8 +63,15 @@ def schemathesis_world(transactional_db, settings, monkeypatch, django_user_mode
     return api_key_create(owner=user, name="schemathesis")
 
 
+def _without_cursor(case):
+    # A cursor is opaque: a made-up one is rightly a 400 (tested in test_diagnoses).
+    if case.query:
+        case.query.pop("cursor", None)
+    return case
+
+
 def _conformance_test(operation, *, base_url: str, headers: dict, excluded: list):
-    @given(case=operation.as_strategy())
+    @given(case=operation.as_strategy().map(_without_cursor))
     @hypothesis_settings(
         max_examples=MAX_EXAMPLES,
         deadline=None,
