@@ -1,0 +1,77 @@
+"""Fault injection on top of ``role_responder``: one role misbehaves, the others play well.
+
+The Executor's final JSON also carries a v1-style ``user_facing_answer`` (the
+``UFA_MARKER`` text) so a test can check that no path ever shows it to a user.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections import Counter
+from collections.abc import Callable
+from typing import Any
+
+from tests.support.openai_roles import request_role, role_responder
+from tests.support.openai_server import FakeOpenAIServer, Reply
+
+UFA_MARKER = "UFA-不应展示给用户的执行器回答"
+# Every fault mode of the loopback server that a model can throw at a role.
+FAULT_MODES = (
+    "timeout",
+    "429",
+    "500",
+    "malformed_json",
+    "truncated",
+    "empty",
+    "wrong_schema",
+    "huge",
+    "invalid_utf8",
+)
+RETRYABLE_MODES = {"timeout", "429", "500"}
+
+
+def _with_user_facing_answer(reply: Reply) -> Reply:
+    if reply.tool_calls or not reply.content:
+        return reply
+    try:
+        body = json.loads(reply.content)
+    except ValueError:
+        return reply
+    if isinstance(body, dict) and body.get("answer_version") == "executor_evidence_v2":
+        body["user_facing_answer"] = UFA_MARKER
+        reply.content = json.dumps(body, ensure_ascii=False)
+    return reply
+
+
+def faulty_responder(
+    role: str | None, mode: str | None, base: Callable[[dict[str, Any]], Reply] = role_responder
+) -> Callable[[dict[str, Any]], Reply]:
+    """Every request of ``role`` gets the ``mode`` fault; the rest get ``base``'s answer."""
+
+    def respond(body: dict[str, Any]) -> Reply:
+        reply = base(body)
+        if request_role(body) == "executor":
+            reply = _with_user_facing_answer(reply)
+        if role is not None and request_role(body) == role:
+            reply.fault = mode
+        return reply
+
+    return respond
+
+
+def _body_key(body: dict[str, Any]) -> str:
+    canonical = json.dumps(body, sort_keys=True, ensure_ascii=False, default=str)
+    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+
+
+def requests_per_logical_call(server: FakeOpenAIServer) -> dict[str, list[int]]:
+    """Per role, how many HTTP requests each logical call took.
+
+    A retry re-sends the identical body, so identical bodies of one role are one
+    logical call; a new turn or a new attempt changes the messages.
+    """
+    per_role: dict[str, Counter[str]] = {}
+    for body in server.chat_requests:
+        per_role.setdefault(request_role(body), Counter())[_body_key(body)] += 1
+    return {role: list(counter.values()) for role, counter in per_role.items()}
