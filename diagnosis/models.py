@@ -9,6 +9,21 @@ from django.db import models
 from django.utils.translation import gettext_lazy as _
 
 
+def validate_service_url(value: str) -> None:
+    """http(s) URL; unlike URLValidator it accepts cluster-internal hosts (http://prometheus:9090)."""
+    from urllib.parse import urlsplit
+
+    from django.core.exceptions import ValidationError
+
+    try:
+        parts = urlsplit(value)
+        parts.port  # noqa: B018 - raises ValueError for a bad port
+    except ValueError:
+        raise ValidationError(_("不是有效的地址。")) from None
+    if parts.scheme not in {"http", "https"} or not parts.hostname:
+        raise ValidationError(_("地址必须以 http:// 或 https:// 开头并包含主机名。"))
+
+
 class Environment(models.Model):
     """Where evidence comes from: a scenario pack on disk, or a live Prometheus/Loki."""
 
@@ -21,8 +36,12 @@ class Environment(models.Model):
     kind = models.CharField(_("类型"), max_length=20, choices=Kind.choices, default=Kind.SCENARIO)
     description = models.TextField(_("说明"), blank=True)
     pack_path = models.CharField(_("场景包路径"), max_length=500, blank=True)
-    prometheus_url = models.URLField(_("Prometheus 地址"), blank=True)
-    loki_url = models.URLField(_("Loki 地址"), blank=True)
+    prometheus_url = models.CharField(
+        _("Prometheus 地址"), max_length=500, blank=True, validators=[validate_service_url]
+    )
+    loki_url = models.CharField(
+        _("Loki 地址"), max_length=500, blank=True, validators=[validate_service_url]
+    )
     # Credentials are never stored: only the name of the environment variable holding them.
     prometheus_token_env = models.CharField(
         _("Prometheus 令牌环境变量名"), max_length=100, blank=True

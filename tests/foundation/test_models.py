@@ -52,3 +52,20 @@ def test_the_two_core_tables_have_their_contract_names():
 @pytest.mark.django_db
 def test_migrations_are_complete():
     call_command("makemigrations", "--check", "--dry-run", verbosity=0)
+
+
+@pytest.mark.parametrize("url", ["http://prometheus:9090", "https://loki.internal/base"])
+def test_an_environment_accepts_cluster_internal_urls(url):
+    from diagnosis.models import validate_service_url
+
+    validate_service_url(url)
+
+
+@pytest.mark.parametrize("url", ["ftp://x", "http://", "prometheus:9090", "http://x:99999"])
+def test_an_environment_rejects_a_url_that_is_not_http(url):
+    from django.core.exceptions import ValidationError
+
+    from diagnosis.models import validate_service_url
+
+    with pytest.raises(ValidationError):
+        validate_service_url(url)
