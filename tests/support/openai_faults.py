@@ -75,3 +75,57 @@ def requests_per_logical_call(server: FakeOpenAIServer) -> dict[str, list[int]]:
     for body in server.chat_requests:
         per_role.setdefault(request_role(body), Counter())[_body_key(body)] += 1
     return {role: list(counter.values()) for role, counter in per_role.items()}
+
+
+def executor_turns_responder(
+    turns: list[list[tuple[str, dict[str, Any]]]],
+    base: Callable[[dict[str, Any]], Reply] = role_responder,
+) -> Callable[[dict[str, Any]], Reply]:
+    """An Executor that makes the given tool-call turns, then claims one line of each output.
+
+    Each tool message becomes one direct claim citing its trace and a line of its output
+    (an error output too, so the Gatekeeper has a failed invocation to demote).
+    Other roles come from ``base``.
+    """
+
+    def respond(body: dict[str, Any]) -> Reply:
+        if request_role(body) != "executor":
+            return base(body)
+        messages = body.get("messages", [])
+        done = sum(1 for m in messages if m.get("role") == "assistant" and m.get("tool_calls"))
+        if body.get("tools") and done < len(turns):
+            return Reply.tools(*turns[done])
+        claims = []
+        for index, message in enumerate(m for m in messages if m.get("role") == "tool"):
+            output = message.get("content") or ""
+            header, _, rest = output.partition("\n")
+            trace = header.lstrip("[").split()[0]
+            lines = [line.strip() for line in rest.splitlines() if len(line.strip()) >= 20]
+            preferred = [line for line in lines if "ERROR" in line or "window max" in line]
+            line = (preferred or lines or [rest.strip()])[0][:300]
+            claims.append(
+                {
+                    "claim_id": f"claim-{index + 1}",
+                    "claim_type": "symptom",
+                    "claim_text": f"观察 {index + 1}",
+                    "support_level": "direct",
+                    "evidence_bindings": [
+                        {
+                            "source_type": "tool_trace",
+                            "source_id": trace,
+                            "evidence_excerpt": line,
+                        }
+                    ],
+                }
+            )
+        evidence = {
+            "answer_version": "executor_evidence_v2",
+            "claims": claims,
+            "hypotheses": [],
+            "recommended_actions": [],
+            "missing_info": [],
+            "user_facing_answer": UFA_MARKER,
+        }
+        return Reply.text(evidence)
+
+    return respond
