@@ -193,6 +193,10 @@ def seed(*, sessions: int):
         have += size
     if time.monotonic() - started > 1:
         print(f"seeded to {have} sessions in {time.monotonic() - started:.1f}s")
+    # Fresh planner statistics, as autovacuum would leave them on a live database.
+    with connection.cursor() as cursor:
+        for table in ("diagnosis_session", "diagnosis_sessionevent", "tool_invocation"):
+            cursor.execute(f"VACUUM ANALYZE {table}")
     return user
 
 
