@@ -30,7 +30,7 @@ from diagnosis.api_auth import (
     IsReceiver,
     ReceiverTokenAuthentication,
 )
-from diagnosis.api_errors import Conflict, error_responses, request_size_check
+from diagnosis.api_errors import Conflict, JSONParser, error_responses, request_size_check
 from diagnosis.api_selectors import (
     api_key_get_for_user,
     api_keys_for_user,
@@ -70,6 +70,7 @@ class ApiView(APIView):
     authentication_classes = [ApiKeyAuthentication, SessionAuthentication]
     permission_classes = [IsAuthenticated]
     throttle_classes = [ApiKeyRateThrottle]
+    parser_classes = [JSONParser]
 
     def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
         request_size_check(request)
