@@ -9,10 +9,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from csp.constants import SELF, UNSAFE_INLINE
+from csp.decorators import csp_update
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.urls import URLPattern, path, re_path
 from django.views.decorators.csrf import csrf_exempt
-from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 from rest_framework.views import APIView
 
 from diagnosis import apis
@@ -100,6 +102,14 @@ def _v1_patterns() -> list[URLPattern]:
 urlpatterns = [
     *_v1_patterns(),
     path("schema/", SpectacularAPIView.as_view(), name="schema"),
-    path("docs/", SpectacularSwaggerView.as_view(url_name="api:schema"), name="docs"),
+    # The split view loads its start-up script from a URL, so script-src stays 'self';
+    # Swagger UI's own markup needs inline styles, allowed on this page only.
+    path(
+        "docs/",
+        csp_update({"style-src": [SELF, UNSAFE_INLINE]})(
+            SpectacularSwaggerSplitView.as_view(url_name="api:schema")
+        ),
+        name="docs",
+    ),
     re_path(r"^.*$", api_not_found),
 ]
