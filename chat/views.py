@@ -40,6 +40,11 @@ def _get_session_for_user(request: HttpRequest, public_id: UUID) -> DiagnosisSes
     )
 
 
+def _question_from(request: HttpRequest) -> str:
+    # PostgreSQL cannot store NUL in text; it carries no meaning in a question.
+    return request.POST.get("question", "").replace("\x00", "")
+
+
 def _question_error(question: str) -> str:
     if not question.strip():
         return _("请输入问题。")
@@ -70,7 +75,7 @@ def conversation_list(request: HttpRequest) -> HttpResponse:
 @login_required
 def conversation_new(request: HttpRequest) -> HttpResponse:
     environment = environment_choices().filter(pk=request.POST.get("environment") or 0).first()
-    question = request.POST.get("question", "")
+    question = _question_from(request)
     error = "" if environment else _("请选择一个环境。")
     if not error and question.strip():
         error = _question_error(question)
@@ -115,7 +120,7 @@ def conversation_detail(request: HttpRequest, pk: int) -> HttpResponse:
 @login_required
 def conversation_question(request: HttpRequest, pk: int) -> HttpResponse:
     conversation = _get_conversation_for_user(request, pk)
-    question = request.POST.get("question", "")
+    question = _question_from(request)
     error = _question_error(question)
     if error:
         if request.htmx:

@@ -80,12 +80,13 @@ def requests_per_logical_call(server: FakeOpenAIServer) -> dict[str, list[int]]:
 def executor_turns_responder(
     turns: list[list[tuple[str, dict[str, Any]]]],
     base: Callable[[dict[str, Any]], Reply] = role_responder,
+    prefer: tuple[str, ...] = ("ERROR", "window max"),
 ) -> Callable[[dict[str, Any]], Reply]:
     """An Executor that makes the given tool-call turns, then claims one line of each output.
 
     Each tool message becomes one direct claim citing its trace and a line of its output
-    (an error output too, so the Gatekeeper has a failed invocation to demote).
-    Other roles come from ``base``.
+    (the first holding one of ``prefer``; an error output too, so the Gatekeeper has a
+    failed invocation to demote). Other roles come from ``base``.
     """
 
     def respond(body: dict[str, Any]) -> Reply:
@@ -101,8 +102,9 @@ def executor_turns_responder(
             header, _, rest = output.partition("\n")
             trace = header.lstrip("[").split()[0]
             lines = [line.strip() for line in rest.splitlines() if len(line.strip()) >= 20]
-            preferred = [line for line in lines if "ERROR" in line or "window max" in line]
-            line = (preferred or lines or [rest.strip()])[0][:300]
+            preferred = [line for line in lines if any(word in line for word in prefer)]
+            # Cut at 300 characters, never inside a number (the Gatekeeper compares them whole).
+            line = (preferred or lines or [rest.strip()])[0][:300].rstrip("0123456789")
             claims.append(
                 {
                     "claim_id": f"claim-{index + 1}",
