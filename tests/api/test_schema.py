@@ -104,3 +104,12 @@ def test_every_response_conforms_to_the_schema_and_none_is_a_5xx(live_server, sc
             failures.append(f"{operation.label}: {exc}")
     assert operations == len(OPERATIONS)
     assert not failures, "\n\n".join(failures)
+
+
+@pytest.mark.django_db
+def test_the_schema_generates_without_warnings_and_validates(tmp_path):
+    from django.core.management import call_command
+
+    out = tmp_path / "schema.yaml"
+    call_command("spectacular", "--validate", "--fail-on-warn", "--file", str(out))
+    assert "/api/v1/integrations/alertmanager/{receiver}" in out.read_text()
