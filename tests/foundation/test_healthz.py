@@ -13,12 +13,12 @@ def test_healthz_is_200_when_database_and_broker_answer(client):
 def test_healthz_is_503_when_the_broker_is_unreachable(client, settings):
     from config.celery import app
 
-    original = app.conf.broker_url
-    app.conf.broker_url = "redis://127.0.0.1:1/0"
+    original = (app.conf.broker_url, app.conf.broker_write_url)
+    app.conf.broker_url = app.conf.broker_write_url = "redis://127.0.0.1:1/0"
     try:
         response = client.get("/healthz")
     finally:
-        app.conf.broker_url = original
+        app.conf.broker_url, app.conf.broker_write_url = original
     assert response.status_code == 503
     assert response.json()["broker"]["ok"] is False
 
