@@ -73,6 +73,9 @@ class AuditEvent(models.Model):
     class Action(models.TextChoices):
         REVIEW_RECORDED = "review_recorded", _("记录审核")
         SESSION_EXPORTED = "session_exported", _("导出回归用例")
+        API_KEY_CREATED = "api_key_created", _("创建 API 密钥")
+        API_KEY_REVOKED = "api_key_revoked", _("吊销 API 密钥")
+        ALERT_RECEIVER_TOKEN_ROTATED = "alert_receiver_token_rotated", _("轮换告警接收器令牌")
 
     actor = models.ForeignKey(
         settings.AUTH_USER_MODEL,

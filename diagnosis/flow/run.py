@@ -40,6 +40,7 @@ from diagnosis.flow.router import RouteResult, route
 from diagnosis.llm.base import AgentProvider, ExecutorRequest, LLMError, PlannerRequest, Role
 from diagnosis.models import DiagnosisSession, LLMCall, SessionEvent
 from diagnosis.services import session_event_add
+from diagnosis.storable import nul_free
 
 logger = logging.getLogger(__name__)
 
@@ -118,7 +119,14 @@ class _Run:
         if flag:
             raise SessionCancelled
 
+    def known_services(self) -> list[str]:
+        """The environment's services, plus any the requester named in the context."""
+        hinted = [str(s) for s in self.session.context.get("services") or [] if isinstance(s, str)]
+        return list(dict.fromkeys([*(self.session.environment.services or []), *hinted]))
+
     def save(self, *fields: str) -> None:
+        for name in fields:  # model text may hold NUL, which PostgreSQL cannot store
+            setattr(self.session, name, nul_free(getattr(self.session, name)))
         self.session.save(update_fields=list(fields))
 
     # --- stages --------------------------------------------------------------
@@ -133,7 +141,7 @@ class _Run:
             language=self.session.language,
             now=_rfc3339(now),
             window=context.get("window_hint") or context.get("window"),
-            services=list(self.session.environment.services or []),
+            services=self.known_services(),
             history=list(context.get("history") or []),
             alert=context.get("alert"),
         )
@@ -144,6 +152,9 @@ class _Run:
             plan = parsed if isinstance(parsed, PlannerOutput) else None
         except LLMError as exc:
             status, detail = exc.status, str(exc)
+        hinted = [str(s) for s in context.get("services") or [] if isinstance(s, str)]
+        if plan is not None and not plan.services and hinted:
+            plan.services = hinted  # the requester named the services; the Planner named none
         window = effective_window(plan=plan, hint=request.window, now=now)
         self.session.plan = {
             "status": status,
@@ -193,7 +204,7 @@ class _Run:
             now=self.session.context["now"],
             window=window,
             plan=plan.model_dump(mode="json") if plan else {},
-            services=list(self.session.environment.services or []),
+            services=self.known_services(),
             attempt=self.attempt,
             retry_context=retry_context,
         )
@@ -257,7 +268,7 @@ class _Run:
         from diagnosis.parsing import model_output_parse
 
         self.stage(DiagnosisSession.Stage.COMPOSER)
-        services = list(self.session.environment.services or [])
+        services = self.known_services()
         try:
             raw = self.agents[Role.COMPOSER].compose(composer_input, recorder=self.recorder)
             status, output, detail = model_output_parse(raw, ComposerOutput)
@@ -368,9 +379,9 @@ class _Run:
         with transaction.atomic():
             session = self.session
             session.decision = decision.value
-            session.final_answer = answer
+            session.final_answer = nul_free(answer)
             session.answer_source = snapshot.source.value
-            session.self_evaluation = self.evaluation
+            session.self_evaluation = nul_free(self.evaluation)
             session.llm_usage = llm_usage_totals(session=session)
             session.status = DiagnosisSession.Status.COMPLETED
             session.stage = DiagnosisSession.Stage.DONE
