@@ -14,6 +14,7 @@ from django.db.models import F, Max
 from django.utils import timezone
 
 from diagnosis.models import DiagnosisSession, Environment, SessionEvent
+from diagnosis.storable import nul_free
 
 logger = logging.getLogger(__name__)
 
@@ -149,8 +150,8 @@ def session_event_add(
         sequence=last + 1,
         kind=kind,
         stage=stage,
-        message=message[:500],
-        data=data or {},
+        message=nul_free(message[:500]),
+        data=nul_free(data or {}),
     )
     if session.status == DiagnosisSession.Status.RUNNING:
         DiagnosisSession.objects.filter(pk=session.pk).update(heartbeat_at=timezone.now())

@@ -43,6 +43,7 @@ from diagnosis.evidence.packs import PackError, ScenarioPack, pack_header_load
 from diagnosis.evidence.recorded import recorded_find
 from diagnosis.evidence.timeutil import TimeFormatError, duration_parse, time_format, time_parse
 from diagnosis.models import DiagnosisSession, Environment, ToolInvocation
+from diagnosis.storable import nul_free
 
 logger = logging.getLogger(__name__)
 
@@ -592,14 +593,15 @@ def tool_invoke(
         logger.exception("tool %s failed", tool_name)
         error = f"the {tool_name} backend failed: {type(exc).__name__}: {exc}"
         status, output, summary = ToolInvocation.Status.ERROR, f"error: {error}", {"error": error}
+    output, error, summary = nul_free(output), nul_free(error), nul_free(summary)
     bounded, truncated = output_bound(output, int(settings.TOOL_OUTPUT_MAX_CHARS))
     if truncated and "error" not in summary:
         summary = summary_filter(summary, bounded)
     invocation = _invocation_save(
         session=session,
         attempt=attempt,
-        tool_name=tool_name if isinstance(tool_name, str) else repr(tool_name),
-        arguments=_json_safe(stored_args),
+        tool_name=nul_free(tool_name if isinstance(tool_name, str) else repr(tool_name)),
+        arguments=nul_free(_json_safe(stored_args)),
         status=status,
         output=bounded,
         output_size=len(output),

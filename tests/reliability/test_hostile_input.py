@@ -281,3 +281,68 @@ def test_a_model_that_obeys_an_injected_instruction_still_cannot_confirm_it(
     assert session.self_evaluation["verifier_evaluation"]["disagreements"]
     assert UFA_MARKER not in session.final_answer
     assert HOSTILE_LOG not in session.final_answer
+
+
+# --- NUL: PostgreSQL cannot store it, so it must never fail a write -----------------------------
+
+
+def _holds_nul(value) -> bool:
+    if isinstance(value, str):
+        return "\x00" in value
+    if isinstance(value, dict):
+        return any(_holds_nul(k) or _holds_nul(v) for k, v in value.items())
+    if isinstance(value, list | tuple):
+        return any(_holds_nul(v) for v in value)
+    return False
+
+
+def _stored(session) -> list:
+    session.refresh_from_db()
+    return [
+        session.plan,
+        session.context,
+        session.executor_final_answer,
+        session.executor_structured_output,
+        session.self_evaluation,
+        session.final_answer,
+        list(ToolInvocation.objects.filter(session=session).values()),
+        list(session.events.values("message", "data")),
+    ]
+
+
+def test_a_nul_inside_a_log_line_becomes_part_of_an_invocation_row(openai_run, hostile_env):
+    from pathlib import Path
+
+    with (Path(hostile_env.pack_path) / "logs" / "app.jsonl").open("a", encoding="utf-8") as logs:
+        line = {
+            "ts": "2026-03-02T10:30:00Z",
+            "service": "payment-service",
+            "level": "ERROR",
+            "message": "checksum mismatch in block \u0000\u0000 of wal segment",
+        }
+        logs.write(json.dumps(line) + "\n")
+    responder = executor_turns_responder([[LOGS]], prefer=("checksum mismatch",))
+    session, _ = openai_run(responder, environment=hostile_env)
+
+    assert session.status == DiagnosisSession.Status.COMPLETED, session.error
+    [row] = ToolInvocation.objects.filter(session=session)
+    assert row.status == "ok" and "checksum mismatch in block \ufffd\ufffd" in row.output
+    assert not _holds_nul(_stored(session))
+
+
+def test_a_nul_inside_model_answers_and_tool_arguments_is_stored_as_data(openai_run):
+    def responder(body):
+        reply = role_responder(body)
+        if reply.content:
+            # Models write NUL as the JSON escape \u0000 inside their JSON strings.
+            reply.content = reply.content.replace("日志中出现错误", "日志中\\u0000出现错误")
+            reply.content = reply.content.replace('"services": []', '"services": ["pay\\u0000"]')
+        if reply.tool_calls:
+            reply.tool_calls += [("query_logs", {"level": "ERROR", "query": "a\u0000b"})]
+        return reply
+
+    session, _ = openai_run(responder)
+
+    assert session.status == DiagnosisSession.Status.COMPLETED, session.error
+    assert not _holds_nul(_stored(session))
+    assert "日志中\ufffd出现错误" in session.final_answer
