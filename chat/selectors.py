@@ -8,13 +8,11 @@ from typing import Any
 
 from django.db.models import Prefetch, QuerySet
 from django.utils import timezone
-from pydantic import ValidationError
 
 from chat.charts import Chart, charts_for_lines
 from chat.models import Conversation, Feedback
-from diagnosis.contracts import ComposerInput
 from diagnosis.models import DiagnosisSession, Environment, SessionEvent, ToolInvocation
-from diagnosis.selectors import ClaimView, session_claims_view
+from diagnosis.selectors import ClaimView, session_claims_view, session_composer_input
 
 CONTEXT_LINES = 2
 ARGUMENTS_SHORT_CHARS = 80
@@ -258,16 +256,6 @@ def _arguments_text(arguments: Any) -> str:
     return str(arguments or "")
 
 
-def _composer_input(session: DiagnosisSession) -> ComposerInput | None:
-    raw = (session.self_evaluation or {}).get("composer_input")
-    if not isinstance(raw, dict):
-        return None
-    try:
-        return ComposerInput.model_validate(raw)
-    except ValidationError:
-        return None
-
-
 def session_evidence(*, session: DiagnosisSession) -> Evidence:
     """Allowed claims with their bindings opened on the stored outputs, and the rest."""
     claims = session_claims_view(session=session)
@@ -307,7 +295,7 @@ def session_evidence(*, session: DiagnosisSession) -> Evidence:
                     charted.update(c.description for c in charts)
             bindings.append(item)
         allowed_evidence.append(ClaimEvidence(claim=claim, bindings=bindings))
-    composer_input = _composer_input(session)
+    composer_input = session_composer_input(session=session)
     return Evidence(
         allowed=allowed_evidence,
         not_accepted=[c for c in claims if not c.allowed],

@@ -11,9 +11,7 @@ from typing import Any
 
 from django.db.models import QuerySet
 from django.utils import timezone
-from pydantic import ValidationError
 
-from diagnosis.contracts import ComposerInput
 from diagnosis.models import (
     ApiKey,
     ApiSubmission,
@@ -22,7 +20,7 @@ from diagnosis.models import (
     SessionEvent,
     ToolInvocation,
 )
-from diagnosis.selectors import session_claims_view
+from diagnosis.selectors import session_claims_view, session_composer_input
 
 # Columns a list row needs; the big JSON columns stay in the database.
 LIST_FIELDS = (
@@ -120,16 +118,6 @@ def diagnosis_summary_data(session: DiagnosisSession) -> dict[str, Any]:
     }
 
 
-def _composer_input(session: DiagnosisSession) -> ComposerInput | None:
-    raw = (session.self_evaluation or {}).get("composer_input")
-    if not isinstance(raw, dict):
-        return None
-    try:
-        return ComposerInput.model_validate(raw)
-    except ValidationError:
-        return None
-
-
 def _executor_lists(session: DiagnosisSession) -> dict[str, list]:
     structured = session.executor_structured_output
     structured = structured if isinstance(structured, dict) else {}
@@ -176,7 +164,7 @@ def diagnosis_detail_data(session: DiagnosisSession) -> dict[str, Any]:
     composer_output = composer_output if isinstance(composer_output, dict) else {}
     raw_gatekeeper = evaluation.get("gatekeeper")
     gatekeeper: dict[str, Any] = raw_gatekeeper if isinstance(raw_gatekeeper, dict) else {}
-    filtered = _composer_input(session)
+    filtered = session_composer_input(session=session)
     events = list(session.events.order_by("sequence"))
     claims = [
         {

@@ -126,3 +126,18 @@ def session_claims_view(*, session) -> list[ClaimView]:
             )
         )
     return views
+
+
+def session_composer_input(*, session):
+    """The filtered material the Composer was given (ComposerInput), or None."""
+    from pydantic import ValidationError
+
+    from diagnosis.contracts import ComposerInput
+
+    raw = (session.self_evaluation or {}).get("composer_input")
+    if not isinstance(raw, dict):
+        return None
+    try:
+        return ComposerInput.model_validate(raw)
+    except ValidationError:
+        return None
