@@ -207,6 +207,10 @@ DIAGNOSIS_DEFAULT_ENVIRONMENT = env_str("DIAGNOSIS_DEFAULT_ENVIRONMENT", "paymen
 # A running session whose heartbeat is older than this is presumed orphaned.
 DIAGNOSIS_STALE_AFTER_SECONDS = env_int("DIAGNOSIS_STALE_AFTER_SECONDS", 900, minimum=30)
 DIAGNOSIS_HISTORY_MAX_CHARS = env_int("DIAGNOSIS_HISTORY_MAX_CHARS", 4000, minimum=0)
+# The Verifier reads the raw Executor answer; a runaway answer is cut (head and tail kept).
+DIAGNOSIS_VERIFIER_ANSWER_MAX_CHARS = env_int(
+    "DIAGNOSIS_VERIFIER_ANSWER_MAX_CHARS", 20_000, minimum=1000
+)
 SCENARIO_PACK_DIRS = [
     Path(p) for p in env_list("SCENARIO_PACK_DIRS", [str(BASE_DIR / "scenarios")])
 ]

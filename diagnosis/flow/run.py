@@ -49,6 +49,14 @@ class SessionCancelled(Exception):
     pass
 
 
+def text_bound(text: str, limit: int) -> str:
+    """Keep the head and the tail of an over-long text, saying how much was cut."""
+    if len(text) <= limit:
+        return text
+    half = limit // 2
+    return f"{text[:half]}\n[… {len(text) - 2 * half} characters cut …]\n{text[-half:]}"
+
+
 def _rfc3339(moment: datetime) -> str:
     return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
@@ -246,7 +254,7 @@ class _Run:
         self.stage(DiagnosisSession.Stage.VERIFIER)
         payload = VerifierPayload(
             original_query=self.session.original_query,
-            executor_final_answer=raw,
+            executor_final_answer=text_bound(raw, settings.DIAGNOSIS_VERIFIER_ANSWER_MAX_CHARS),
             executor_structured_output=parsed.raw_object,
             executor_output_parse_status=parsed.status,
             gatekeeper=report,

@@ -290,3 +290,17 @@ def test_an_excerpt_copied_from_the_log_is_accepted_by_the_gatekeeper(run_script
         }
     )
     assert session.self_evaluation["gatekeeper"]["claims"][0]["verdict"] == "accepted"
+
+
+def test_a_runaway_executor_answer_reaches_the_verifier_bounded(run_scripted, settings):
+    settings.DIAGNOSIS_VERIFIER_ANSWER_MAX_CHARS = 1000
+    session = run_scripted(
+        {
+            "executor": [QUERY_LOGS, {"content": "噪声" * 50_000}],
+            "verifier": [verifier_json("LOW_CONFID")],
+        }
+    )
+    [payload] = [req for role, req in session.provider.asked if role == Role.VERIFIER]
+    assert len(payload.executor_final_answer) < 1100
+    assert "characters cut" in payload.executor_final_answer
+    assert session.status == "completed"
