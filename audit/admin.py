@@ -20,6 +20,7 @@ from django.urls import reverse
 from django.utils.html import format_html
 from django.utils.text import Truncator
 from django.utils.translation import gettext_lazy as _
+from django.utils.translation import pgettext_lazy
 
 from audit.models import AuditEvent, ClaimReview, Review
 from audit.selectors import session_audit_view, sessions_for_audit, user_can_review
@@ -271,7 +272,7 @@ class DiagnosisSessionAdmin(ReadOnlyAdmin):
     def claims_demoted_col(self, obj) -> int:
         return obj.claims_demoted
 
-    @admin.display(description=_("重试"), ordering="attempt_count")
+    @admin.display(description=pgettext_lazy("retry count", "重试"), ordering="attempt_count")
     def retries(self, obj: DiagnosisSession) -> int:
         return max(0, obj.attempt_count - 1)
 

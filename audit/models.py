@@ -5,6 +5,7 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import models
 from django.utils.translation import gettext_lazy as _
+from django.utils.translation import pgettext_lazy
 
 
 class Review(models.Model):
@@ -13,7 +14,7 @@ class Review(models.Model):
     class Verdict(models.TextChoices):
         CORRECT = "correct", _("正确")
         PARTLY_CORRECT = "partly_correct", _("部分正确")
-        WRONG = "wrong", _("错误")
+        WRONG = "wrong", pgettext_lazy("review verdict", "错误")
         UNSAFE = "unsafe", _("不安全")
 
     # Verdicts that make every allowed claim of the session a claim not to make again.
@@ -31,14 +32,16 @@ class Review(models.Model):
         on_delete=models.PROTECT,
         related_name="diagnosis_reviews",
     )
-    verdict = models.CharField(_("结论"), max_length=20, choices=Verdict.choices)
+    verdict = models.CharField(
+        pgettext_lazy("review verdict", "结论"), max_length=20, choices=Verdict.choices
+    )
     notes = models.TextField(_("备注"), blank=True)
     created_at = models.DateTimeField(_("审核时间"), auto_now_add=True, db_index=True)
 
     class Meta:
         ordering = ["-created_at", "-id"]
         verbose_name = _("审核")
-        verbose_name_plural = _("审核")
+        verbose_name_plural = pgettext_lazy("plural", "审核")
         indexes = [models.Index(fields=["session", "-created_at"], name="review_session_created")]
 
     def __str__(self) -> str:
@@ -53,12 +56,12 @@ class ClaimReview(models.Model):
     )
     claim_id = models.CharField(_("论断 ID"), max_length=100)
     agrees_with_verifier = models.BooleanField(_("同意核验结论"))
-    note = models.TextField(_("说明"), blank=True)
+    note = models.TextField(pgettext_lazy("claim review note", "说明"), blank=True)
 
     class Meta:
         ordering = ["review", "id"]
         verbose_name = _("论断审核")
-        verbose_name_plural = _("论断审核")
+        verbose_name_plural = pgettext_lazy("plural", "论断审核")
         constraints = [
             models.UniqueConstraint(fields=["review", "claim_id"], name="claimreview_review_claim")
         ]
@@ -96,7 +99,7 @@ class AuditEvent(models.Model):
     class Meta:
         ordering = ["-created_at", "-id"]
         verbose_name = _("审计事件")
-        verbose_name_plural = _("审计事件")
+        verbose_name_plural = pgettext_lazy("plural", "审计事件")
         indexes = [models.Index(fields=["target_type", "target_id"], name="auditevent_target")]
 
     def __str__(self) -> str:

@@ -10,13 +10,14 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.utils.translation import gettext as _
-from django.utils.translation import gettext_lazy
+from django.utils.translation import gettext_lazy, pgettext_lazy
 from django.views.decorators.http import require_GET, require_http_methods
 
 from audit.charts import bar_chart, line_chart
 from audit.models import Review
 from audit.selectors import dashboard_build, user_can_review
 from audit.services import ClaimJudgement, review_record
+from chat.templatetags.chat_tags import classification_label
 from diagnosis.models import DiagnosisSession
 from diagnosis.selectors import ClaimView, session_claims_view
 
@@ -33,7 +34,9 @@ def _get_session_for_reviewer(*, user, public_id) -> DiagnosisSession:
 
 class ReviewForm(forms.Form):
     verdict = forms.ChoiceField(
-        label=gettext_lazy("结论"), choices=Review.Verdict.choices, widget=forms.RadioSelect
+        label=pgettext_lazy("review verdict", "结论"),
+        choices=Review.Verdict.choices,
+        widget=forms.RadioSelect,
     )
     notes = forms.CharField(
         label=gettext_lazy("备注"), required=False, widget=forms.Textarea(attrs={"rows": 4})
@@ -54,7 +57,7 @@ class ReviewForm(forms.Form):
                 widget=forms.RadioSelect,
             )
             self.fields[f"claim_{index}_note"] = forms.CharField(
-                label=gettext_lazy("说明"), required=False, max_length=2000
+                label=pgettext_lazy("claim review note", "说明"), required=False, max_length=2000
             )
 
     def claim_rows(self):
@@ -127,7 +130,7 @@ def dashboard(request: HttpRequest) -> HttpResponse:
         ),
         "classifications": bar_chart(
             title=_("核验分类分布"),
-            labels=list(data.classifications),
+            labels=[classification_label(k) for k in data.classifications],
             series={_("论断数"): list(data.classifications.values())},
         ),
         "fallback": line_chart(

@@ -3,6 +3,7 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import models
 from django.utils.translation import gettext_lazy as _
+from django.utils.translation import pgettext_lazy
 
 
 class Conversation(models.Model):
@@ -24,8 +25,8 @@ class Conversation(models.Model):
 
     class Meta:
         ordering = ["-updated_at", "-id"]
-        verbose_name = _("对话")
-        verbose_name_plural = _("对话")
+        verbose_name = pgettext_lazy("singular", "对话")
+        verbose_name_plural = pgettext_lazy("plural", "对话")
         indexes = [models.Index(fields=["owner", "-updated_at"], name="conversation_owner_updated")]
 
     def __str__(self) -> str:
@@ -55,7 +56,7 @@ class Feedback(models.Model):
     class Meta:
         ordering = ["-updated_at", "-id"]
         verbose_name = _("回答反馈")
-        verbose_name_plural = _("回答反馈")
+        verbose_name_plural = pgettext_lazy("plural", "回答反馈")
         constraints = [
             models.UniqueConstraint(fields=["session", "user"], name="feedback_session_user"),
         ]

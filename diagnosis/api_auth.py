@@ -14,6 +14,7 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.utils import timezone
+from django.utils.translation import gettext
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from rest_framework import authentication, exceptions, permissions, throttling
 from rest_framework.request import Request
@@ -60,7 +61,7 @@ def bearer_token(request: Request) -> str | None:
         return None
     token = token.strip()
     if not token or " " in token:
-        raise exceptions.AuthenticationFailed("Malformed bearer token.")
+        raise exceptions.AuthenticationFailed(gettext("Bearer 令牌格式错误。"))
     return token
 
 
@@ -97,7 +98,7 @@ class ApiKeyAuthentication(authentication.BaseAuthentication):
             return None
         api_key = api_key_find(key=token)
         if api_key is None or not api_key.owner.is_active:
-            raise exceptions.AuthenticationFailed("Invalid or revoked API key.")
+            raise exceptions.AuthenticationFailed(gettext("API 密钥无效或已吊销。"))
         _touch(api_key)
         return api_key.owner, api_key
 
@@ -116,7 +117,7 @@ class ReceiverTokenAuthentication(authentication.BaseAuthentication):
         slug = (request.parser_context or {}).get("kwargs", {}).get("receiver", "")
         token = bearer_token(request)
         if token is None:
-            raise exceptions.NotAuthenticated("A bearer token for this receiver is required.")
+            raise exceptions.NotAuthenticated(gettext("这个接收器需要 bearer 令牌。"))
         receiver = (
             AlertmanagerReceiver.objects.select_related("owner", "environment")
             .filter(slug=slug, is_active=True)
@@ -127,7 +128,7 @@ class ReceiverTokenAuthentication(authentication.BaseAuthentication):
             or not receiver.token_hash
             or not hmac.compare_digest(receiver.token_hash, secret_hash(token))
         ):
-            raise exceptions.AuthenticationFailed("Invalid receiver or token.")
+            raise exceptions.AuthenticationFailed(gettext("接收器或令牌无效。"))
         _touch(receiver)
         return receiver.owner, receiver
 

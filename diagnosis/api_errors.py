@@ -9,6 +9,7 @@ from django.conf import settings
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.core.exceptions import RequestDataTooBig
 from django.http import Http404, HttpRequest, JsonResponse
+from django.utils.translation import gettext, gettext_lazy
 from django.views import defaults
 from django.views.decorators.csrf import csrf_exempt
 from drf_spectacular.utils import OpenApiResponse
@@ -23,13 +24,13 @@ API_PATH_PREFIX = "/api/"
 
 class PayloadTooLarge(exceptions.APIException):
     status_code = status.HTTP_413_REQUEST_ENTITY_TOO_LARGE
-    default_detail = "The request body is too large."
+    default_detail = gettext_lazy("请求体太大。")
     default_code = "payload_too_large"
 
 
 class Conflict(exceptions.APIException):
     status_code = status.HTTP_409_CONFLICT
-    default_detail = "The request conflicts with the current state."
+    default_detail = gettext_lazy("请求与当前状态冲突。")
     default_code = "conflict"
 
 
@@ -40,7 +41,7 @@ class JSONParser(parsers.JSONParser):
         try:
             return super().parse(stream, media_type, parser_context)
         except RecursionError:
-            raise exceptions.ParseError("JSON parse error - nested too deeply.") from None
+            raise exceptions.ParseError(gettext("JSON 解析错误：嵌套太深。")) from None
 
 
 def error_body(code: str, message: str, details: Any = None) -> dict[str, Any]:
@@ -81,7 +82,7 @@ def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response |
         logger.exception("unhandled API error", exc_info=exc)
         set_rollback()
         return Response(
-            error_body("server_error", "Internal server error."),
+            error_body("server_error", gettext("服务器内部错误。")),
             status=status.HTTP_500_INTERNAL_SERVER_ERROR,
         )
 
@@ -92,7 +93,7 @@ def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response |
         headers["Retry-After"] = str(int(exc.wait) + 1)  # type: ignore[attr-defined]
 
     if isinstance(exc, exceptions.ValidationError):
-        code, message = "invalid", "The request is invalid; see details.fields."
+        code, message = "invalid", gettext("请求无效，详见 details.fields。")
     else:
         code = _first_code(exc.get_codes()) or exc.default_code
         message = str(exc.detail) if not isinstance(exc.detail, dict | list) else str(exc)
@@ -108,23 +109,24 @@ def request_size_check(request: HttpRequest) -> None:
     try:
         length = int(declared)
     except ValueError:
-        raise exceptions.ParseError("Invalid Content-Length header.") from None
+        raise exceptions.ParseError(gettext("Content-Length 请求头无效。")) from None
     if length > settings.API_MAX_BODY_BYTES:
         raise PayloadTooLarge(
-            f"The request body is {length} bytes; the limit is {settings.API_MAX_BODY_BYTES}."
+            gettext("请求体有 %(length)s 字节，上限是 %(limit)s 字节。")
+            % {"length": length, "limit": settings.API_MAX_BODY_BYTES}
         )
 
 
 @csrf_exempt  # a 404 is the answer whatever the method; no CSRF page in between
 def api_not_found(request: HttpRequest, *args: Any, **kwargs: Any) -> JsonResponse:
     """Any /api/ path that names no endpoint."""
-    return JsonResponse(error_body("not_found", "No such API endpoint."), status=404)
+    return JsonResponse(error_body("not_found", gettext("没有这个 API 端点。")), status=404)
 
 
 def server_error(request: HttpRequest) -> Any:
     """handler500: the error shape under /api/, Django's page elsewhere."""
     if request.path.startswith(API_PATH_PREFIX):
-        return JsonResponse(error_body("server_error", "Internal server error."), status=500)
+        return JsonResponse(error_body("server_error", gettext("服务器内部错误。")), status=500)
     return defaults.server_error(request)
 
 

@@ -17,6 +17,7 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.db.models import F
 from django.utils import timezone
+from django.utils.translation import gettext as _
 from rest_framework import exceptions
 
 from diagnosis.api_auth import (
@@ -144,12 +145,11 @@ def _replay_or_conflict(*, owner, idempotency_key: str, request_hash: str) -> Di
         .first()
     )
     if existing is None:  # only reachable if the row vanished between insert and read
-        raise Conflict("The Idempotency-Key is in use; retry.", code="idempotency_conflict")
+        raise Conflict(_("这个 Idempotency-Key 正在使用中，请重试。"), code="idempotency_conflict")
     submission = getattr(existing, "api_submission", None)
     if submission is None or submission.request_hash != request_hash:
         raise Conflict(
-            "This Idempotency-Key was already used with a different request body; "
-            "use a new key for a new request.",
+            _("这个 Idempotency-Key 已用于另一个请求体；新的请求请使用新的键。"),
             code="idempotency_conflict",
         )
     return existing
@@ -180,11 +180,7 @@ def diagnosis_api_submit(
     """
     if callback_url and api_key is None:
         raise exceptions.ValidationError(
-            {
-                "callback_url": [
-                    "A callback needs API key authentication (it is signed with the key)."
-                ]
-            }
+            {"callback_url": [_("回调需要 API 密钥认证（回调用这个密钥签名）。")]}
         )
     request_hash = _request_hash(
         {

@@ -15,6 +15,7 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.urls import URLPattern, path, re_path
 from django.views.decorators.csrf import csrf_exempt
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
+from rest_framework.exceptions import MethodNotAllowed
 from rest_framework.views import APIView
 
 from diagnosis import apis
@@ -71,7 +72,8 @@ def method_dispatch(views: dict[str, Callable[..., Any]]) -> Callable[..., Any]:
             view = next(iter(views.values()))
         if view is None:
             response = JsonResponse(
-                error_body("method_not_allowed", f'Method "{request.method}" not allowed.'),
+                # DRF's own (translated) wording, the same as a 405 from inside a view.
+                error_body("method_not_allowed", str(MethodNotAllowed(request.method).detail)),
                 status=405,
             )
             response["Allow"] = allowed

@@ -13,6 +13,7 @@ from django.conf import settings
 from django.core.validators import URLValidator
 from django.db.models import QuerySet
 from django.urls import reverse
+from django.utils.translation import gettext_lazy as _
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import exceptions, serializers, status
@@ -58,7 +59,7 @@ IDEMPOTENCY_KEY_MAX = 200
 # "Has a visible character and no NUL", written so the schema's (ECMA) pattern and
 # Python's strip() and DRF's NUL check agree.
 NOT_BLANK = r"^[^\x00]*[^\s\x00\x1c-\x1f\x85][^\x00]*$"
-NOT_BLANK_ERROR = {"invalid": "This field needs visible text and no NUL characters."}
+NOT_BLANK_ERROR = {"invalid": _("这个字段需要可见的文字，且不能包含 NUL 字符。")}
 
 TAG_DIAGNOSES = "diagnoses"
 TAG_KEYS = "api-keys"
@@ -80,7 +81,7 @@ class ApiView(APIView):
 def _diagnosis_or_404(request: Request, public_id) -> DiagnosisSession:
     session = diagnosis_get_for_user(user=request.user, public_id=public_id)
     if session is None:
-        raise exceptions.NotFound("No such diagnosis.")
+        raise exceptions.NotFound(_("没有这个诊断。"))
     return session
 
 
@@ -338,9 +339,11 @@ class DiagnosisCreateApi(ApiView):
 
             def validate_window(self, window: dict) -> dict:
                 if window["start"] >= window["end"]:
-                    raise serializers.ValidationError("start must be before end.")
+                    raise serializers.ValidationError(_("start 必须早于 end。"))
                 if window["end"] - window["start"] > MAX_WINDOW:
-                    raise serializers.ValidationError("The window may span at most 7 days.")
+                    raise serializers.ValidationError(
+                        _("时间窗口最长 %(days)s 天。") % {"days": MAX_WINDOW.days}
+                    )
                 return window
 
         question = serializers.RegexField(
@@ -370,7 +373,7 @@ class DiagnosisCreateApi(ApiView):
         def validate_environment(self, slug: str) -> Environment:
             environment = Environment.objects.filter(slug=slug, is_active=True).first()
             if environment is None:
-                raise serializers.ValidationError("No active environment with this slug.")
+                raise serializers.ValidationError(_("没有使用这个标识的已启用环境。"))
             return environment
 
         def validate_conversation(self, conversation_id: int | None) -> Conversation | None:
@@ -379,16 +382,14 @@ class DiagnosisCreateApi(ApiView):
             user = self.context["request"].user
             conversation = Conversation.objects.filter(pk=conversation_id, owner=user).first()
             if conversation is None:
-                raise serializers.ValidationError("No such conversation.")
+                raise serializers.ValidationError(_("没有这个对话。"))
             return conversation
 
         def validate(self, attrs: dict) -> dict:
             conversation = attrs.get("conversation")
             environment = attrs.get("environment")
             if conversation and environment and conversation.environment_id != environment.pk:
-                raise serializers.ValidationError(
-                    {"environment": ["The conversation belongs to another environment."]}
-                )
+                raise serializers.ValidationError({"environment": [_("这个对话属于另一个环境。")]})
             if environment is None:
                 try:
                     attrs["environment"] = (
@@ -396,7 +397,7 @@ class DiagnosisCreateApi(ApiView):
                     )
                 except Environment.DoesNotExist:
                     raise serializers.ValidationError(
-                        {"environment": ["No environment is configured; name one."]}
+                        {"environment": [_("尚未配置默认环境，请指定一个。")]}
                     ) from None
             return attrs
 
@@ -443,7 +444,7 @@ class DiagnosisCreateApi(ApiView):
         idempotency_key = request.headers.get("Idempotency-Key", "").strip()
         if len(idempotency_key) > IDEMPOTENCY_KEY_MAX:
             raise exceptions.ValidationError(
-                {"Idempotency-Key": [f"At most {IDEMPOTENCY_KEY_MAX} characters."]}
+                {"Idempotency-Key": [_("最多 %(max)s 个字符。") % {"max": IDEMPOTENCY_KEY_MAX}]}
             )
         serializer = self.InputSerializer(data=request.data, context={"request": request})
         serializer.is_valid(raise_exception=True)
@@ -485,7 +486,7 @@ class DiagnosisCursorPagination(CursorPagination):
         try:
             return super().decode_cursor(request)
         except exceptions.NotFound:
-            raise exceptions.ValidationError({"cursor": ["Invalid cursor."]}) from None
+            raise exceptions.ValidationError({"cursor": [_("无效的游标。")]}) from None
 
 
 class DiagnosisListApi(ApiView):
@@ -569,7 +570,8 @@ class DiagnosisCancelApi(ApiView):
         session = _diagnosis_or_404(request, public_id)
         if session.status in (DiagnosisSession.Status.COMPLETED, DiagnosisSession.Status.FAILED):
             raise Conflict(
-                f"The diagnosis already ended ({session.status}).", code="not_cancellable"
+                _("诊断已经结束（%(status)s）。") % {"status": session.status},
+                code="not_cancellable",
             )
         diagnosis_cancel(session=session)
         session = _diagnosis_or_404(request, public_id)
@@ -634,7 +636,7 @@ class ToolInvocationDetailApi(ApiView):
     def get(self, request: Request, invocation_id: int) -> Response:
         invocation = tool_invocation_get_for_user(user=request.user, invocation_id=invocation_id)
         if invocation is None:
-            raise exceptions.NotFound("No such tool invocation.")
+            raise exceptions.NotFound(_("没有这个工具调用。"))
         data = tool_invocation_data(invocation, session_public_id=str(invocation.session.public_id))
         return Response(self.OutputSerializer(data).data)
 
@@ -697,7 +699,7 @@ class ApiKeyRevokeApi(ApiView):
     def post(self, request: Request, key_id: int) -> Response:
         api_key = api_key_get_for_user(user=request.user, key_id=key_id)
         if api_key is None:
-            raise exceptions.NotFound("No such API key.")
+            raise exceptions.NotFound(_("没有这个 API 密钥。"))
         api_key = api_key_revoke(api_key=api_key, actor=request.user)
         return Response(self.OutputSerializer(_api_key_data(api_key)).data)
 
@@ -746,7 +748,7 @@ class AlertmanagerWebhookApi(ApiView):
 
         def validate_version(self, version: str) -> str:
             if version != "4":
-                raise serializers.ValidationError("Only webhook payload version 4 is supported.")
+                raise serializers.ValidationError(_("只支持第 4 版 webhook 负载。"))
             return version
 
     OutputSerializer = AlertIngestSerializer

@@ -7,6 +7,7 @@ import uuid
 from django.conf import settings
 from django.db import models
 from django.utils.translation import gettext_lazy as _
+from django.utils.translation import pgettext_lazy
 
 
 def validate_service_url(value: str) -> None:
@@ -55,7 +56,7 @@ class Environment(models.Model):
     class Meta:
         ordering = ["name"]
         verbose_name = _("环境")
-        verbose_name_plural = _("环境")
+        verbose_name_plural = pgettext_lazy("plural", "环境")
 
     def __str__(self) -> str:
         return self.name
@@ -63,7 +64,7 @@ class Environment(models.Model):
 
 class DiagnosisSession(models.Model):
     class Source(models.TextChoices):
-        CHAT = "chat", _("对话")
+        CHAT = "chat", pgettext_lazy("session source", "对话")
         API = "api", _("API")
         ALERT = "alert", _("告警")
 
@@ -118,7 +119,7 @@ class DiagnosisSession(models.Model):
     )
     conversation = models.ForeignKey(
         "chat.Conversation",
-        verbose_name=_("对话"),
+        verbose_name=pgettext_lazy("singular", "对话"),
         on_delete=models.CASCADE,
         related_name="sessions",
         null=True,
@@ -161,7 +162,7 @@ class DiagnosisSession(models.Model):
         db_table = "diagnosis_session"
         ordering = ["-created_at", "-id"]
         verbose_name = _("诊断会话")
-        verbose_name_plural = _("诊断会话")
+        verbose_name_plural = pgettext_lazy("plural", "诊断会话")
         indexes = [
             models.Index(fields=["owner", "-created_at"], name="session_owner_created"),
             models.Index(fields=["status", "-created_at"], name="session_status_created"),
@@ -197,7 +198,10 @@ class ToolInvocation(models.Model):
         TIMEOUT = "timeout", _("超时")
 
     session = models.ForeignKey(
-        DiagnosisSession, on_delete=models.CASCADE, related_name="invocations"
+        DiagnosisSession,
+        verbose_name=_("诊断会话"),
+        on_delete=models.CASCADE,
+        related_name="invocations",
     )
     attempt = models.PositiveSmallIntegerField(_("执行次数"), default=1)
     sequence = models.PositiveIntegerField(_("序号"))
@@ -217,8 +221,8 @@ class ToolInvocation(models.Model):
     class Meta:
         db_table = "tool_invocation"
         ordering = ["session", "sequence"]
-        verbose_name = _("工具调用")
-        verbose_name_plural = _("工具调用")
+        verbose_name = pgettext_lazy("singular", "工具调用")
+        verbose_name_plural = pgettext_lazy("plural", "工具调用")
         constraints = [
             models.UniqueConstraint(fields=["session", "sequence"], name="invocation_session_seq"),
             models.UniqueConstraint(
@@ -242,7 +246,10 @@ class LLMCall(models.Model):
         REJECTED = "rejected", _("被拒绝")
 
     session = models.ForeignKey(
-        DiagnosisSession, on_delete=models.CASCADE, related_name="llm_calls"
+        DiagnosisSession,
+        verbose_name=_("诊断会话"),
+        on_delete=models.CASCADE,
+        related_name="llm_calls",
     )
     attempt = models.PositiveSmallIntegerField(_("执行次数"), default=1)
     sequence = models.PositiveIntegerField(_("序号"))
@@ -261,8 +268,8 @@ class LLMCall(models.Model):
 
     class Meta:
         ordering = ["session", "sequence"]
-        verbose_name = _("模型调用")
-        verbose_name_plural = _("模型调用")
+        verbose_name = pgettext_lazy("singular", "模型调用")
+        verbose_name_plural = pgettext_lazy("plural", "模型调用")
         constraints = [
             models.UniqueConstraint(fields=["session", "sequence"], name="llmcall_session_seq"),
         ]
@@ -281,18 +288,23 @@ class SessionEvent(models.Model):
         INFO = "info", _("信息")
         ERROR = "error", _("错误")
 
-    session = models.ForeignKey(DiagnosisSession, on_delete=models.CASCADE, related_name="events")
-    sequence = models.PositiveIntegerField()
-    kind = models.CharField(max_length=12, choices=Kind.choices)
-    stage = models.CharField(max_length=12, blank=True)
-    message = models.CharField(max_length=500, blank=True)
-    data = models.JSONField(default=dict, blank=True)
-    created_at = models.DateTimeField(auto_now_add=True)
+    session = models.ForeignKey(
+        DiagnosisSession,
+        verbose_name=_("诊断会话"),
+        on_delete=models.CASCADE,
+        related_name="events",
+    )
+    sequence = models.PositiveIntegerField(_("序号"))
+    kind = models.CharField(_("类型"), max_length=12, choices=Kind.choices)
+    stage = models.CharField(_("阶段"), max_length=12, blank=True)
+    message = models.CharField(_("消息"), max_length=500, blank=True)
+    data = models.JSONField(_("数据"), default=dict, blank=True)
+    created_at = models.DateTimeField(_("时间"), auto_now_add=True)
 
     class Meta:
         ordering = ["session", "sequence"]
         verbose_name = _("进度事件")
-        verbose_name_plural = _("进度事件")
+        verbose_name_plural = pgettext_lazy("plural", "进度事件")
         constraints = [
             models.UniqueConstraint(fields=["session", "sequence"], name="event_session_seq"),
         ]
@@ -322,7 +334,7 @@ class KnowledgeDocument(models.Model):
     class Meta:
         ordering = ["title"]
         verbose_name = _("知识文档")
-        verbose_name_plural = _("知识文档")
+        verbose_name_plural = pgettext_lazy("plural", "知识文档")
         constraints = [
             models.UniqueConstraint(fields=["environment", "slug"], name="knowledge_env_slug"),
         ]
@@ -332,7 +344,12 @@ class KnowledgeDocument(models.Model):
 
 
 class KnowledgeChunk(models.Model):
-    document = models.ForeignKey(KnowledgeDocument, on_delete=models.CASCADE, related_name="chunks")
+    document = models.ForeignKey(
+        KnowledgeDocument,
+        verbose_name=_("知识文档"),
+        on_delete=models.CASCADE,
+        related_name="chunks",
+    )
     chunk_id = models.CharField(_("块 ID"), max_length=300, unique=True)
     ordinal = models.PositiveIntegerField(_("序号"))
     heading = models.CharField(_("小节"), max_length=300, blank=True)
@@ -341,7 +358,7 @@ class KnowledgeChunk(models.Model):
     class Meta:
         ordering = ["document", "ordinal"]
         verbose_name = _("知识块")
-        verbose_name_plural = _("知识块")
+        verbose_name_plural = pgettext_lazy("plural", "知识块")
 
     def __str__(self) -> str:
         return self.chunk_id
@@ -370,7 +387,7 @@ class ApiKey(models.Model):
     class Meta:
         ordering = ["-created_at", "-id"]
         verbose_name = _("API 密钥")
-        verbose_name_plural = _("API 密钥")
+        verbose_name_plural = pgettext_lazy("plural", "API 密钥")
 
     def __str__(self) -> str:
         return f"{self.name} (rp_{self.prefix}_…)"
@@ -390,7 +407,10 @@ class ApiSubmission(models.Model):
         FAILED = "failed", _("发送失败")
 
     session = models.OneToOneField(
-        DiagnosisSession, on_delete=models.CASCADE, related_name="api_submission"
+        DiagnosisSession,
+        verbose_name=_("诊断会话"),
+        on_delete=models.CASCADE,
+        related_name="api_submission",
     )
     api_key = models.ForeignKey(
         ApiKey,
@@ -410,7 +430,7 @@ class ApiSubmission(models.Model):
 
     class Meta:
         verbose_name = _("API 提交")
-        verbose_name_plural = _("API 提交")
+        verbose_name_plural = pgettext_lazy("plural", "API 提交")
 
     def __str__(self) -> str:
         return str(self.session_id)
@@ -420,7 +440,10 @@ class CallbackAttempt(models.Model):
     """One POST of a finished session's result to its callback URL."""
 
     session = models.ForeignKey(
-        DiagnosisSession, on_delete=models.CASCADE, related_name="callback_attempts"
+        DiagnosisSession,
+        verbose_name=_("诊断会话"),
+        on_delete=models.CASCADE,
+        related_name="callback_attempts",
     )
     attempt = models.PositiveSmallIntegerField(_("第几次"))
     url = models.URLField(_("地址"), max_length=500)
@@ -432,7 +455,7 @@ class CallbackAttempt(models.Model):
     class Meta:
         ordering = ["session", "attempt"]
         verbose_name = _("回调尝试")
-        verbose_name_plural = _("回调尝试")
+        verbose_name_plural = pgettext_lazy("plural", "回调尝试")
         constraints = [
             models.UniqueConstraint(fields=["session", "attempt"], name="callback_session_attempt"),
         ]
@@ -474,7 +497,7 @@ class AlertmanagerReceiver(models.Model):
     class Meta:
         ordering = ["name"]
         verbose_name = _("Alertmanager 接收器")
-        verbose_name_plural = _("Alertmanager 接收器")
+        verbose_name_plural = pgettext_lazy("plural", "Alertmanager 接收器")
 
     def __str__(self) -> str:
         return self.name
@@ -484,13 +507,17 @@ class AlertGroupStart(models.Model):
     """A firing alert group that started a session; a repeat of it starts nothing new."""
 
     receiver = models.ForeignKey(
-        AlertmanagerReceiver, on_delete=models.CASCADE, related_name="group_starts"
+        AlertmanagerReceiver,
+        verbose_name=_("Alertmanager 接收器"),
+        on_delete=models.CASCADE,
+        related_name="group_starts",
     )
     group_key = models.TextField(_("groupKey"))
     group_key_hash = models.CharField(_("groupKey 哈希"), max_length=64)
     starts_at = models.DateTimeField(_("最早开始时间"))
     session = models.ForeignKey(
         DiagnosisSession,
+        verbose_name=_("诊断会话"),
         on_delete=models.SET_NULL,
         related_name="alert_group_starts",
         null=True,
@@ -503,7 +530,7 @@ class AlertGroupStart(models.Model):
     class Meta:
         ordering = ["-created_at", "-id"]
         verbose_name = _("告警组")
-        verbose_name_plural = _("告警组")
+        verbose_name_plural = pgettext_lazy("plural", "告警组")
         constraints = [
             models.UniqueConstraint(
                 fields=["receiver", "group_key_hash", "starts_at"], name="alert_group_start_once"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from django import template
 
+from audit.models import Review
 from audit.selectors import pretty_json
 
 register = template.Library()
@@ -18,6 +19,11 @@ def as_json(value: object) -> str:
 @register.filter
 def percent(value: float | None) -> str:
     return "—" if value is None else f"{value * 100:.1f}%"
+
+
+@register.filter
+def review_verdict_label(value: str) -> str:
+    return str(dict(Review.Verdict.choices).get(value, value))
 
 
 @register.filter
