@@ -49,7 +49,9 @@ def _settings_with(monkeypatch, **env: str) -> dict:
 
 
 def test_check_deploy_is_clean_with_production_settings(tmp_path):
-    env = {**os.environ, **PRODUCTION_ENV, "ROOTPROOF_VAR_DIR": str(tmp_path)}
+    # The browser tests set DJANGO_ALLOW_ASYNC_UNSAFE for Playwright; production never has it.
+    inherited = {k: v for k, v in os.environ.items() if k != "DJANGO_ALLOW_ASYNC_UNSAFE"}
+    env = {**inherited, **PRODUCTION_ENV, "ROOTPROOF_VAR_DIR": str(tmp_path)}
     result = subprocess.run(
         [sys.executable, "manage.py", "check", "--deploy", "--fail-level", "WARNING"],
         cwd=ROOT,
