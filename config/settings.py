@@ -253,6 +253,8 @@ API_QUESTION_MAX_CHARS = env_int("API_QUESTION_MAX_CHARS", 4000, minimum=100)
 API_CALLBACK_TIMEOUT_SECONDS = env_float("API_CALLBACK_TIMEOUT_SECONDS", 10.0, minimum=0.1)
 API_CALLBACK_MAX_ATTEMPTS = env_int("API_CALLBACK_MAX_ATTEMPTS", 5, minimum=1, maximum=20)
 # Wait before the 2nd attempt; it doubles after each failure (capped at one hour).
+# Callbacks to private/loopback addresses are refused unless this is on (trusted networks).
+API_CALLBACK_ALLOW_PRIVATE = env_bool("API_CALLBACK_ALLOW_PRIVATE", False)
 API_CALLBACK_BACKOFF_SECONDS = env_int("API_CALLBACK_BACKOFF_SECONDS", 30, minimum=1)
 # Each label or annotation value used in an alert's question is cut to this length.
 ALERTMANAGER_TEXT_MAX_CHARS = env_int("ALERTMANAGER_TEXT_MAX_CHARS", 300, minimum=20)

@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import ipaddress
 import json
 import logging
 import re
+import socket
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
 from django.conf import settings
@@ -402,6 +405,27 @@ def callback_backoff_seconds(*, attempt: int) -> int:
     return int(min(3600, settings.API_CALLBACK_BACKOFF_SECONDS * 2 ** (attempt - 1)))
 
 
+def callback_address_refusal(url: str) -> str:
+    """Why a callback URL may not be called ("" when it may).
+
+    Callbacks go to integrators' public endpoints; a URL that resolves to a private,
+    loopback or link-local address would let an API client make Rootproof reach inside
+    its own network, so it is refused unless API_CALLBACK_ALLOW_PRIVATE is on.
+    """
+    if settings.API_CALLBACK_ALLOW_PRIVATE:
+        return ""
+    parts = urlsplit(url)
+    try:
+        infos = socket.getaddrinfo(parts.hostname or "", parts.port or 443, type=socket.SOCK_STREAM)
+    except (OSError, UnicodeError) as exc:
+        return f"cannot resolve the callback host: {exc}"
+    for info in infos:
+        address = ipaddress.ip_address(info[4][0].split("%", 1)[0])
+        if not address.is_global:
+            return f"the callback host resolves to a non-public address ({address}); refused"
+    return ""
+
+
 def callback_deliver(*, session_id: int, attempt: int) -> str:
     """POST a finished session's result to its callback URL once; record the attempt.
 
@@ -430,9 +454,12 @@ def callback_deliver(*, session_id: int, attempt: int) -> str:
     error = ""
     give_up = False
     started = time.monotonic()
+    refusal = callback_address_refusal(session.callback_url)
     if api_key is None or not api_key.is_active:
         error = "the API key that submitted this diagnosis was revoked; nothing was sent"
         give_up = True  # there is no secret left to sign with
+    elif refusal:
+        error, give_up = refusal, True
     else:
         body = json.dumps(
             {

@@ -42,6 +42,12 @@ class Receiver:
         self.server.server_close()
 
 
+@pytest.fixture(autouse=True)
+def _callbacks_to_loopback_allowed(settings):
+    # The test's receiving server is on loopback, which production refuses by default.
+    settings.API_CALLBACK_ALLOW_PRIVATE = True
+
+
 @pytest.fixture
 def receiver_factory():
     made: list[Receiver] = []
@@ -186,3 +192,26 @@ def test_a_session_without_a_callback_enqueues_nothing(
     with django_capture_on_commit_callbacks(execute=False) as callbacks:
         diagnosis_cancel(session=session)
     assert callbacks == []
+
+
+@pytest.mark.parametrize(
+    "url",
+    ["http://127.0.0.1:9/hook", "http://10.1.2.3/hook", "http://169.254.169.254/latest/meta-data"],
+)
+def test_a_callback_to_a_private_address_is_refused_and_recorded(settings, url):
+    from diagnosis.api_services import callback_address_refusal
+
+    settings.API_CALLBACK_ALLOW_PRIVATE = False
+    assert "non-public address" in callback_address_refusal(url)
+
+
+def test_a_callback_to_a_public_address_is_allowed(settings, monkeypatch):
+    import socket
+
+    from diagnosis.api_services import callback_address_refusal
+
+    settings.API_CALLBACK_ALLOW_PRIVATE = False
+    monkeypatch.setattr(
+        socket, "getaddrinfo", lambda *a, **k: [(2, 1, 6, "", ("93.184.215.14", 443))]
+    )
+    assert callback_address_refusal("https://hooks.example.com/x") == ""

@@ -16,6 +16,12 @@ pytestmark = pytest.mark.django_db
 PACK = Path(django_settings.BASE_DIR) / "scenarios" / "payment-pool-saturation"
 
 
+@pytest.fixture(autouse=True)
+def _callbacks_to_loopback_allowed(settings):
+    # The test's receiving server is on loopback, which production refuses by default.
+    settings.API_CALLBACK_ALLOW_PRIVATE = True
+
+
 @pytest.fixture
 def pack_environment(db):
     return Environment.objects.create(
