@@ -67,6 +67,7 @@ class Submission:
     attempts: int = 0
     statuses: list[int | str] = field(default_factory=list)
     public_id: str = ""
+    replayed: bool = False  # the server answered from an earlier attempt with this key
 
 
 def _free_port() -> int:
@@ -79,7 +80,9 @@ def gunicorn_start(*, env: dict[str, str], workers: int, threads: int) -> tuple:
     port = _free_port()
     process = subprocess.Popen(
         [
-            str(ROOT / ".venv" / "bin" / "gunicorn"),
+            sys.executable,
+            "-m",
+            "gunicorn",
             "config.wsgi",
             "--bind",
             f"127.0.0.1:{port}",
@@ -131,6 +134,7 @@ def submit(
         sub.statuses.append(response.status_code)
         if response.status_code == 202:
             sub.public_id = response.json()["id"]
+            sub.replayed = response.headers.get("Idempotent-Replayed") == "true"
             return sub
         if response.status_code == 429 or response.status_code >= 500:
             time.sleep(min(0.1 * 2**attempt, 2.0))
@@ -181,7 +185,12 @@ def main() -> None:
         }
         env = worker_env(queue=queue, extra=extra)
         workers = [worker_start(env=env, name=f"load{i}") for i in range(args.workers)]
-        web, base = gunicorn_start(env=env, workers=args.web_workers, threads=args.web_threads)
+        try:
+            web, base = gunicorn_start(env=env, workers=args.web_workers, threads=args.web_threads)
+        except BaseException:
+            for proc in workers:
+                worker_kill(proc)
+            raise
         lock = threading.Lock()
         local = threading.local()
         clients: list[httpx.Client] = []
@@ -236,6 +245,9 @@ def main() -> None:
     completed = [s for s in subs if s.key in by_key]
     mismatched = [s.key for s in completed if str(by_key[s.key].public_id) != s.public_id]
     latencies = sorted(by_key[s.key].finished_at.timestamp() - s.submitted_at for s in completed)
+    run_times = [
+        (by_key[s.key].finished_at - by_key[s.key].started_at).total_seconds() for s in completed
+    ]
     first = min(s.submitted_at for s in subs)
     last = max((by_key[s.key].finished_at.timestamp() for s in completed), default=first)
     statuses = Counter(str(code) for s in subs for code in s.statuses)
@@ -248,6 +260,7 @@ def main() -> None:
         "first_attempts_cut_short": len(cut),
         "http_attempts": sum(s.attempts for s in subs),
         "retried_submissions": sum(s.attempts > 1 for s in subs),
+        "answered_as_replay": sum(s.replayed for s in subs),
         "answers": dict(sorted(statuses.items())),
         "sessions_created": sum(per_key.values()),
         "completed": len(completed),
@@ -264,6 +277,7 @@ def main() -> None:
         if latencies
         else None,
         "latency_max_s": round(latencies[-1], 2) if latencies else None,
+        "run_in_worker_p50_s": round(statistics.median(run_times), 2) if run_times else None,
         "run": run,
         "at": datetime.now().isoformat(timespec="seconds"),
     }
