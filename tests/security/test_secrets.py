@@ -89,6 +89,7 @@ def test_no_secret_is_stored_logged_or_exported_in_clear(
 
     caplog.set_level(logging.DEBUG)
     settings.API_RATE_LIMIT = "100000/min"
+    settings.API_CALLBACK_ALLOW_PRIVATE = True  # the callback receiver is on loopback
     llm_key = f"sk-rootproof-canary-{secrets.token_hex(12)}"
     password = f"pw-canary-{secrets.token_hex(8)}"
     environment = Environment.objects.create(
