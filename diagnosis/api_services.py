@@ -420,7 +420,7 @@ def callback_address_refusal(url: str) -> str:
     except (OSError, UnicodeError) as exc:
         return f"cannot resolve the callback host: {exc}"
     for info in infos:
-        address = ipaddress.ip_address(info[4][0].split("%", 1)[0])
+        address = ipaddress.ip_address(str(info[4][0]).split("%", 1)[0])
         if not address.is_global:
             return f"the callback host resolves to a non-public address ({address}); refused"
     return ""

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from diagnosis.contracts import (
     AllowedClaim,
     AllowedHypothesis,
+    ClaimCheck,
     Classification,
     ComposerAction,
     ComposerInput,
@@ -54,10 +55,10 @@ def composer_input_build(
     verifier: VerifierOutput | None,
 ) -> FilterResult:
     lang = language_key(language)
-    checks = {}
+    checks: dict[str, ClaimCheck] = {}
     if verifier is not None:
-        for check in verifier.claim_checks:
-            checks.setdefault(check.claim_id, check)
+        for claim_check in verifier.claim_checks:
+            checks.setdefault(claim_check.claim_id, claim_check)
     claims: list[AllowedClaim] = []
     hypotheses: list[AllowedHypothesis] = []
     missing: list[str] = []

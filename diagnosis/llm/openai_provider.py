@@ -417,7 +417,7 @@ class OpenAIProvider:
             )
         reply = _Reply(content=content, finish_reason=finish_reason, tool_calls=tool_calls)
         usable_calls = tools_offered and bool(tool_calls)
-        counts = {"raw": raw, "tokens_in": tokens_in, "tokens_out": tokens_out}
+        counts: dict[str, Any] = {"raw": raw, "tokens_in": tokens_in, "tokens_out": tokens_out}
         if finish_reason == "length":
             if not content.strip() and not usable_calls:
                 return _Attempt(
