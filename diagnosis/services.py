@@ -271,12 +271,24 @@ def sessions_reap_stale(*, now=None) -> int:
     return reaped
 
 
+class SessionBusy(Exception):
+    """Another live worker is running this session; look again later."""
+
+
 def diagnosis_run(*, session_id: int) -> DiagnosisSession | None:
-    """Run the flow for one session id (idempotent: a finished session is skipped)."""
+    """Run the flow for one session id (idempotent: a finished session is skipped).
+
+    Raises ``SessionBusy`` when a live worker holds the session: a duplicate delivery
+    must not drop the task, because that worker may still die before finishing.
+    """
     from diagnosis.flow.run import flow_run
 
     session = session_claim(session_id=session_id)
     if session is None:
+        if DiagnosisSession.objects.filter(
+            pk=session_id, status=DiagnosisSession.Status.RUNNING
+        ).exists():
+            raise SessionBusy(session_id)
         return None
     try:
         flow_run(session=session)

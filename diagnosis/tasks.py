@@ -4,19 +4,28 @@ from celery import shared_task
 from celery.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
 
-from diagnosis.services import diagnosis_run, session_fail, sessions_reap_stale
+from diagnosis.services import SessionBusy, diagnosis_run, session_fail, sessions_reap_stale
+
+BUSY_RECHECK_SECONDS = 60
 
 
 @shared_task(
+    bind=True,
     name="diagnosis.run",
     acks_late=True,
     reject_on_worker_lost=True,
     soft_time_limit=settings.CELERY_TASK_SOFT_TIME_LIMIT,
     time_limit=settings.CELERY_TASK_TIME_LIMIT,
 )
-def diagnosis_run_task(session_id: int) -> None:
+def diagnosis_run_task(self, session_id: int) -> None:
     try:
         diagnosis_run(session_id=session_id)
+    except SessionBusy:
+        # Held by a live worker: check back until it finishes, or its heartbeat goes
+        # stale and this delivery takes the session over (or the reaper fails it).
+        budget = settings.DIAGNOSIS_STALE_AFTER_SECONDS // BUSY_RECHECK_SECONDS + 3
+        if self.request.retries < budget:
+            raise self.retry(countdown=BUSY_RECHECK_SECONDS, max_retries=budget) from None
     except SoftTimeLimitExceeded:
         session_fail(session_id=session_id, error="timeout: the run exceeded its time limit")
 

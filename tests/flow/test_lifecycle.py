@@ -2,6 +2,7 @@
 
 from datetime import timedelta
 
+import pytest
 from django.utils import timezone
 
 from diagnosis.models import DiagnosisSession, ToolInvocation
@@ -93,3 +94,32 @@ def test_cancelling_a_queued_session_ends_it_at_once(mini_env, owner):
     assert cancelled.status == "cancelled"
     assert "已取消" in cancelled.final_answer
     assert diagnosis_run(session_id=session.id) is None
+
+
+def test_a_duplicate_delivery_of_a_session_held_by_a_live_worker_checks_back_later(
+    mini_env, owner, monkeypatch
+):
+    from celery.exceptions import Retry
+
+    from diagnosis.tasks import diagnosis_run_task
+
+    session = DiagnosisSession.objects.create(
+        owner=owner,
+        environment=mini_env,
+        original_query="q",
+        status=DiagnosisSession.Status.RUNNING,
+        heartbeat_at=timezone.now(),
+        runner="another-host:123",
+    )
+    retries = []
+
+    def record_retry(*args, **kwargs):
+        retries.append(kwargs)
+        raise Retry()
+
+    monkeypatch.setattr(diagnosis_run_task, "retry", record_retry)
+    with pytest.raises(Retry):
+        diagnosis_run_task.run(session.id)
+    assert retries and retries[0]["countdown"] == 60
+    session.refresh_from_db()
+    assert session.status == "running"  # untouched: the live worker still owns it
