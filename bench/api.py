@@ -14,13 +14,8 @@ import argparse
 import os
 import random
 import signal
-import socket
-import statistics
-import subprocess
 import sys
-import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 from pathlib import Path
 
@@ -30,10 +25,10 @@ sys.path.insert(0, str(ROOT))
 os.environ["API_RATE_LIMIT"] = "100000000/min"
 
 from bench._django import django_setup  # noqa: E402
+from bench._http import gunicorn_start, http_load  # noqa: E402
 
 django_setup(default_db="rootproof_bench")
 
-import httpx  # noqa: E402
 from django.contrib.auth import get_user_model  # noqa: E402
 from django.db import connection, transaction  # noqa: E402
 from django.test import Client  # noqa: E402
@@ -215,80 +210,6 @@ def queries_per_request(*, key: str, public_id: str) -> dict[str, int]:
     return counts
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def gunicorn_start(*, workers: int, threads: int) -> tuple[subprocess.Popen, str]:
-    port = _free_port()
-    env = dict(os.environ, DEBUG="0", LOG_LEVEL="WARNING")
-    process = subprocess.Popen(
-        [
-            str(ROOT / ".venv" / "bin" / "gunicorn"),
-            "config.wsgi",
-            "--bind",
-            f"127.0.0.1:{port}",
-            "--workers",
-            str(workers),
-            "--threads",
-            str(threads),
-            "--log-level",
-            "warning",
-        ],
-        cwd=ROOT,
-        env=env,
-    )
-    base = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        try:
-            httpx.get(f"{base}/api/schema/", timeout=2)
-            return process, base
-        except httpx.HTTPError:
-            time.sleep(0.3)
-    process.kill()
-    raise SystemExit("gunicorn did not start")
-
-
-def load(*, base: str, key: str, paths: list[str], clients: int, seconds: float) -> dict:
-    latencies: list[float] = []
-    errors = 0
-    lock = threading.Lock()
-    stop_at = time.monotonic() + seconds
-
-    def client_loop(seed_: int) -> None:
-        nonlocal errors
-        rng = random.Random(seed_)
-        mine: list[float] = []
-        bad = 0
-        with httpx.Client(base_url=base, headers={"Authorization": f"Bearer {key}"}) as http:
-            while time.monotonic() < stop_at:
-                path = rng.choice(paths)
-                t0 = time.perf_counter()
-                response = http.get(path, timeout=30)
-                mine.append(time.perf_counter() - t0)
-                if response.status_code != 200:
-                    bad += 1
-        with lock:
-            latencies.extend(mine)
-            errors += bad
-
-    started = time.monotonic()
-    with ThreadPoolExecutor(max_workers=clients) as pool:
-        list(pool.map(client_loop, range(clients)))
-    elapsed = time.monotonic() - started
-    latencies.sort()
-    return {
-        "requests": len(latencies),
-        "errors": errors,
-        "rps": len(latencies) / elapsed,
-        "p50_ms": statistics.median(latencies) * 1000,
-        "p95_ms": latencies[int(len(latencies) * 0.95) - 1] * 1000,
-    }
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sessions", type=int, default=10_000)
@@ -327,16 +248,19 @@ def main() -> None:
             ],
         }
         # warm every worker's connection and imports
-        load(
+        auth = {"headers": {"Authorization": f"Bearer {key}"}}
+        http_load(
             base=base,
-            key=key,
             paths=scenarios["GET /api/v1/diagnoses (page 20)"],
             clients=args.clients,
             seconds=2,
+            **auth,
         )
         print(f"{'endpoint':58} {'req':>7} {'err':>4} {'req/s':>8} {'p50 ms':>8} {'p95 ms':>8}")
         for name, paths in scenarios.items():
-            r = load(base=base, key=key, paths=paths, clients=args.clients, seconds=args.seconds)
+            r = http_load(
+                base=base, paths=paths, clients=args.clients, seconds=args.seconds, **auth
+            )
             print(
                 f"{name:58} {r['requests']:>7} {r['errors']:>4} {r['rps']:>8.1f} "
                 f"{r['p50_ms']:>8.1f} {r['p95_ms']:>8.1f}"

@@ -22,9 +22,7 @@ import argparse
 import json
 import os
 import random
-import socket
 import statistics
-import subprocess
 import sys
 import threading
 import time
@@ -43,6 +41,7 @@ os.environ.setdefault("CACHE_URL", os.environ["CELERY_BROKER_URL"].rsplit("/", 1
 os.environ["API_RATE_LIMIT"] = "100000/min"
 
 from bench._django import django_setup  # noqa: E402
+from bench._http import gunicorn_start  # noqa: E402
 
 django_setup(default_db="rootproof_load")
 
@@ -68,47 +67,6 @@ class Submission:
     statuses: list[int | str] = field(default_factory=list)
     public_id: str = ""
     replayed: bool = False  # the server answered from an earlier attempt with this key
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def gunicorn_start(*, env: dict[str, str], workers: int, threads: int) -> tuple:
-    port = _free_port()
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "gunicorn",
-            "config.wsgi",
-            "--bind",
-            f"127.0.0.1:{port}",
-            "--workers",
-            str(workers),
-            "--threads",
-            str(threads),
-            "--log-level",
-            "warning",
-        ],
-        cwd=ROOT,
-        env=env,
-        start_new_session=True,
-    )
-    base = f"http://127.0.0.1:{port}"
-    if not wait_until(lambda: _answers(f"{base}/healthz"), timeout=30, interval=0.3):
-        process.kill()
-        raise SystemExit("gunicorn did not start")
-    return process, base
-
-
-def _answers(url: str) -> bool:
-    try:
-        return httpx.get(url, timeout=2).status_code == 200
-    except httpx.HTTPError:
-        return False
 
 
 def submit(

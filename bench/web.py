@@ -13,13 +13,7 @@ from __future__ import annotations
 
 import argparse
 import os
-import socket
-import statistics
-import subprocess
 import sys
-import threading
-import time
-from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 from pathlib import Path
 
@@ -27,10 +21,10 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench._django import django_setup  # noqa: E402
+from bench._http import gunicorn_start, http_load  # noqa: E402
 
 django_setup(default_db="rootproof_webbench")
 
-import httpx  # noqa: E402
 from django.conf import settings  # noqa: E402
 from django.contrib.auth import (  # noqa: E402
     BACKEND_SESSION_KEY,
@@ -94,79 +88,6 @@ def queries_per_request(*, user, paths: dict[str, tuple[str, dict]]) -> dict[str
     return counts
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def gunicorn_start(*, workers: int, threads: int) -> tuple[subprocess.Popen, str]:
-    port = _free_port()
-    env = dict(os.environ, DEBUG="0", LOG_LEVEL="WARNING")
-    process = subprocess.Popen(
-        [
-            str(ROOT / ".venv" / "bin" / "gunicorn"),
-            "config.wsgi",
-            "--bind",
-            f"127.0.0.1:{port}",
-            "--workers",
-            str(workers),
-            "--threads",
-            str(threads),
-            "--log-level",
-            "warning",
-        ],
-        cwd=ROOT,
-        env=env,
-    )
-    base = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        try:
-            httpx.get(f"{base}/healthz", timeout=2)
-            return process, base
-        except httpx.HTTPError:
-            time.sleep(0.3)
-    process.kill()
-    raise SystemExit("gunicorn did not start")
-
-
-def load(*, base: str, cookie: str, path: str, headers: dict, clients: int, seconds: float):
-    latencies: list[float] = []
-    errors = 0
-    lock = threading.Lock()
-    stop_at = time.monotonic() + seconds
-
-    def client_loop(_: int) -> None:
-        nonlocal errors
-        mine: list[float] = []
-        bad = 0
-        cookies = {settings.SESSION_COOKIE_NAME: cookie}
-        with httpx.Client(base_url=base, cookies=cookies, headers=headers) as http:
-            while time.monotonic() < stop_at:
-                t0 = time.perf_counter()
-                response = http.get(path, timeout=30)
-                mine.append(time.perf_counter() - t0)
-                if response.status_code != 200:
-                    bad += 1
-        with lock:
-            latencies.extend(mine)
-            errors += bad
-
-    started = time.monotonic()
-    with ThreadPoolExecutor(max_workers=clients) as pool:
-        list(pool.map(client_loop, range(clients)))
-    elapsed = time.monotonic() - started
-    latencies.sort()
-    return {
-        "requests": len(latencies),
-        "errors": errors,
-        "rps": len(latencies) / elapsed,
-        "p50_ms": statistics.median(latencies) * 1000,
-        "p95_ms": latencies[max(0, int(len(latencies) * 0.95) - 1)] * 1000,
-    }
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--turns", type=int, default=20, help="answered questions on the page")
@@ -200,23 +121,24 @@ def main() -> None:
             f"{args.clients} concurrent clients, {args.seconds:.0f}s per URL"
         )
         first_path, first_headers = next(iter(scenarios.values()))
-        load(  # warm every worker's connection, imports and templates
+        cookies = {settings.SESSION_COOKIE_NAME: cookie}
+        http_load(  # warm every worker's connection, imports and templates
             base=base,
-            cookie=cookie,
-            path=first_path,
-            headers=first_headers,
+            paths=[first_path],
             clients=args.clients,
             seconds=3,
+            cookies=cookies,
+            headers=first_headers,
         )
         print(f"{'url':<44} {'p50 ms':>8} {'p95 ms':>8} {'req/s':>8} {'errors':>7}")
         for name, (path, headers) in scenarios.items():
-            result = load(
+            result = http_load(
                 base=base,
-                cookie=cookie,
-                path=path,
-                headers=headers,
+                paths=[path],
                 clients=args.clients,
                 seconds=args.seconds,
+                cookies=cookies,
+                headers=headers,
             )
             print(
                 f"{name:<44} {result['p50_ms']:>8.1f} {result['p95_ms']:>8.1f} "
