@@ -22,6 +22,27 @@ def mini_env(db):
     )
 
 
+@pytest.fixture
+def real_stack():
+    """Real worker processes need PostgreSQL and a real broker; returns a private queue name."""
+    import os
+    import uuid
+
+    from config.celery import app
+    from tests.support.workers import real_stack_available
+
+    if not real_stack_available():
+        if os.environ.get("ROOTPROOF_CI") == "1":
+            pytest.fail("CI must run the worker tests on PostgreSQL with a real broker")
+        pytest.skip("needs DATABASE_URL=postgres://… and CELERY_BROKER_URL=redis://…")
+    queue = f"test-{uuid.uuid4().hex[:8]}"
+    previous = (app.conf.task_always_eager, app.conf.task_default_queue)
+    app.conf.task_always_eager = False
+    app.conf.task_default_queue = queue
+    yield queue
+    app.conf.task_always_eager, app.conf.task_default_queue = previous
+
+
 def executor_json(*claims, hypotheses=(), version="executor_evidence_v2", **extra):
     body = {
         "answer_version": version,

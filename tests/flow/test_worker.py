@@ -5,20 +5,14 @@ Timeouts here bound how long a test may wait; nothing asserts how long a run too
 
 from __future__ import annotations
 
-import os
-import uuid
-
 import pytest
 from django.db.models import Count
 
-from config.celery import app
-from diagnosis.models import DiagnosisSession, Environment, ToolInvocation
+from diagnosis.models import DiagnosisSession, ToolInvocation
 from diagnosis.services import diagnosis_submit, sessions_reap_stale
-from tests.flow.conftest import MINI_PACK
 from tests.support.openai_roles import role_responder
 from tests.support.openai_server import openai_server_running
 from tests.support.workers import (
-    real_stack_available,
     wait_until,
     worker_env,
     worker_kill,
@@ -28,35 +22,11 @@ from tests.support.workers import (
 pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
 
 
-@pytest.fixture
-def real_stack():
-    if not real_stack_available():
-        if os.environ.get("ROOTPROOF_CI") == "1":
-            pytest.fail("CI must run the worker tests on PostgreSQL with a real broker")
-        pytest.skip("needs DATABASE_URL=postgres://… and CELERY_BROKER_URL=redis://…")
-    queue = f"test-{uuid.uuid4().hex[:8]}"
-    previous = (app.conf.task_always_eager, app.conf.task_default_queue)
-    app.conf.task_always_eager = False
-    app.conf.task_default_queue = queue
-    yield queue
-    app.conf.task_always_eager, app.conf.task_default_queue = previous
-
-
-@pytest.fixture
-def env_row(owner):
-    return Environment.objects.create(
-        slug="mini-pool",
-        name="mini",
-        pack_path=str(MINI_PACK),
-        services=["payment-service", "order-service", "mysql"],
-    )
-
-
 def _status(session_id):
     return DiagnosisSession.objects.values_list("status", flat=True).get(pk=session_id)
 
 
-def test_a_real_worker_runs_a_submitted_session_to_completion(real_stack, env_row, owner):
+def test_a_real_worker_runs_a_submitted_session_to_completion(real_stack, mini_env, owner):
     with openai_server_running(responder=role_responder) as server:
         env = worker_env(
             queue=real_stack,
@@ -65,7 +35,7 @@ def test_a_real_worker_runs_a_submitted_session_to_completion(real_stack, env_ro
         worker = worker_start(env=env)
         try:
             session = diagnosis_submit(
-                question="payment-service 超时", environment=env_row, owner=owner
+                question="payment-service 超时", environment=mini_env, owner=owner
             )
             done = wait_until(lambda: _status(session.id) in {"completed", "failed"}, timeout=120)
         finally:
@@ -77,7 +47,7 @@ def test_a_real_worker_runs_a_submitted_session_to_completion(real_stack, env_ro
     assert session.invocations.count() == 1
 
 
-def test_a_worker_killed_mid_session_leaves_no_session_running(real_stack, env_row, owner):
+def test_a_worker_killed_mid_session_leaves_no_session_running(real_stack, mini_env, owner):
     with openai_server_running(responder=role_responder, latency=1.0) as server:
         env = worker_env(
             queue=real_stack,
@@ -92,7 +62,7 @@ def test_a_worker_killed_mid_session_leaves_no_session_running(real_stack, env_r
         second = None
         try:
             session = diagnosis_submit(
-                question="payment-service 超时", environment=env_row, owner=owner
+                question="payment-service 超时", environment=mini_env, owner=owner
             )
             assert wait_until(
                 lambda: DiagnosisSession.objects.filter(

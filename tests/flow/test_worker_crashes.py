@@ -7,23 +7,18 @@ nothing asserts how long a run took.
 
 from __future__ import annotations
 
-import os
 import time
-import uuid
 from datetime import timedelta
 
 import pytest
 from django.utils import timezone
 
-from config.celery import app
-from diagnosis.models import DiagnosisSession, Environment
+from diagnosis.models import DiagnosisSession
 from diagnosis.services import diagnosis_submit, sessions_reap_stale
-from tests.flow.conftest import MINI_PACK
 from tests.support.crashes import crash_report, sessions_mid_flow
 from tests.support.openai_roles import role_responder
 from tests.support.openai_server import openai_server_running
 from tests.support.workers import (
-    real_stack_available,
     wait_until,
     worker_env,
     worker_kill,
@@ -34,30 +29,6 @@ pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
 
 KILLS = 3
 VISIBILITY_TIMEOUT = 3
-
-
-@pytest.fixture
-def real_stack():
-    if not real_stack_available():
-        if os.environ.get("ROOTPROOF_CI") == "1":
-            pytest.fail("CI must run the worker tests on PostgreSQL with a real broker")
-        pytest.skip("needs DATABASE_URL=postgres://… and CELERY_BROKER_URL=redis://…")
-    queue = f"test-{uuid.uuid4().hex[:8]}"
-    previous = (app.conf.task_always_eager, app.conf.task_default_queue)
-    app.conf.task_always_eager = False
-    app.conf.task_default_queue = queue
-    yield queue
-    app.conf.task_always_eager, app.conf.task_default_queue = previous
-
-
-@pytest.fixture
-def env_row(db):
-    return Environment.objects.create(
-        slug="mini-pool",
-        name="mini",
-        pack_path=str(MINI_PACK),
-        services=["payment-service", "order-service", "mysql"],
-    )
 
 
 def _unfinished(ids: list[int]) -> int:
@@ -74,7 +45,9 @@ def _mid_flow(ids: list[int], workers: list, *, timeout: float) -> list:
     return []
 
 
-def test_killing_workers_mid_session_leaves_every_session_finished_once(real_stack, env_row, owner):
+def test_killing_workers_mid_session_leaves_every_session_finished_once(
+    real_stack, mini_env, owner
+):
     ids: list[int] = []
     killed: set[int] = set()
     with openai_server_running(responder=role_responder, latency=0.5) as server:
@@ -94,7 +67,7 @@ def test_killing_workers_mid_session_leaves_every_session_finished_once(real_sta
                 ids += [
                     diagnosis_submit(
                         question=f"payment-service 超时 #{round_}.{n}",
-                        environment=env_row,
+                        environment=mini_env,
                         owner=owner,
                     ).pk
                     for n in range(2)
