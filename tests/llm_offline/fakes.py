@@ -25,11 +25,12 @@ class FakeResult:
     summary: dict[str, Any]
 
 
-def series(service, metric, labels, base, mean, peak, at, change, direction, score):
+def series(service, metric, labels, base, mean, peak, at, change, direction, score, ratio=None):
     label_text = ",".join(f'{k}="{v}"' for k, v in sorted(labels.items()))
+    ratio_text = "" if ratio is None else f"ratio {ratio:g}x, "
     line = (
         f"{service} {metric}{{{label_text}}}: window max {peak:g} at {at}, window min 0, "
-        f"window mean {mean:g}, baseline mean {base:g}, change point {change}, "
+        f"window mean {mean:g}, baseline mean {base:g}, {ratio_text}change point {change}, "
         f"anomaly score {score:g} ({direction})"
     )
     return {
@@ -41,7 +42,7 @@ def series(service, metric, labels, base, mean, peak, at, change, direction, sco
         "window_max": peak,
         "window_max_at": at,
         "window_min": 0,
-        "ratio": None,
+        "ratio": ratio,
         "change_point": change,
         "direction": direction,
         "anomaly_score": score,

@@ -9,6 +9,7 @@ services whose errors merely report timeouts while calling it.
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -24,6 +25,7 @@ RESOURCE_MIN = 10.0  # a resource series this abnormal (or at its limit) is a re
 ONSET_MIN = 10.0  # only series this abnormal date the start of a service's anomaly
 CHANGE_LEAD_S = 20 * 60  # a change this long before new errors can explain them
 SUSTAINED_MIN = 0.15  # share of the peak deviation the window mean must carry
+STRONG_FACTOR = 1.5  # window mean at least this many times (or this fraction of) the baseline
 
 
 @dataclass
@@ -97,6 +99,27 @@ class MetricSignal:
         if mean is None or base is None or extreme is None or extreme == base:
             return True
         return (mean - base) / (extreme - base) >= SUSTAINED_MIN
+
+    @property
+    def factor(self) -> float:
+        """How many times the window mean differs from the baseline mean (>= 1; inf from zero)."""
+        ratio = self.ratio
+        if ratio is None:
+            mean, base = _float(self.window_mean), _float(self.baseline_mean)
+            if mean is None or base is None:
+                return 1.0
+            if base == 0:
+                return math.inf if mean != 0 else 1.0
+            ratio = mean / base
+        ratio = abs(ratio)
+        if ratio == 0:
+            return math.inf
+        return max(ratio, 1 / ratio)
+
+    @property
+    def strong(self) -> bool:
+        """Abnormal and a real shift, not a few percent a robust score happens to flag."""
+        return self.at_limit or (self.abnormal and self.factor >= STRONG_FACTOR)
 
     @property
     def bad_direction(self) -> bool:
@@ -232,6 +255,18 @@ class Suspect:
     @property
     def anomalous(self) -> bool:
         return bool(self.abnormal_metrics or self.abnormal_logs)
+
+    @property
+    def notable(self) -> bool:
+        """Worth an SRE's attention: more than a small drift of a few series."""
+        return bool(
+            any(m.strong for m in self.metrics)
+            or self.abnormal_logs
+            or self.resource_metrics
+            or self.blamed_by
+            or self.downstream_of
+            or self.changes
+        )
 
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)

@@ -2,16 +2,22 @@
 """Offline Composer: the filtered material as Markdown, using only the input's own text.
 
 Everything it writes is either fixed wording (no digits, no identifiers) or a
-field of the Composer input copied unchanged, so the Composer guard passes.
+field of the Composer input copied unchanged (the conclusion quotes the first
+reasons of a hypothesis's basis), so the Composer guard passes. The conclusion
+states the cause with its evidence and the cascade; the lists do not repeat them.
 """
 
 from __future__ import annotations
+
+import re
 
 from diagnosis.contracts import AllowedClaim, ComposerInput, ComposerOutput, Decision, Wording
 
 from .common import lang_key
 
 ROOT_TYPES = {"root_cause", "contributing_factor"}
+CASCADE_TYPES = {"impact"}
+BASIS_PARTS = 3  # the lead quotes the first few reasons of a hypothesis, not all of them
 HEDGES = ("可能", "也许", "或许", "疑似", "likely", "may ", "might", "possibly", "probably")
 
 T = {
@@ -25,6 +31,7 @@ T = {
         "lead_root": "根据本次取证，{text}",
         "lead_root_bounded": "初步判断（尚待证实）：{text}",
         "lead_hypothesis": "尚未能直接确认根因，最可能的方向是：{text}",
+        "basis_sep": "；",
         "lead_observed": "已观察到以下异常，但现有证据还不足以判断根因。",
         "lead_nothing": "本次取证没有得到可以确认的结论。",
         "lead_low": "证据有限，以下结论置信度较低。",
@@ -45,6 +52,7 @@ T = {
         "lead_root": "From this session's evidence: {text}",
         "lead_root_bounded": "Preliminary finding (unconfirmed): {text}",
         "lead_hypothesis": "The root cause is not directly confirmed yet; the most likely direction: {text}",
+        "basis_sep": "; ",
         "lead_observed": "The anomalies below were observed, but the evidence is not enough to name a root cause.",
         "lead_nothing": "This session found nothing that could be confirmed.",
         "lead_low": "The evidence is limited; confidence in these findings is low.",
@@ -79,28 +87,57 @@ def _claim_text(claim: AllowedClaim, lang: str) -> str:
     return _bounded(text, lang) if claim.wording == Wording.BOUNDED else text
 
 
-def _lead(ci: ComposerInput, lang: str) -> str:
-    t = T[lang]
+def _lead_claims(ci: ComposerInput) -> list[AllowedClaim]:
+    """The claims the conclusion states: the best-supported cause, and the cascade."""
+    lead: list[AllowedClaim] = []
     roots = [c for c in ci.allowed_claims if c.claim_type in ROOT_TYPES]
+    if roots:
+        lead.append(sorted(roots, key=lambda c: c.wording != Wording.DEFINITE)[0])
+    lead += [c for c in ci.allowed_claims if c.claim_type in CASCADE_TYPES][:1]
+    return lead
+
+
+def _stated(claim: AllowedClaim, lang: str, firm: bool) -> str:
+    """A claim as a sentence, worded as a possibility unless it and the decision are firm."""
+    text = _sentence(claim.text, lang)
+    return text if firm and claim.wording == Wording.DEFINITE else _bounded(text, lang)
+
+
+def _hypothesis_lead(ci: ComposerInput, lang: str) -> str:
+    t = T[lang]
+    hypothesis = ci.allowed_hypotheses[0]
+    text = hypothesis.text.strip().rstrip("。．.")
+    reasons = [r for r in re.split(r"[；;]\s*", hypothesis.basis.strip()) if r]
+    if reasons:
+        basis = t["basis_sep"].join(reasons[:BASIS_PARTS])
+        text += t["basis"].format(basis=basis)
+    return t["lead_hypothesis"].format(text=_sentence(text, lang))
+
+
+def _lead(ci: ComposerInput, lang: str) -> str:
+    """One or two sentences: the cause with its decisive evidence, then how it spread."""
+    t = T[lang]
+    firm = ci.decision == Decision.PASS
+    roots = [c for c in _lead_claims(ci) if c.claim_type in ROOT_TYPES]
+    cascades = [c for c in _lead_claims(ci) if c.claim_type in CASCADE_TYPES]
     parts: list[str] = []
     if ci.decision == Decision.REJECT:
         parts.append(t["lead_reject"])
     if roots:
-        root = sorted(roots, key=lambda c: c.wording != Wording.DEFINITE)[0]
-        if root.wording == Wording.DEFINITE:
+        root = roots[0]
+        if firm and root.wording == Wording.DEFINITE:
             parts.append(t["lead_root"].format(text=_sentence(root.text, lang)))
         else:
             parts.append(
                 t["lead_root_bounded"].format(text=_bounded(_sentence(root.text, lang), lang))
             )
     elif ci.allowed_hypotheses and ci.decision != Decision.REJECT:
-        parts.append(
-            t["lead_hypothesis"].format(text=_sentence(ci.allowed_hypotheses[0].text, lang))
-        )
+        parts.append(_hypothesis_lead(ci, lang))
     elif ci.allowed_claims:
         parts.append(t["lead_observed"])
     else:
         parts.append(t["lead_nothing"])
+    parts += [_stated(c, lang, firm) for c in cascades]
     if ci.decision == Decision.LOW_CONFID:
         parts.append(t["lead_low"])
     return ("" if lang == "zh" else " ").join(parts)
@@ -111,8 +148,11 @@ def answer_compose(ci: ComposerInput) -> str:
     t = T[lang]
     sections: list[str] = [f"**{t['conclusion']}**\n\n{_lead(ci, lang)}"]
 
-    definite = [c for c in ci.allowed_claims if c.wording == Wording.DEFINITE]
-    bounded = [c for c in ci.allowed_claims if c.wording != Wording.DEFINITE]
+    # What the conclusion already says is not listed again.
+    stated = {c.claim_id for c in _lead_claims(ci)}
+    rest = [c for c in ci.allowed_claims if c.claim_id not in stated]
+    definite = [c for c in rest if c.wording == Wording.DEFINITE]
+    bounded = [c for c in rest if c.wording != Wording.DEFINITE]
     definite.sort(key=lambda c: c.claim_type not in ROOT_TYPES)
     if definite:
         items = "\n".join(f"- {_claim_text(c, lang)}" for c in definite)

@@ -7,8 +7,10 @@ checked to occur in its excerpts, or left out.
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 from diagnosis.contracts import (
@@ -22,6 +24,7 @@ from diagnosis.llm.base import ExecutorRequest, ToolRunner
 
 from . import vocab
 from .analysis import (
+    STRONG_FACTOR,
     Call,
     LogSignal,
     MetricSignal,
@@ -37,12 +40,16 @@ from .texts import SUBKIND, T
 MAX_SERVICES = 12
 MAX_DISCOVERED = 4
 RESOURCE_FOLLOW_UPS = 3
-MAX_CLAIMS = 8
+MAX_CLAIMS = 10
+MAX_SYMPTOMS = 6  # symptom claims: the ones that matter, not every series that moved
 MAX_HYPOTHESES = 5
 MIN_EXCERPT = 20
 KNOWLEDGE_K = 3
-TEMPLATE_CHARS = 80
+TEMPLATE_CHARS = 160  # a log message is quoted whole up to this, else cut at a word
+BASIS_CHARS = 100
+WORD_CUT_MIN = 0.6  # a word boundary is used when it keeps at least this share of the limit
 CHANGE_CHARS = 160
+MAX_CASCADE_EDGES = 3
 
 
 @dataclass
@@ -273,8 +280,19 @@ def chunks_of(call: Call) -> list[Chunk]:
 
 
 def _short(text: str, limit: int = TEMPLATE_CHARS) -> str:
+    """``text`` on one line, cut at a word boundary (never inside a number) when too long."""
     flat = re.sub(r"\s+", " ", text or "").strip()
-    return flat if len(flat) <= limit else flat[: limit - 1].rstrip() + "…"
+    if len(flat) <= limit:
+        return flat
+    cut = flat[: limit - 1]
+    space = cut.rfind(" ")
+    if space >= limit * WORD_CUT_MIN:
+        cut = cut[:space]
+    else:
+        number = "0123456789."
+        while cut and cut[-1] in number and flat[len(cut)] in number:
+            cut = cut[:-1]
+    return cut.rstrip(" ,;:-—(=") + "…"
 
 
 def _value_in(value: Any, evidence: str) -> str | None:
@@ -303,7 +321,8 @@ def _value_in(value: Any, evidence: str) -> str | None:
     return None
 
 
-def _time_in(value: str, evidence: str) -> str | None:
+def _time_in(value: str, evidence: str, short: bool = False) -> str | None:
+    """How the time ``value`` is written in ``evidence``; clock time only when ``short``."""
     if not value:
         return None
     parsed = time_parse(value)
@@ -315,6 +334,9 @@ def _time_in(value: str, evidence: str) -> str | None:
             parsed.strftime("%H:%M:%S"),
             parsed.strftime("%H:%M"),
         ]
+        if short:
+            clock = "%H:%M" if parsed.second == 0 and parsed.microsecond == 0 else "%H:%M:%S"
+            candidates.insert(0, parsed.strftime(clock))
     for text in candidates:
         if text and text in evidence:
             return text
@@ -353,16 +375,6 @@ def _log_excerpts(lg: LogSignal) -> list[str]:
     return excerpts
 
 
-def _first_fitting(parts: list[tuple[str, bool]], evidence: str) -> str:
-    """Join the parts whose numbers all occur in the evidence (required parts always)."""
-    text = ""
-    for part, required in parts:
-        candidate = text + part
-        if required or numbers_covered(part, evidence):
-            text = candidate
-    return text
-
-
 # --- claims ---------------------------------------------------------------------------
 
 
@@ -375,11 +387,42 @@ class Draft:
     support: str = "direct"
 
 
+def _one_day(call: Call) -> bool:
+    """The call's window lies within one day, so a clock time names a moment unambiguously."""
+    window = call.summary.get("window")
+    if not isinstance(window, dict):
+        return False
+    start, end = time_parse(window.get("start")), time_parse(window.get("end"))
+    return bool(start and end and start.date() == end.date())
+
+
+def _fitting(parts: list[str], evidence: str) -> list[str]:
+    """The parts whose numbers all occur in the evidence."""
+    return [part for part in parts if part and numbers_covered(part, evidence)]
+
+
+def _from_zero(signal: MetricSignal, evidence: str) -> bool:
+    """The series was zero throughout the baseline and shows up in the window."""
+    return (
+        signal.direction == "up"
+        and _value_in(signal.baseline_mean, evidence) == "0"
+        and math.isinf(signal.factor)
+    )
+
+
+def _ratio_text(signal: MetricSignal, evidence: str) -> str | None:
+    """The window/baseline ratio as the tool wrote it, for a real shift."""
+    if signal.ratio is None or signal.factor < STRONG_FACTOR:
+        return None
+    return _value_in(signal.ratio, evidence)
+
+
 def _metric_claim(signal: MetricSignal, lang: str) -> Draft | None:
     if not signal.line or not _usable(signal.line, signal.call):
         return None
     t = T[lang]
     evidence = signal.line
+    short = _one_day(signal.call)
     down = signal.direction == "down"
     head_key = "metric_down" if down else "metric_up"
     if signal.direction not in {"up", "down"}:
@@ -389,25 +432,34 @@ def _metric_claim(signal: MetricSignal, lang: str) -> Draft | None:
         head = t[head_key].format(svc=signal.service, metric=signal.metric, labels="")
         if not numbers_covered(head, evidence):
             return None
-    parts: list[tuple[str, bool]] = [(head, True)]
-    base = _value_in(signal.baseline_mean, evidence)
+    qualifiers: list[str] = []
+    if signal.at_limit:
+        qualifiers.append(t["near_empty"] if vocab.is_free_metric(signal.metric) else t["at_limit"])
+    from_zero = _from_zero(signal, evidence)
+    if from_zero:
+        qualifiers.append(t["from_zero"])
+    else:
+        ratio = _ratio_text(signal, evidence)
+        if ratio is not None:
+            qualifiers.append(t["ratio"].format(value=ratio))
+    details: list[str] = []
+    base = None if from_zero else _value_in(signal.baseline_mean, evidence)
     if base is not None:
-        parts.append((t["baseline"].format(value=base), False))
+        details.append(t["baseline"].format(value=base))
     extreme = _value_in(signal.window_min if down else signal.window_max, evidence)
     if extreme is not None:
         peak = t["low" if down else "peak"].format(value=extreme)
-        at = None if down else _time_in(signal.window_max_at, evidence)
+        at = None if down else _time_in(signal.window_max_at, evidence, short)
         if at:
             peak += t["at"].format(value=at)
-        parts.append((peak, False))
-    since = _time_in(signal.change_point, evidence)
+        details.append(peak)
+    since = _time_in(signal.change_point, evidence, short)
     if since:
-        parts.append((t["since"].format(value=since), False))
-    if signal.at_limit:
-        parts.append(
-            (t["near_empty"] if vocab.is_free_metric(signal.metric) else t["at_limit"], True)
-        )
-    text = _first_fitting(parts, evidence)
+        details.append(t["since"].format(value=since))
+    text = t["qualifier_sep"].join([head, *_fitting(qualifiers, evidence)])
+    details = _fitting(details, evidence)
+    if details:
+        text += t["details_sep"] + t["detail_sep"].join(details)
     return Draft("symptom", text + t["end"], signal.service, [_binding(signal.call, evidence)])
 
 
@@ -418,13 +470,21 @@ def _message(lg: LogSignal, limit: int = TEMPLATE_CHARS) -> str:
             continue
         for marker in (f" {lg.level} ", f" {lg.level.lower()} ", f"[{lg.level}]"):
             if lg.level and marker in sample:
-                return _short(sample.split(marker, 1)[1], limit)
+                return _short(_untagged(sample.split(marker, 1)[1], lg.service), limit)
         if lg.service and f"{lg.service} " in sample:
             return _short(sample.split(f"{lg.service} ", 1)[1], limit)
         head, _, rest = sample.partition(" ")
         if rest and time_parse(head) is not None:  # a plain log line: drop its timestamp
-            return _short(rest, limit)
+            return _short(_untagged(rest, lg.service), limit)
     return _short(lg.template, limit)
+
+
+def _untagged(message: str, service: str) -> str:
+    """``message`` without a leading ``[pod-name]`` tag that only repeats the service."""
+    match = re.match(r"\s*\[([^\]\s]+)\]\s+(\S.*)", message)
+    if match and service and match.group(1).lower().startswith(service.lower()):
+        return match.group(2)
+    return message
 
 
 def _log_claim(lg: LogSignal, lang: str) -> Draft | None:
@@ -441,19 +501,21 @@ def _log_claim(lg: LogSignal, lang: str) -> Draft | None:
     head = t[key].format(svc=lg.service, level=level, template=template)
     if not numbers_covered(head, evidence):
         return None
-    parts: list[tuple[str, bool]] = [(head, True)]
+    parts: list[str] = []
     count = _value_in(lg.count_window, evidence)
     if count is not None:
-        parts.append((t["count"].format(value=count), False))
-    first = _time_in(lg.first_seen, evidence)
+        parts.append(t["count"].format(value=count))
+    first = _time_in(lg.first_seen, evidence, _one_day(lg.call))
     if first:
-        parts.append((t["first"].format(value=first), False))
-    text = _first_fitting(parts, evidence)
+        parts.append(t["first"].format(value=first))
+    text = head + "".join(_fitting(parts, evidence))
     bindings = [_binding(lg.call, excerpt) for excerpt in excerpts]
     return Draft("symptom", text + t["end"], lg.service, bindings)
 
 
-def _root_claim(entry: Suspect, lang: str) -> tuple[Draft, MetricSignal, LogSignal] | None:
+def _root_claim(
+    entry: Suspect, lang: str, victims: bool = True
+) -> tuple[Draft, MetricSignal, LogSignal] | None:
     pair = root_cause_evidence(entry)
     if pair is None:
         return None
@@ -477,9 +539,8 @@ def _root_claim(entry: Suspect, lang: str) -> tuple[Draft, MetricSignal, LogSign
     text = t["root"].format(
         svc=entry.service, sub=sub, metric=metric.metric, state=state, template=_message(lg)
     )
-    if entry.blamed_by:
-        victims = "、".join(entry.blamed_by) if lang == "zh" else ", ".join(entry.blamed_by)
-        text += t["root_victims"].format(victims=victims, svc=entry.service)
+    if entry.blamed_by and victims:
+        text += t["root_victims"].format(victims=_join(entry.blamed_by, lang), svc=entry.service)
     if not numbers_covered(text, evidence):
         return None
     bindings = [_binding(metric.call, metric.line)]
@@ -541,7 +602,7 @@ def _change_root_claim(entry: Suspect, lang: str) -> Draft | None:
     evidence = "\n".join([*change_excerpts, *error_excerpts, *([rate.line] if rate else [])])
     when = ""
     if isinstance(change, LogSignal):
-        when = _time_in(change.first_seen, "\n".join(change_excerpts)) or ""
+        when = _time_in(change.first_seen, "\n".join(change_excerpts), _one_day(change.call)) or ""
     text = t["change_root"].format(
         svc=entry.service,
         when=t["change_when"].format(value=when) if when else "",
@@ -570,7 +631,7 @@ def _change_claim(entry: Suspect, lang: str) -> Draft | None:
     t = T[lang]
     when = ""
     if isinstance(change, LogSignal):
-        when = _time_in(change.first_seen, "\n".join(excerpts)) or ""
+        when = _time_in(change.first_seen, "\n".join(excerpts), _one_day(change.call)) or ""
     text = t["change_seen"].format(
         svc=entry.service,
         when=t["change_when"].format(value=when) if when else "",
@@ -581,6 +642,222 @@ def _change_claim(entry: Suspect, lang: str) -> Draft | None:
     return Draft("timeline", text + t["end"], entry.service, [_binding(call, excerpts[0])])
 
 
+# --- which facts matter ------------------------------------------------------------------
+
+# How much a kind of signal tells an SRE about an incident (before its strength counts).
+METRIC_WEIGHT = {"errors": 3.0, "latency": 3.0, "resource": 3.0, "restart": 3.0, "traffic": 1.5}
+LOG_WEIGHT = {"resource": 3.5, "code": 3.0, "change": 2.5, "other": 2.5, "dependency": 2.5}
+SAME_FAMILY_PENALTY = 3.0  # p50, p90 and _sum of one histogram tell one story
+SAME_KIND_PENALTY = 1.5
+SAME_LOG_KIND_PENALTY = 1.0
+EARLY_BONUS = 1.0  # a signal that starts with the service's anomaly is closest to its cause
+EARLY_S = 60
+FILL_MIN = 2.0  # beyond each service's best fact, only facts at least this telling
+LATEST = datetime.max.replace(tzinfo=UTC)
+
+
+def _family(metric: str) -> str:
+    return re.sub(r"_(sum|count|bucket|total)$", "", metric)
+
+
+def metric_relevance(signal: MetricSignal) -> float:
+    weight = METRIC_WEIGHT.get(signal.kind, 1.0)
+    if signal.kind == "resource" and not signal.bad_direction:
+        weight = 1.0  # spare capacity growing is rarely the story
+    if signal.kind in {"errors", "latency", "restart"} and signal.direction != "up":
+        weight = 1.0  # fewer errors or faster answers are no symptom
+    if signal.at_limit:
+        weight += 1.0
+    return weight + min(math.log10(signal.factor), 3.0) / 3.0
+
+
+def log_relevance(lg: LogSignal) -> float:
+    weight = LOG_WEIGHT.get(lg.kind, 2.0)
+    if lg.level.upper() in vocab.ERROR_LEVELS:
+        weight += 0.5
+    return weight + min(math.log10(max(lg.count_window, 1)), 3.0) / 3.0
+
+
+@dataclass
+class Candidate:
+    """A symptom claim that could be written, with what it repeats and how much it tells."""
+
+    draft: Draft
+    service: str
+    relevance: float
+    groups: tuple[tuple[str, ...], ...]
+    lines: tuple[str, ...]
+
+
+def _metric_groups(signal: MetricSignal) -> tuple[tuple[str, ...], ...]:
+    return (("family", _family(signal.metric)), ("kind", signal.kind, signal.subkind))
+
+
+def _log_groups(lg: LogSignal) -> tuple[tuple[str, ...], ...]:
+    return (("log", lg.kind),)
+
+
+def _penalty(groups: tuple[tuple[str, ...], ...], taken: dict[tuple[str, ...], int]) -> float:
+    per_group = {"family": SAME_FAMILY_PENALTY, "kind": SAME_KIND_PENALTY}
+    return sum(per_group.get(g[0], SAME_LOG_KIND_PENALTY) * taken.get(g, 0) for g in groups)
+
+
+def _early(entry: Suspect, onset: datetime | None) -> float:
+    start = entry.onset
+    if start is None or onset is None:
+        return 0.0
+    return EARLY_BONUS if (onset - start).total_seconds() <= EARLY_S else 0.0
+
+
+def _candidates_of(entry: Suspect, lang: str, used: set[str], suspect: bool) -> list[Candidate]:
+    """The service's strong signals as claims: weak drifts are no symptom worth confirming.
+
+    For the suspect itself, what started first is closest to the cause and counts more.
+    """
+    found: list[Candidate] = []
+    seen: set[str] = set()
+    metrics = [*entry.abnormal_metrics, *(m for m in entry.resource_metrics if not m.abnormal)]
+    for signal in metrics:
+        key = f"{signal.service}|{signal.metric}|{_labels(signal)}"
+        if not signal.strong or key in seen or key in used or signal.line in used:
+            continue
+        seen.add(key)
+        draft = _metric_claim(signal, lang)
+        if draft:
+            found.append(
+                Candidate(
+                    draft,
+                    entry.service,
+                    metric_relevance(signal) + (_early(entry, signal.onset) if suspect else 0.0),
+                    _metric_groups(signal),
+                    (signal.line, key),
+                )
+            )
+    for lg in entry.abnormal_logs:
+        if lg.line and lg.line in used:
+            continue
+        draft = _log_claim(lg, lang)
+        if draft:
+            found.append(
+                Candidate(
+                    draft,
+                    entry.service,
+                    log_relevance(lg) + (_early(entry, lg.onset) if suspect else 0.0),
+                    _log_groups(lg),
+                    (lg.line,),
+                )
+            )
+    return found
+
+
+def symptoms_select(
+    tiers: list[tuple[Suspect, int]], lang: str, used: set[str], seed: list[tuple[str, ...]]
+) -> list[Draft]:
+    """At most MAX_SYMPTOMS claims: each affected service's best, then the most telling rest.
+
+    ``tiers`` lists the services worth describing, closest to the cause first; ``seed``
+    names what the cause's own claims already say, so symptoms add to it, not repeat it.
+    """
+    pools: dict[str, list[Candidate]] = {}
+    tier_of: dict[str, tuple[int, int]] = {}
+    for rank, (entry, tier) in enumerate(tiers):
+        pools[entry.service] = _candidates_of(entry, lang, used, suspect=tier == 0)
+        tier_of[entry.service] = (tier, rank)
+    caps = {name: 4 if tier_of[name][0] == 0 else 2 for name in pools}
+    taken: dict[str, dict[tuple[str, ...], int]] = {name: {} for name in pools}
+    for name in pools:
+        for group in seed if tier_of[name][0] == 0 else []:
+            taken[name][group] = taken[name].get(group, 0) + 1
+    chosen: list[tuple[tuple[int, int], int, Candidate]] = []
+
+    def best(name: str) -> Candidate | None:
+        options = [c for c in pools[name] if not (set(c.lines) & used)]
+        if not options:
+            return None
+        return max(options, key=lambda c: c.relevance - _penalty(c.groups, taken[name]))
+
+    def take(candidate: Candidate) -> None:
+        name = candidate.service
+        chosen.append((tier_of[name], len(chosen), candidate))
+        pools[name].remove(candidate)
+        used.update(candidate.lines)
+        for group in candidate.groups:
+            taken[name][group] = taken[name].get(group, 0) + 1
+
+    for name in pools:  # every affected service once, closest first
+        if len(chosen) >= MAX_SYMPTOMS:
+            break
+        pick = best(name)
+        if pick is not None:
+            take(pick)
+    while len(chosen) < MAX_SYMPTOMS:
+        options = []
+        for name in pools:
+            if sum(1 for _, _, c in chosen if c.service == name) >= caps[name]:
+                continue
+            pick = best(name)
+            if pick is not None:
+                score = pick.relevance - _penalty(pick.groups, taken[name])
+                if score >= FILL_MIN:
+                    options.append((tier_of[name][0], -score, tier_of[name][1], pick))
+        if not options:
+            break
+        take(min(options, key=lambda o: o[:3])[3])
+    return [c.draft for _, _, c in sorted(chosen, key=lambda item: (item[0], item[1]))]
+
+
+def cascade_edges(suspects: list[Suspect], start: str) -> list[tuple[Suspect, str, LogSignal]]:
+    """Who failed calling whom, walking outward from ``start``, each with the log that says so."""
+    by_name = {s.service: s for s in suspects}
+    reached = {start}
+    frontier = [start]
+    edges: list[tuple[Suspect, str, LogSignal]] = []
+    while frontier and len(edges) < MAX_CASCADE_EDGES:
+        following: list[str] = []
+        for target in frontier:
+            callers = sorted(
+                (s for s in by_name.values() if target in s.downstream_of),
+                key=lambda s: (s.onset or LATEST, s.service),
+            )
+            for caller in callers:
+                if caller.service in reached or len(edges) >= MAX_CASCADE_EDGES:
+                    continue
+                log = next(
+                    (
+                        lg
+                        for lg in caller.abnormal_logs
+                        if lg.kind == "dependency"
+                        and target in lg.mentions
+                        and not lg.injected
+                        and _log_excerpts(lg)
+                    ),
+                    None,
+                )
+                if log is None:
+                    continue
+                edges.append((caller, target, log))
+                reached.add(caller.service)
+                following.append(caller.service)
+        frontier = following
+    return edges
+
+
+def _cascade_claim(edges: list[tuple[Suspect, str, LogSignal]], lang: str) -> Draft | None:
+    """Who failed calling whom, in one line; the logs that say so are its bindings."""
+    t = T[lang]
+    parts: list[str] = []
+    bindings: list[EvidenceBinding] = []
+    for caller, target, lg in edges:
+        text = " ".join([lg.template, *lg.samples]).lower()
+        key = "cascade_timeout" if any(w in text for w in vocab.TIMEOUT_LOG) else "cascade_error"
+        parts.append(t[key].format(src=caller.service, dst=target))
+        bindings += [_binding(lg.call, excerpt) for excerpt in _log_excerpts(lg)]
+    if not parts:
+        return None
+    text = t["cascade"].format(edges=t["cascade_sep"].join(parts))
+    return Draft("impact", text + t["end"], edges[0][0].service, bindings)
+
+
 # --- hypotheses, actions, gaps ----------------------------------------------------------
 
 
@@ -588,18 +865,30 @@ def _join(items: list[str], lang: str) -> str:
     return ("、" if lang == "zh" else ", ").join(items)
 
 
-def _fmt_score(value: float) -> str:
-    return f"{value:.1f}"
+def _metric_basis(signal: MetricSignal, lang: str) -> str:
+    """How far a series moved, in words, with the ratio only as the tool itself wrote it."""
+    t = T[lang]
+    name = f"{signal.metric}{_labels(signal)}"
+    evidence = signal.line or ""
+    if evidence and _from_zero(signal, evidence):
+        return t["basis_from_zero"].format(metric=name)
+    if not signal.strong:
+        return t["basis_slight"].format(metric=name)
+    direction = {"up": "up", "down": "down"}.get(signal.direction, "level")
+    ratio = _ratio_text(signal, evidence) if evidence else None
+    if ratio is not None and direction != "level":
+        return t[f"basis_{direction}_ratio"].format(metric=name, ratio=ratio)
+    return t[f"basis_{direction}"].format(metric=name)
 
 
 def _basis(entry: Suspect, lang: str) -> str:
     t = T[lang]
     parts = []
-    metrics = entry.abnormal_metrics
+    metrics = sorted(
+        entry.abnormal_metrics, key=lambda m: (not m.strong, -metric_relevance(m), m.metric)
+    )
     if metrics:
-        parts.append(
-            t["basis_metric"].format(metric=metrics[0].metric, score=_fmt_score(metrics[0].anomaly))
-        )
+        parts.append(_metric_basis(metrics[0], lang))
     for m in entry.resource_metrics:
         if m.at_limit:
             key = "basis_free" if vocab.is_free_metric(m.metric) else "basis_limit"
@@ -615,7 +904,12 @@ def _basis(entry: Suspect, lang: str) -> str:
         parts.append(t["basis_resource_log"].format(sub=sub))
     logs = [lg for lg in entry.abnormal_logs if lg.kind != "dependency"]
     if logs:
-        parts.append(t["basis_logs"].format(n=len(logs)))
+        quotable = [lg for lg in logs if not lg.injected and lg.samples]
+        if quotable and not entry.resource_logs:
+            message = _message(quotable[0], BASIS_CHARS)
+            parts.append(t["basis_logs_quote"].format(n=len(logs), message=message))
+        else:
+            parts.append(t["basis_logs"].format(n=len(logs)))
     if entry.earliest and entry.onset is not None:
         parts.append(t["basis_early"].format(time=entry.onset.strftime("%H:%M:%S")))
     if entry.blamed_by:
@@ -742,8 +1036,15 @@ def evidence_write(
     ranked = [s for s in suspects if s.score > 0]
     top = ranked[0] if ranked else None
 
+    focus = top.service if top is not None else None
+    edges = cascade_edges(suspects, focus) if focus else []
+    cascade = _cascade_claim(edges, lang) if edges else None
+    if cascade is not None and cascade.text in flagged_texts:
+        cascade = None
+
     drafts: list[Draft] = []
     used_lines: set[str] = set()
+    seed: list[tuple[str, ...]] = []  # what the cause's own claims already say
     root_entity: str | None = None
     if top is not None and top.kind == "change":
         change_root = _change_root_claim(top, lang)
@@ -752,7 +1053,7 @@ def evidence_write(
             root_entity = top.service
             used_lines.update(b.evidence_excerpt for b in change_root.bindings)
     if top is not None and root_entity is None:
-        root = _root_claim(top, lang)
+        root = _root_claim(top, lang, victims=cascade is None)
         if root is not None and root[0].text not in flagged_texts:
             draft, metric, lg = root
             drafts.append(draft)
@@ -760,41 +1061,28 @@ def evidence_write(
             used_lines.update(
                 {metric.line, lg.line, f"{metric.service}|{metric.metric}|{_labels(metric)}"}
             )
+            seed += [*_metric_groups(metric), *_log_groups(lg)]
+    if top is not None and root_entity is None:
+        change_draft = _change_claim(top, lang)
+        if change_draft is not None:
+            drafts.append(change_draft)
+    if cascade is not None:
+        drafts.append(cascade)
+        used_lines.update(b.evidence_excerpt for b in cascade.bindings)
+        used_lines.update(lg.line for _, _, lg in edges if lg.line)
 
-    for index, entry in enumerate(ranked[:4]):
-        metric_cap, log_cap = (3, 2) if index == 0 else (1, 1)
-        if index == 0 and root_entity is None:
-            change_draft = _change_claim(entry, lang)
-            if change_draft is not None:
-                drafts.append(change_draft)
-        metrics = sorted(
-            [*entry.abnormal_metrics, *(m for m in entry.resource_metrics if not m.abnormal)],
-            key=lambda m: (
-                m.kind not in {"resource", "restart"},
-                not m.at_limit,
-                -m.anomaly,
-                m.metric,
-            ),
-        )
-        added = 0
-        for signal in metrics:
-            key = f"{signal.service}|{signal.metric}|{_labels(signal)}"
-            if added >= metric_cap or signal.line in used_lines or key in used_lines:
-                continue
-            draft = _metric_claim(signal, lang)
-            if draft:
-                drafts.append(draft)
-                used_lines.update({signal.line, key})
-                added += 1
-        added = 0
-        for lg in entry.abnormal_logs:
-            if added >= log_cap or (lg.line and lg.line in used_lines):
-                continue
-            draft = _log_claim(lg, lang)
-            if draft:
-                drafts.append(draft)
-                used_lines.add(lg.line)
-                added += 1
+    # The services worth describing: the suspect, the call chain, then other real anomalies.
+    on_path = {caller.service for caller, _, _ in edges}
+    tiers: list[tuple[Suspect, int]] = []
+    for entry in ranked:
+        if entry is top:
+            tiers.append((entry, 0))
+        elif entry.service in on_path or (focus and focus in entry.downstream_of):
+            tiers.append((entry, 1))
+        elif entry.notable:
+            tiers.append((entry, 2))
+    tiers.sort(key=lambda item: item[1])
+    drafts += symptoms_select(tiers, lang, used_lines, seed)
 
     claims: list[Claim] = []
     for number, draft in enumerate(drafts[:MAX_CLAIMS], start=1):
@@ -812,8 +1100,10 @@ def evidence_write(
             )
         )
 
+    notable = [e for e, _ in tiers]
+    weak = [e.service for e in ranked if e not in notable]
     hypotheses: list[Hypothesis] = []
-    for entry in ranked:
+    for entry in notable:
         if entry.service == root_entity:
             continue
         if len(hypotheses) >= MAX_HYPOTHESES:
@@ -840,7 +1130,7 @@ def evidence_write(
     actions: list[RecommendedAction] = []
     if top is not None:
         actions.append(_action(top, lang, "reason_root" if root_entity else "reason_hyp"))
-    for entry in ranked[1:3]:
+    for entry in notable[1:3]:
         if not entry.victim:
             actions.append(_action(entry, lang, "reason_hyp"))
     for chunk in chunks[:1]:
@@ -881,6 +1171,9 @@ def evidence_write(
         missing.append(t["miss_no_anomaly"])
     elif root_entity is None:
         missing.append(t["miss_no_root"])
+    if weak and (top is None or not top.notable):
+        # Only small drifts anywhere: say what was seen, in one line.
+        missing.append(t["miss_weak"].format(services=_join(weak, lang)))
     if not chunks:
         missing.append(t["miss_knowledge"])
 

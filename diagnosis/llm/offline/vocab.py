@@ -138,6 +138,7 @@ RESOURCE_LOG = {
     "fd": ("too many open files",),
     "queue": ("queue full", "queue is full", "backlog", "buffer full"),
 }
+TIMEOUT_LOG = ("timeout", "timed out", "time out", "deadline exceeded", "超时")
 DEPENDENCY_LOG = (
     "timeout",
     "timed out",
