@@ -311,8 +311,12 @@ def metric_signals(call: Call) -> list[MetricSignal]:
             continue
         line = str(item.get("line") or "")
         metric = str(item.get("metric") or "")
-        labels = item.get("labels") if isinstance(item.get("labels"), dict) else {}
-        labels = {str(k): str(v) for k, v in labels.items()}
+        raw_labels = item.get("labels")
+        labels = (
+            {str(k): str(v) for k, v in (raw_labels or {}).items()}
+            if isinstance(raw_labels, dict)
+            else {}
+        )
         kind, subkind = vocab.metric_kind(metric, labels)
         service = str(item.get("service") or call.arguments.get("service") or "")
         signals.append(
@@ -375,7 +379,9 @@ def _mark_limits(signals: list[MetricSignal]) -> None:
                 ),
             )
             cap = _float(best.window_max)
-            reached = cap and cap > 0 and 0.95 * cap <= peak <= 1.05 * cap
+            if cap is None or cap <= 0:
+                continue
+            reached = 0.95 * cap <= peak <= 1.05 * cap
             if reached and (base is None or base < 0.9 * cap):
                 signal.at_limit = True
                 signal.limit_value = best.window_max
@@ -474,14 +480,14 @@ def suspects_rank(
                 suspect(service_arg).has_data = True
         elif call.tool_name == "query_logs":
             all_known = sorted({*known, *suspects})
-            for signal in log_signals(call, all_known):
-                key = (signal.service, signal.template, signal.level)
-                if key in seen_logs:
+            for log_signal in log_signals(call, all_known):
+                log_key = (log_signal.service, log_signal.template, log_signal.level)
+                if log_key in seen_logs:
                     continue
-                seen_logs.add(key)
-                if signal.service:
-                    entry = suspect(signal.service)
-                    entry.logs.append(signal)
+                seen_logs.add(log_key)
+                if log_signal.service:
+                    entry = suspect(log_signal.service)
+                    entry.logs.append(log_signal)
                     entry.has_data = True
             if service_arg and call.ok and call.summary.get("templates"):
                 suspect(service_arg).has_data = True

@@ -249,8 +249,9 @@ def symptoms_from_text(text: str) -> list[str]:
 def _alert_text(alert: dict[str, Any] | None) -> tuple[str, list[str]]:
     if not isinstance(alert, dict):
         return "", []
-    labels = alert.get("labels") if isinstance(alert.get("labels"), dict) else {}
-    annotations = alert.get("annotations") if isinstance(alert.get("annotations"), dict) else {}
+    raw_labels, raw_annotations = alert.get("labels"), alert.get("annotations")
+    labels: dict[str, Any] = raw_labels if isinstance(raw_labels, dict) else {}
+    annotations: dict[str, Any] = raw_annotations if isinstance(raw_annotations, dict) else {}
     named = [
         str(labels[key])
         for key in ("service", "app", "job", "service_name", "container")
