@@ -1,8 +1,8 @@
 """query_logs: log lines from pack files or Loki, clustered into templates with drain3.
 
-The file backend streams every file line by line (memory does not grow with the file);
-each matching line lands in a template cluster that keeps counts for the window and the
-baseline, first/last seen and a few verbatim sample lines.
+The file backend streams every file in blocks of whole lines (memory does not grow with
+the file); each matching line lands in a template cluster that keeps counts for the window
+and the baseline, first/last seen and a few verbatim sample lines.
 """
 
 from __future__ import annotations
@@ -14,6 +14,8 @@ import re
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +47,8 @@ MAX_CLUSTERS = 5000
 MAX_SAMPLE_CHARS = 400
 MASK_CACHE_SIZE = 50_000
 RAW_CACHE_SIZE = 4096  # small: it only pays off for messages that repeat verbatim
+SHAPE_CACHE_SIZE = 20_000
+READ_BLOCK_BYTES = 1 << 16
 LOKI_MAX_LINES = 5000
 LEVEL_WEIGHT = {"FATAL": 3.0, "CRITICAL": 3.0, "ERROR": 3.0, "WARN": 2.0}
 LEVEL_ALIASES = {
@@ -91,6 +95,96 @@ def message_mask(message: str) -> str:
     return message
 
 
+_Piece = str | tuple[int, int]
+
+
+def _mask_pieces(text: str) -> list[_Piece]:
+    """``message_mask(text)`` as placeholders and the (start, end) slices of text that remain.
+
+    Each pattern can be run on the remaining slices one by one: no pattern matches a
+    placeholder's characters, and ``<``/``>`` look like the string's edges to ``\\b`` and to
+    the lookarounds.
+    """
+    pieces: list[_Piece] = [(0, len(text))]
+    if not _DIGIT.search(text):
+        return pieces
+    for pattern, placeholder, _guard in _MASKS:
+        masked: list[_Piece] = []
+        for piece in pieces:
+            if isinstance(piece, str):
+                masked.append(piece)
+                continue
+            start, end = piece
+            pos = start
+            for match in pattern.finditer(text[start:end]):
+                if start + match.start() > pos:
+                    masked.append((pos, start + match.start()))
+                masked.append(placeholder)
+                pos = start + match.end()
+            if pos < end:
+                masked.append((pos, end))
+        pieces = masked
+    return pieces
+
+
+_ONE_DIGIT = bytes.maketrans(b"0123456789", b"1111111111")
+# The masked text, or a %-template and what fills it from the message.
+_Recipe = str | tuple[str, Callable[[str], Any]]
+
+
+class MessageMasker:
+    """``message_mask`` with a cache keyed by the message's shape.
+
+    Every pattern treats the ASCII digits alike except through the literal ``0x``, so two
+    ASCII messages without ``0x`` that differ only in their digits are masked at the same
+    places. The shape (each digit written as ``1``) keys a recipe: the masked text itself
+    when no digit survives masking, else a %-template taking the surviving digits from
+    the message. Lines that differ only in ids and numbers then cost a translate and a
+    dict lookup instead of five regular-expression passes.
+    """
+
+    def __init__(self) -> None:
+        self.recipes: dict[bytes, _Recipe] = {}
+
+    def mask(self, message: str) -> str:
+        if "0x" in message or not message.isascii():
+            return message_mask(message)
+        shape = message.encode("ascii").translate(_ONE_DIGIT)
+        recipe = self.recipes.get(shape)
+        if recipe is None:
+            recipe = _recipe_learn(shape.decode("ascii"))
+            if len(self.recipes) >= SHAPE_CACHE_SIZE:
+                self.recipes.clear()
+            self.recipes[shape] = recipe
+        if isinstance(recipe, str):
+            return recipe
+        template, pick = recipe
+        return template % pick(message)
+
+
+def _recipe_learn(shape: str) -> _Recipe:
+    masked = message_mask(shape)
+    if "1" not in masked:
+        return masked
+    parts = []
+    positions = []
+    for piece in _mask_pieces(shape):
+        if isinstance(piece, str):
+            parts.append(piece)
+            continue
+        for i in range(*piece):
+            if shape[i] == "1":
+                parts.append("%s")
+                positions.append(i)
+            else:
+                parts.append("%%" if shape[i] == "%" else shape[i])
+    template, pick = "".join(parts), itemgetter(*positions)
+    if template % pick(shape) == masked:
+        return template, pick
+    # Cannot happen while the argument in _mask_pieces holds; if it did, stay right.
+    return "%s", message_mask
+
+
 @dataclass(frozen=True)
 class LogFilter:
     service: str | None = None
@@ -119,13 +213,20 @@ class LogFilter:
         )
 
     def matches(self, record: LogRecord) -> bool:
-        if self.service and record.service != self.service:
+        return self.fields_match(record.service, record.level, record.message)
+
+    def fields_match(self, service: str, level: str, message: str) -> bool:
+        if self.service and service != self.service:
             return False
-        if self.level and record.level != self.level:
+        if self.level and level != self.level:
             return False
-        if self.text is not None and self.text not in record.message:
+        if self.text is not None and self.text not in message:
             return False
-        return not (self.pattern is not None and not self.pattern.search(record.message))
+        return not (self.pattern is not None and not self.pattern.search(message))
+
+    @property
+    def selective(self) -> bool:
+        return bool(self.service or self.level or self.text is not None or self.pattern)
 
     def describe(self) -> str:
         parts = []
@@ -154,7 +255,7 @@ class LogFilter:
         return needles
 
 
-@dataclass
+@dataclass(slots=True)
 class TemplateStats:
     service: str
     level: str
@@ -176,32 +277,55 @@ class LogClusterer:
         self.baseline_start = window.baseline_start.timestamp()
         self.limit = limit
         self.drain = Drain(depth=4, sim_th=0.4, max_children=100)
+        self.masker = MessageMasker()
         self.mask_cache: dict[str, int | None] = {}
         self.raw_cache: dict[str, int | None] = {}
         self.stats: dict[tuple[str, str, int], TemplateStats] = {}
-        self.levels_window: Counter[str] = Counter()
-        self.total_window = 0
-        self.total_baseline = 0
-        self.unclustered = 0
+        # Lines beyond MAX_CLUSTERS templates, by (in the window, level); the totals are
+        # summed from these and the templates' counts when asked for, not kept per line.
+        self.unclustered_lines: Counter[tuple[bool, str]] = Counter()
+
+    @property
+    def total_window(self) -> int:
+        clustered = sum(stats.count_window for stats in self.stats.values())
+        return clustered + sum(n for (window, _), n in self.unclustered_lines.items() if window)
+
+    @property
+    def total_baseline(self) -> int:
+        clustered = sum(stats.count_baseline for stats in self.stats.values())
+        return clustered + sum(n for (window, _), n in self.unclustered_lines.items() if not window)
+
+    @property
+    def levels_window(self) -> Counter[str]:
+        levels: Counter[str] = Counter()
+        for stats in self.stats.values():
+            if stats.count_window:
+                levels[stats.level or "-"] += stats.count_window
+        for (in_window, level), n in self.unclustered_lines.items():
+            if in_window:
+                levels[level or "-"] += n
+        return levels
+
+    @property
+    def unclustered(self) -> int:
+        return sum(self.unclustered_lines.values())
 
     def in_range(self, ts: float) -> bool:
         return self.baseline_start <= ts <= self.window_end
 
     def _cluster_id(self, message: str) -> int | None:
-        # Identical messages are common (retries, health checks): skip masking for them.
-        known = self.raw_cache.get(message, -1)
-        if known != -1:
-            return known
-        found = self._cluster_id_masked(message_mask(message))
+        """The cluster of a message not in the raw cache (which then remembers it)."""
+        masked = self.masker.mask(message)
+        found = self.mask_cache.get(masked, -1)
+        if found == -1:
+            found = self._cluster_id_masked(masked)
         if len(self.raw_cache) >= RAW_CACHE_SIZE:
             self.raw_cache.clear()
         self.raw_cache[message] = found
         return found
 
     def _cluster_id_masked(self, masked: str) -> int | None:
-        cached = self.mask_cache.get(masked, -1)
-        if cached != -1:
-            return cached
+        """The cluster of a masked message not in the mask cache (which then remembers it)."""
         if len(self.drain.id_to_cluster) < MAX_CLUSTERS:
             cluster, _ = self.drain.add_log_message(masked)
             found: int | None = cluster.cluster_id
@@ -214,30 +338,45 @@ class LogClusterer:
         return found
 
     def add(self, record: LogRecord) -> None:
-        in_window = record.ts >= self.window_start
-        if in_window:
-            self.total_window += 1
-            self.levels_window[record.level or "-"] += 1
-        else:
-            self.total_baseline += 1
-        cluster_id = self._cluster_id(record.message)
+        self.add_fields(
+            record.ts, record.ts_text, record.service, record.level, record.message, record.sample
+        )
+
+    def add_fields(
+        self,
+        ts: float,
+        ts_text: str,
+        service: str,
+        level: str,
+        message: str,
+        sample: str | None = None,
+    ) -> None:
+        """Count one record; ``sample`` None means the JSON-lines sample, built only if kept."""
+        # Identical messages are common (retries, health checks): skip masking for them.
+        cluster_id = self.raw_cache.get(message, -1)
+        if cluster_id == -1:
+            cluster_id = self._cluster_id(message)
         if cluster_id is None:
-            self.unclustered += 1
+            self.unclustered_lines[ts >= self.window_start, level] += 1
             return
-        key = (record.service, record.level, cluster_id)
+        key = (service, level, cluster_id)
         stats = self.stats.get(key)
         if stats is None:
-            stats = self.stats[key] = TemplateStats(record.service, record.level, cluster_id)
-        stats.first_seen = min(stats.first_seen, record.ts)
-        stats.last_seen = max(stats.last_seen, record.ts)
-        if in_window:
+            stats = self.stats[key] = TemplateStats(service, level, cluster_id)
+        if ts < stats.first_seen:
+            stats.first_seen = ts
+        if ts > stats.last_seen:
+            stats.last_seen = ts
+        if ts >= self.window_start:
             stats.count_window += 1
-            if len(stats.samples) < self.limit:
-                stats.samples.append(_sample_text(record.sample))
+            samples = stats.samples
         else:
             stats.count_baseline += 1
-            if len(stats.baseline_samples) < self.limit:
-                stats.baseline_samples.append(_sample_text(record.sample))
+            samples = stats.baseline_samples
+        if len(samples) < self.limit:
+            if sample is None:
+                sample = f"{ts_text} {service} {level or '-'} {message}"
+            samples.append(_sample_text(sample))
 
     def template(self, cluster_id: int) -> str:
         cluster = self.drain.id_to_cluster.get(cluster_id)
@@ -339,26 +478,179 @@ def logs_render(
 # --- file backend -----------------------------------------------------------
 
 
-def _file_records(path: Path, log_filter: LogFilter, deadline: Deadline) -> Iterator[LogRecord]:
-    plain = path.suffix == ".log"
-    if plain and log_filter.service and path.stem != log_filter.service:
-        return
-    needles = [] if plain else log_filter.raw_prefilter()
-    with path.open(encoding="utf-8", errors="replace") as handle:
-        for number, line in enumerate(handle):
-            if number & 0x3FF == 0:
-                deadline.check()
+# A string character json.loads takes as it is: not a quote, a backslash or a control.
+_C = r"[ !#-\[\]-\U0010ffff]"
+_JSON_NUMBER = r"-?(?:0|[1-9][0-9]{0,50})(?:\.[0-9]+)?(?:[eE][-+]?[0-9]+)?"
+_UTC_STAMP = r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(?:\.[0-9]+)?Z"
+# The layout json.dumps writes: ts, service, level and message first, then flat fields.
+# A line that matches is valid JSON whose fields json.loads would return verbatim (no
+# escapes, no control characters, no repeated key among the four), so the fields are
+# taken from the match; any other line is parsed by jsonl_line_parse. The stamp is UTC
+# with fixed-width fields, so its first 19 characters sort as the time does.
+_JSONL_COMMON = re.compile(
+    rf'^\{{"ts": "({_UTC_STAMP})", "service": "({_C}+)", "level": "({_C}*)", "message": "({_C}*)"'
+    rf'(?:, "(?!(?:ts|service|level|message)"){_C}*": (?:"{_C}*"|true|false|null|{_JSON_NUMBER}))*'
+    r"\}\n",
+    re.MULTILINE,
+)
+
+
+def _text_blocks(path: Path, deadline: Deadline) -> Iterator[str]:
+    r"""The file as text, in blocks of whole lines that each end with a newline.
+
+    Decoded and split as ``open(path, encoding="utf-8", errors="replace")`` would: ``\r\n``
+    and a lone ``\r`` end a line too. A block never splits a line (nor a ``\r\n``), and
+    ``\n`` never occurs inside a multi-byte character, so decoding block by block gives
+    the same text as decoding the whole file.
+    """
+    pending: list[bytes] = []
+    with path.open("rb") as handle:
+        while True:
+            deadline.check()
+            chunk = handle.read(READ_BLOCK_BYTES)
+            if not chunk:
+                break
+            cut = chunk.rfind(b"\n") + 1
+            if not cut:
+                pending.append(chunk)
+                continue
+            if pending:
+                data: bytes | memoryview = b"".join([*pending, chunk[:cut]])
+            else:
+                data = memoryview(chunk)[:cut]
+            pending = [chunk[cut:]] if cut < len(chunk) else []
+            yield _text_decode(data)
+    if pending:
+        yield _text_decode(b"".join(pending) + b"\n")
+
+
+def _text_decode(data: bytes | memoryview) -> str:
+    text = str(data, "utf-8", "replace")
+    if "\r" in text:
+        text = text.replace("\r\n", "\n").replace("\r", "\n")
+    return text
+
+
+def _second_floor(moment: datetime) -> str | None:
+    """The time as the first 19 characters of an RFC 3339 UTC stamp, when they sort as times."""
+    moment = moment.astimezone(UTC)
+    return moment.strftime("%Y-%m-%dT%H:%M:%S") if 1000 <= moment.year <= 9999 else None
+
+
+class _FileScan:
+    """Feeds the records of pack files, in file order, to a clusterer."""
+
+    def __init__(
+        self, *, clusterer: LogClusterer, log_filter: LogFilter, window: QueryWindow
+    ) -> None:
+        self.clusterer = clusterer
+        self.log_filter = log_filter
+        # A stamp whose first 19 characters sort before the baseline's second (or after the
+        # window's end second) is outside the range whatever its fraction: skip it unparsed.
+        self.head_low = _second_floor(window.baseline_start) or ""
+        self.head_high = _second_floor(window.end) or "\uffff"
+        self.levels: dict[str, str] = {}
+
+    def record(self, record: LogRecord) -> None:
+        clusterer = self.clusterer
+        if clusterer.in_range(record.ts) and self.log_filter.matches(record):
+            clusterer.add(record)
+
+    def plain_file(self, path: Path, deadline: Deadline) -> None:
+        service = path.stem
+        for text in _text_blocks(path, deadline):
+            for line in text.split("\n"):
+                if not line.strip():
+                    continue
+                try:
+                    record = plain_line_parse(line, service=service)
+                except ValueError:
+                    continue
+                self.record(record)
+
+    def jsonl_file(self, path: Path, deadline: Deadline) -> None:
+        needles = self.log_filter.raw_prefilter()
+        for text in _text_blocks(path, deadline):
+            if needles:
+                text = _lines_with(text, needles)
+            self._jsonl_block(text)
+
+    def _jsonl_block(self, text: str) -> None:
+        """Every line of ``text``: the common layout read from the match, others parsed."""
+        rows = _JSONL_COMMON.findall(text)
+        if len(rows) == text.count("\n"):  # each match is one whole line: all matched
+            self._jsonl_common(rows)
+            return
+        rows = []
+        pos = 0
+        for match in _JSONL_COMMON.finditer(text):
+            if match.start() != pos:  # lines in between: parse them in their turn
+                self._jsonl_common(rows)
+                rows = []
+                self._jsonl_other(text[pos : match.start()])
+            rows.append(match.groups())
+            pos = match.end()
+        self._jsonl_common(rows)
+        if pos != len(text):
+            self._jsonl_other(text[pos:])
+
+    def _jsonl_common(self, rows: list[tuple[str, str, str, str]]) -> None:
+        clusterer = self.clusterer
+        add = clusterer.add_fields
+        baseline_start, window_end = clusterer.baseline_start, clusterer.window_end
+        head_low, head_high = self.head_low, self.head_high
+        levels = self.levels
+        fields_match = self.log_filter.fields_match if self.log_filter.selective else None
+        fromisoformat = datetime.fromisoformat
+        for ts_text, service, level_text, message in rows:
+            head = ts_text[:19]
+            if head < head_low or head > head_high:
+                continue
+            try:
+                ts = fromisoformat(ts_text).timestamp()
+            except ValueError:
+                try:
+                    ts = log_time_parse(ts_text)[0]
+                except ValueError:
+                    continue
+            if not baseline_start <= ts <= window_end:
+                continue
+            level = levels.get(level_text)
+            if level is None:
+                if len(levels) >= 1000:
+                    levels.clear()
+                level = levels[level_text] = level_normalise(level_text)
+            if fields_match is not None and not fields_match(service, level, message):
+                continue
+            add(ts, ts_text, service, level, message)
+
+    def _jsonl_other(self, lines: str) -> None:
+        needles = self.log_filter.raw_prefilter()
+        for line in lines.split("\n"):
             if needles and not all(n in line for n in needles):
                 continue
             if not line.strip():
                 continue
             try:
-                record = (
-                    plain_line_parse(line, service=path.stem) if plain else jsonl_line_parse(line)
-                )
+                record = jsonl_line_parse(line)
             except ValueError:
                 continue
-            yield record
+            self.record(record)
+
+
+def _lines_with(text: str, needles: list[str]) -> str:
+    """The lines of ``text`` that hold every needle, found with str.find (each keeps its \\n)."""
+    first, others = needles[0], needles[1:]
+    kept = []
+    found = text.find(first)
+    while found >= 0:
+        start = text.rfind("\n", 0, found) + 1
+        end = text.index("\n", found) + 1
+        line = text[start:end]
+        if all(n in line for n in others):
+            kept.append(line)
+        found = text.find(first, end)
+    return "".join(kept)
 
 
 def logs_from_files(
@@ -370,10 +662,12 @@ def logs_from_files(
     deadline: Deadline,
 ) -> BackendOutput:
     clusterer = LogClusterer(window=window, limit=limit)
+    scan = _FileScan(clusterer=clusterer, log_filter=log_filter, window=window)
     for path in sorted(files):
-        for record in _file_records(path, log_filter, deadline):
-            if clusterer.in_range(record.ts) and log_filter.matches(record):
-                clusterer.add(record)
+        if path.suffix != ".log":
+            scan.jsonl_file(path, deadline)
+        elif not log_filter.service or path.stem == log_filter.service:
+            scan.plain_file(path, deadline)
     return logs_render(clusterer=clusterer, window=window, log_filter=log_filter)
 
 

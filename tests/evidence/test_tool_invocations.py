@@ -199,13 +199,13 @@ def test_a_file_backend_past_the_timeout_gives_a_timeout_row(session, settings, 
     from diagnosis.evidence import logs
 
     settings.TOOL_TIMEOUT_SECONDS = 0.2
-    real_parse = logs.jsonl_line_parse
+    real_add = logs.LogClusterer.add_fields
 
-    def slow_parse(line):
+    def slow_add(self, *args, **kwargs):
         time.sleep(0.002)
-        return real_parse(line)
+        return real_add(self, *args, **kwargs)
 
-    monkeypatch.setattr(logs, "jsonl_line_parse", slow_parse)
+    monkeypatch.setattr(logs.LogClusterer, "add_fields", slow_add)
     result = _invoke(session, "query_logs", {"service": "pay"})
     row = ToolInvocation.objects.get(pk=result.invocation_id)
     assert row.status == "timeout"
