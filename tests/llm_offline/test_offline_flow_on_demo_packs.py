@@ -54,3 +54,17 @@ def test_the_offline_flow_diagnoses_each_demo_pack_with_a_composed_answer(pack_i
     assert result.hit_at_1, result.root_cause_candidates
     assert result.must_mention_hits == result.must_mention
     ComposerInput.model_validate(session.self_evaluation["composer_input"])
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("pack_id", ["payment-pool-saturation", "inventory-slow-dependency"])
+def test_a_service_called_a_chain_reaction_is_not_also_sent_for_root_cause_investigation(
+    pack_id,
+):
+    _, session, _ = _flow(pack_id)
+    ci = ComposerInput.model_validate(session.self_evaluation["composer_input"])
+    secondary = {h.entity for h in ci.allowed_hypotheses if "连锁反应" in h.text and h.entity}
+    assert secondary, "the pack has downstream services"
+    for action in ci.recommended_actions:
+        for service in secondary:
+            assert f"排除 {service} 作为根因" not in action.reason, action

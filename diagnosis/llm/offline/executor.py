@@ -946,17 +946,19 @@ def _dependency_targets(entry: Suspect) -> list[str]:
     return sorted(targets)
 
 
+def _secondary(entry: Suspect, root: str | None) -> bool:
+    """The service only suffers from another one: downstream of it, or beside a found root."""
+    own_cause = bool(entry.resource_metrics) or entry.kind in {"change", "code"}
+    return bool(entry.downstream_of) or bool(root and entry.service != root and not own_cause)
+
+
 def _hypothesis(entry: Suspect, lang: str, root: str | None) -> Hypothesis:
     t = T[lang]
     svc = entry.service
     sub = SUBKIND[lang].get(entry.subkind, SUBKIND[lang][""])
-    own_cause = bool(entry.resource_metrics) or entry.kind in {
-        "change",
-        "code",
-    }
     if entry.downstream_of:
         text = t["hyp_secondary"].format(svc=svc, root=_join(entry.downstream_of, lang))
-    elif root and entry.service != root and not own_cause:
+    elif _secondary(entry, root):
         text = t["hyp_secondary"].format(svc=svc, root=root)
     elif entry.kind == "resource":
         text = t["hyp_resource"].format(svc=svc, sub=sub)
@@ -1131,7 +1133,8 @@ def evidence_write(
     if top is not None:
         actions.append(_action(top, lang, "reason_root" if root_entity else "reason_hyp"))
     for entry in notable[1:3]:
-        if not entry.victim:
+        # A service that only suffers from another needs no investigation of its own.
+        if not entry.victim and not _secondary(entry, root_entity):
             actions.append(_action(entry, lang, "reason_hyp"))
     for chunk in chunks[:1]:
         actions.append(
