@@ -1009,12 +1009,14 @@ def _call_target(call: Call, lang: str) -> str:
 # --- retry ------------------------------------------------------------------------------
 
 
-def _flagged(retry_context: dict[str, Any] | None) -> tuple[set[str], set[str]]:
-    """Claim ids and claim texts the Verifier flagged on the previous attempt."""
+def _flagged(retry_context: dict[str, Any] | None) -> set[str]:
+    """Claim ids the Gatekeeper demoted or the Verifier flagged on the previous attempt.
+
+    The engine is deterministic, so the same draft gets the same claim id again.
+    """
     ids: set[str] = set()
-    texts: set[str] = set()
     if not retry_context:
-        return ids, texts
+        return ids
     # The router's retry_context: Gatekeeper-demoted claims and Verifier-flagged ones.
     for key in ("demoted_claims", "flagged_claims"):
         items = retry_context.get(key) or []
@@ -1023,7 +1025,7 @@ def _flagged(retry_context: dict[str, Any] | None) -> tuple[set[str], set[str]]:
         for item in items:
             if isinstance(item, dict) and item.get("claim_id"):
                 ids.add(str(item["claim_id"]))
-    return ids, texts
+    return ids
 
 
 # --- the whole Executor --------------------------------------------------------------
@@ -1034,15 +1036,13 @@ def evidence_write(
 ) -> ExecutorEvidenceV2:
     lang = lang_key(request.language)
     t = T[lang]
-    flagged_ids, flagged_texts = _flagged(request.retry_context)
+    flagged_ids = _flagged(request.retry_context)
     ranked = [s for s in suspects if s.score > 0]
     top = ranked[0] if ranked else None
 
     focus = top.service if top is not None else None
     edges = cascade_edges(suspects, focus) if focus else []
     cascade = _cascade_claim(edges, lang) if edges else None
-    if cascade is not None and cascade.text in flagged_texts:
-        cascade = None
 
     drafts: list[Draft] = []
     used_lines: set[str] = set()
@@ -1050,13 +1050,13 @@ def evidence_write(
     root_entity: str | None = None
     if top is not None and top.kind == "change":
         change_root = _change_root_claim(top, lang)
-        if change_root is not None and change_root.text not in flagged_texts:
+        if change_root is not None:
             drafts.append(change_root)
             root_entity = top.service
             used_lines.update(b.evidence_excerpt for b in change_root.bindings)
     if top is not None and root_entity is None:
         root = _root_claim(top, lang, victims=cascade is None)
-        if root is not None and root[0].text not in flagged_texts:
+        if root is not None:
             draft, metric, lg = root
             drafts.append(draft)
             root_entity = top.service
@@ -1089,7 +1089,7 @@ def evidence_write(
     claims: list[Claim] = []
     for number, draft in enumerate(drafts[:MAX_CLAIMS], start=1):
         claim_id = f"claim-{number}"
-        if claim_id in flagged_ids or draft.text in flagged_texts:
+        if claim_id in flagged_ids:
             continue
         claims.append(
             Claim(
