@@ -2,7 +2,10 @@
 
 ``recorded/invocations.jsonl`` answers the same tool calls with the same outputs;
 ``scripted/`` gives every model turn back in order, so ``evaluate`` on the pack
-re-runs the same flow and must reach the same decision and allowed claims.
+re-runs the same flow and must reach the same decision and allowed claims. A session
+restarted after its worker died is exported as the run that finished it: the dead
+run's model turns and tool calls are left out, and trace refs are renumbered as the
+replay numbers its own calls.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from typing import Any
 import yaml
 
 from audit.models import ClaimReview, Review
+from diagnosis.gatekeeper import KNOWLEDGE_TOOL, knowledge_blocks
 from diagnosis.models import DiagnosisSession, LLMCall, ToolInvocation
 from diagnosis.selectors import session_claims_view
 
@@ -165,6 +169,45 @@ def model_turn(call: LLMCall) -> dict[str, Any]:
     return {"content": raw}
 
 
+def last_run_boundary(*, session: DiagnosisSession) -> int | None:
+    """Attempt numbers up to this belong to runs that died (None: the session never restarted).
+
+    A worker that died left its attempts behind; the run that took over continued with
+    the next attempt number (diagnosis/flow/run.py).
+    """
+    evaluation = session.self_evaluation if isinstance(session.self_evaluation, dict) else {}
+    restarts = evaluation.get("restarts")
+    if not isinstance(restarts, list) or not restarts or not isinstance(restarts[-1], dict):
+        return None
+    previous = restarts[-1].get("previous_attempts")
+    if isinstance(previous, bool) or not isinstance(previous, int):
+        return None
+    return previous
+
+
+def last_run_calls(calls: list[LLMCall], boundary: int) -> list[LLMCall]:
+    """The model calls of the surviving run: from its planner call on.
+
+    That run plans with the attempt number ``boundary`` (it has not executed yet) and
+    every later call has a higher one. A planner call right after a failed planner call
+    of the same attempt is that call's retry, not the start of a run.
+    """
+    start = None
+    for index, call in enumerate(calls):
+        previous = calls[index - 1] if index else None
+        retry = (
+            previous is not None
+            and previous.role == "planner"
+            and previous.attempt == call.attempt
+            and previous.status in _FAILED
+        )
+        if call.role == "planner" and call.attempt == boundary and not retry:
+            start = index
+    if start is None:
+        return [c for c in calls if c.attempt > boundary]
+    return [c for c in calls[start:] if c.attempt >= boundary]
+
+
 def _final_calls(calls: list[LLMCall]) -> list[LLMCall]:
     """Drop failed calls that were retried: only the call the flow acted on is a turn."""
     kept = []
@@ -181,23 +224,163 @@ def _final_calls(calls: list[LLMCall]) -> list[LLMCall]:
     return kept
 
 
-def _strip_session_ids(content: str, own_ids: set[int]) -> str:
-    """Database ids differ in a replay; ids naming this session's invocations are dropped
-    (optional in the contract: the ``source_id`` trace ref still names the invocation)."""
+# An invocation id no replay can have (the largest bigint): a binding that cited an
+# invocation other than the one its trace ref names cites this instead, so the replay's
+# Gatekeeper still finds the binding invalid.
+NON_MATCHING_ID = 2**63 - 1
+_SOURCE_ID = re.compile(r'("source_id"\s*:\s*")((?:[^"\\]|\\.)*)(")')
+_SOURCE_TYPE = re.compile(r'"source_type"\s*:\s*"((?:[^"\\]|\\.)*)"')
 
-    def replace(match: re.Match[str]) -> str:
-        items = [item.strip() for item in match.group(2).split(",") if item.strip()]
-        if items and all(item.isdigit() and int(item) in own_ids for item in items):
-            return f"{match.group(1)}[]"
-        return match.group(0)
 
-    return _IDS.sub(replace, content)
+@dataclass(frozen=True)
+class _Replay:
+    """How this session's invocations look in the replay of its exported pack."""
+
+    invocations: dict[int, ToolInvocation]  # every invocation of the session, by id
+    trace_refs: dict[str, str]  # original trace ref -> the replay's (or a ref it cannot have)
+    missing_ids: frozenset[int] = frozenset()  # cited ids that exist nowhere
+
+    def binding_target_ids(self, source_type: str, source_id: str) -> set[int]:
+        """The invocations the original Gatekeeper resolved this binding's source to."""
+        source_id = source_id.strip()
+        kind = source_type.strip().lower()
+        if kind == "tool_trace":
+            return {i.id for i in self.invocations.values() if i.trace_ref.strip() == source_id}
+        if kind == "lookup_evidence_block":
+            return {
+                i.id
+                for i in self.invocations.values()
+                if i.tool_name == KNOWLEDGE_TOOL
+                and any(c == source_id for c, _, _ in knowledge_blocks(i.output or "", i.summary))
+            }
+        return set()
+
+
+def _objects(text: str) -> list[tuple[int, int]]:
+    """Spans of the ``{…}`` objects in ``text``, ignoring braces inside JSON strings."""
+    spans, stack, in_string, escaped = [], [], False, False
+    for index, char in enumerate(text):
+        if in_string:
+            if escaped:
+                escaped = False
+            elif char == "\\":
+                escaped = True
+            elif char == '"':
+                in_string = False
+        elif char == '"':
+            in_string = True
+        elif char == "{":
+            stack.append(index)
+        elif char == "}" and stack:
+            spans.append((stack.pop(), index + 1))
+    return spans
+
+
+def _id_item(item: str) -> int | None:
+    item = item.strip()
+    if len(item) >= 2 and item[0] == item[-1] == '"':
+        item = item[1:-1].strip()
+    return int(item) if item.isdecimal() and len(item) < 20 else None
+
+
+def _binding_rewrite(content: str, replay: _Replay) -> str:
+    """Executor output as the replay must see it.
+
+    Trace refs are renumbered to the replay's (its numbering restarts at trace-1 with
+    the surviving run's first call). Database ids differ in a replay: an id naming the
+    invocation its binding's source resolves to is dropped (optional in the contract:
+    the source still names it); an id naming another invocation of the session becomes
+    :data:`NON_MATCHING_ID`, so a binding the Gatekeeper found inconsistent stays so.
+    """
+    spans = _objects(content)
+
+    def enclosing(position: int) -> str:
+        inside = [(s, e) for s, e in spans if s < position < e]
+        if not inside:
+            return ""
+        start, end = max(inside)
+        return content[start:end]
+
+    def ids(match: re.Match[str]) -> str:
+        raw_items = [item for item in match.group(2).split(",") if item.strip()]
+        parsed = [_id_item(item) for item in raw_items]
+        items = [item for item in parsed if item is not None]
+        if not items or len(items) != len(parsed):
+            return match.group(0)
+        binding = enclosing(match.start())
+        source = _SOURCE_ID.search(binding)
+        kind = _SOURCE_TYPE.search(binding)
+        targets = (
+            replay.binding_target_ids(kind.group(1), source.group(2)) if source and kind else set()
+        )
+        kept: list[int] = []
+        for inv_id in items:
+            if inv_id in replay.invocations:
+                if inv_id not in targets:
+                    kept.append(NON_MATCHING_ID)
+            elif inv_id in replay.missing_ids:
+                kept.append(NON_MATCHING_ID)  # the replay's own rows could take this id
+            else:
+                kept.append(inv_id)  # another session's invocation stays another session's
+        kept = list(dict.fromkeys(kept))
+        return f"{match.group(1)}[{', '.join(str(i) for i in kept)}]"
+
+    rewritten = _IDS.sub(ids, content)
+
+    def source_ref(match: re.Match[str]) -> str:
+        ref = match.group(2).strip()
+        if ref not in replay.trace_refs:
+            return match.group(0)
+        return f"{match.group(1)}{replay.trace_refs[ref]}{match.group(3)}"
+
+    return _SOURCE_ID.sub(source_ref, rewritten)
+
+
+def _cited_ids(contents: list[str]) -> set[int]:
+    cited: set[int] = set()
+    for content in contents:
+        for match in _IDS.finditer(content):
+            for item in match.group(2).split(","):
+                inv_id = _id_item(item)
+                if inv_id is not None and 0 < inv_id < NON_MATCHING_ID:
+                    cited.add(inv_id)
+    return cited
+
+
+def _replay_of(
+    *, all_invocations: list[ToolInvocation], kept: list[ToolInvocation], contents: list[str]
+) -> _Replay:
+    kept_ids = {inv.id for inv in kept}
+    trace_refs: dict[str, str] = {}
+    for inv in all_invocations:
+        if inv.id not in kept_ids:
+            # A call of a dead run: the replay never makes it, so no ref of it may resolve.
+            trace_refs[inv.trace_ref.strip()] = f"dead-run-{inv.trace_ref.strip()}"
+    for n, inv in enumerate(kept, start=1):
+        trace_refs[inv.trace_ref.strip()] = f"trace-{n}"
+    invocations = {inv.id: inv for inv in all_invocations}
+    elsewhere = _cited_ids(contents) - set(invocations)
+    existing: set[int] = set()
+    if elsewhere:
+        existing = set(ToolInvocation.objects.filter(id__in=elsewhere).values_list("id", flat=True))
+    return _Replay(
+        invocations=invocations,
+        trace_refs=trace_refs,
+        missing_ids=frozenset(elsewhere - existing),
+    )
 
 
 def scripted_turns(
-    *, calls: list[LLMCall], invocations: list[ToolInvocation]
+    *,
+    calls: list[LLMCall],
+    invocations: list[ToolInvocation],
+    all_invocations: list[ToolInvocation] | None = None,
 ) -> dict[str, list[dict[str, Any]]]:
-    own_ids = {inv.id for inv in invocations}
+    """Model turns of ``calls`` that replay with ``invocations``.
+
+    ``all_invocations`` are every invocation of the session when ``invocations`` are
+    only those of the surviving run (a restarted session): bindings may cite them.
+    """
     turns: dict[str, list[dict[str, Any]]] = {role: [] for role in ROLES}
     calls = _final_calls(calls)
     for role in ("planner", "verifier", "composer"):
@@ -205,6 +388,7 @@ def scripted_turns(
     attempts = sorted(
         {c.attempt for c in calls if c.role == "executor"} | {i.attempt for i in invocations}
     )
+    executor: list[dict[str, Any]] = []
     for attempt in attempts:
         converted = [model_turn(c) for c in calls if c.role == "executor" and c.attempt == attempt]
         made = [i for i in invocations if i.attempt == attempt]
@@ -219,10 +403,16 @@ def scripted_turns(
                     ]
                 },
             )
-        for turn in converted:
-            if "content" in turn:
-                turn["content"] = _strip_session_ids(turn["content"], own_ids)
-        turns["executor"].extend(converted)
+        executor.extend(converted)
+    replay = _replay_of(
+        all_invocations=list(invocations if all_invocations is None else all_invocations),
+        kept=invocations,
+        contents=[t["content"] for t in executor if "content" in t],
+    )
+    for turn in executor:
+        if "content" in turn:
+            turn["content"] = _binding_rewrite(turn["content"], replay)
+    turns["executor"] = executor
     return turns
 
 
@@ -237,8 +427,13 @@ def _turn_files(turns: dict[str, list[dict[str, Any]]]) -> dict[str, str]:
 
 
 def case_pack_build(*, session: DiagnosisSession) -> CasePack:
-    invocations = list(session.invocations.order_by("sequence"))
+    all_invocations = list(session.invocations.order_by("sequence"))
     calls = list(session.llm_calls.order_by("sequence"))
+    invocations = all_invocations
+    boundary = last_run_boundary(session=session)
+    if boundary is not None:  # restarted after a worker died: replay the surviving run only
+        calls = last_run_calls(calls, boundary)
+        invocations = [inv for inv in all_invocations if inv.attempt > boundary]
     header = scenario_header(session=session)
     files = {
         "scenario.yaml": yaml.safe_dump(
@@ -246,5 +441,6 @@ def case_pack_build(*, session: DiagnosisSession) -> CasePack:
         ),
         "recorded/invocations.jsonl": recorded_lines(invocations),
     }
-    files.update(_turn_files(scripted_turns(calls=calls, invocations=invocations)))
+    turns = scripted_turns(calls=calls, invocations=invocations, all_invocations=all_invocations)
+    files.update(_turn_files(turns))
     return CasePack(case_id=header["id"], files=files)

@@ -11,7 +11,7 @@ from django.conf import settings
 from django.core.management import call_command
 from django.urls import reverse
 
-from audit.export import case_pack_build, scripted_turns
+from audit.export import NON_MATCHING_ID, case_pack_build, scripted_turns
 from audit.models import AuditEvent
 from audit.services import ClaimJudgement, review_record, session_export
 from diagnosis.llm import selection
@@ -20,6 +20,7 @@ from diagnosis.llm.scripted import ScriptedProvider
 from diagnosis.models import DiagnosisSession, Environment, LLMCall, ToolInvocation
 from diagnosis.services import diagnosis_run, diagnosis_submit
 from tests.flow.conftest import (
+    EXCERPT,
     MINI_PACK,
     PLANNER,
     QUERY_LOGS,
@@ -335,3 +336,180 @@ def test_the_admin_action_does_not_export_a_running_session(client, reviewer, ma
     )
     assert response.status_code == 302
     assert not AuditEvent.objects.exists()
+
+
+def test_an_id_naming_another_invocation_than_the_trace_ref_stays_a_mismatch(make_session):
+    session = make_session()
+    logs = ToolInvocation.objects.get(session=session, trace_ref="trace-1")
+    call = LLMCall.objects.get(session=session, role="executor")
+    output = json.loads(call.raw_response)
+    # claim-2 cites trace-2 but names trace-1's invocation: the Gatekeeper demotes it.
+    output["claims"][1]["evidence_bindings"][0]["source_invocation_ids"] = [logs.id]
+    call.raw_response = json.dumps(output, ensure_ascii=False)
+    call.save(update_fields=["raw_response"])
+    final = json.loads(
+        json.loads(case_pack_build(session=session).files["scripted/executor-2.json"])["content"]
+    )
+    bindings = [c["evidence_bindings"][0] for c in final["claims"]]
+    assert bindings[0]["source_invocation_ids"] == []  # names the invocation of its trace ref
+    # Emptied, it would pass in the replay; a replay can never hold this id.
+    assert bindings[1]["source_invocation_ids"] == [NON_MATCHING_ID]
+    assert bindings[1]["source_id"] == "trace-2"
+
+
+# --- a session restarted after its worker died -------------------------------------------
+
+
+class WorkerDied(BaseException):
+    """The worker process dies: nothing in the flow catches it, the session stays running."""
+
+
+class _DiesAfterExecuting:
+    def __init__(self, inner: ScriptedProvider) -> None:
+        self.inner = inner
+        self.name = inner.name
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+    def execute(self, request, *, tools, tool_specs, recorder):
+        self.inner.execute(request, tools=tools, tool_specs=tool_specs, recorder=recorder)
+        raise WorkerDied
+
+
+class _CitesInvocationIds(ScriptedProvider):
+    """Scripted, but the Executor's final answer is built from the ids of its own calls."""
+
+    def __init__(self, script, *, answer, calls: int) -> None:
+        super().__init__(script)
+        self.answer, self.calls, self.made = answer, calls, []
+
+    def execute(self, request, *, tools, tool_specs, recorder):
+        def run(name, arguments):
+            result = tools(name, arguments)
+            self.made.append(result)
+            if len(self.made) == self.calls:
+                self._turns[Role.EXECUTOR].append({"content": self.answer(self.made)})
+            return result
+
+        return super().execute(request, tools=run, tool_specs=tool_specs, recorder=recorder)
+
+
+def _binding(trace: str, ids: list[int]) -> dict:
+    return {
+        "source_type": "tool_trace",
+        "source_id": trace,
+        "tool_name": "query_logs",
+        "source_invocation_ids": ids,
+        "evidence_excerpt": EXCERPT,
+    }
+
+
+def test_a_session_restarted_after_its_worker_died_replays_only_the_surviving_run(tmp_path, owner):
+    import socket
+
+    environment = Environment.objects.create(
+        slug="mini-pool",
+        name="mini",
+        pack_path=str(MINI_PACK),
+        services=["payment-service", "order-service", "mysql"],
+    )
+    dead_claim = log_claim(text="死掉的运行说的结论")
+    dying = _DiesAfterExecuting(
+        ScriptedProvider(
+            {"planner": [PLANNER], "executor": [QUERY_LOGS, executor_json(dead_claim)]}
+        )
+    )
+    session = diagnosis_submit(
+        question=QUESTION, environment=environment, owner=owner, enqueue=False
+    )
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(selection, "agents_for_session", lambda **kw: dict.fromkeys(Role, dying))
+        with pytest.raises(WorkerDied):
+            diagnosis_run(session_id=session.id)
+    # Attempt 1 made its calls and never finished; its worker is gone.
+    DiagnosisSession.objects.filter(pk=session.pk).update(
+        runner=f"{socket.gethostname()}:999999999"
+    )
+
+    def answer(made):
+        first, second = made  # trace-2 (level=ERROR) and trace-3 (service=payment-service)
+        kept = log_claim(trace=second.trace_ref)
+        kept["evidence_bindings"] = [_binding(second.trace_ref, [second.invocation_id])]
+        mismatched = log_claim(claim_id="claim-2", text="payment-service 日志里有错误")
+        # Its excerpt holds in trace-2, but it names trace-3's invocation: demoted.
+        mismatched["evidence_bindings"] = [_binding(first.trace_ref, [second.invocation_id])]
+        return executor_json(kept, mismatched)["content"]
+
+    surviving = _CitesInvocationIds(
+        {
+            "planner": [PLANNER],
+            "executor": [
+                {
+                    "tool_calls": [
+                        {"name": "query_logs", "arguments": {"level": "ERROR"}},
+                        {"name": "query_logs", "arguments": {"service": "payment-service"}},
+                    ]
+                }
+            ],
+            "verifier": [
+                verifier_json(
+                    "PASS",
+                    **{"claim-1": "direct_observation", "claim-2": "direct_observation"},
+                )
+            ],
+            "composer": [composer_json("**结论**\n\npayment-service 出现连接池超时日志。\n")],
+        },
+        answer=answer,
+        calls=2,
+    )
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(selection, "agents_for_session", lambda **kw: dict.fromkeys(Role, surviving))
+        original = diagnosis_run(session_id=session.id)
+    assert original.status == "completed" and original.restarts == 1
+    assert original.self_evaluation["restarts"][0]["previous_attempts"] == 1
+    assert original.attempt_count == 2 and original.decision == "LOW_CONFID"  # claim-2 demoted
+    assert _allowed(original) == [("claim-1", "payment-service 出现连接池超时日志")]
+    verdicts = [c["verdict"] for c in original.self_evaluation["gatekeeper"]["claims"]]
+    assert verdicts == ["accepted", "demoted"]
+    assert list(original.invocations.values_list("attempt", "trace_ref")) == [
+        (1, "trace-1"),
+        (2, "trace-2"),
+        (2, "trace-3"),
+    ]
+
+    pack = case_pack_build(session=original)
+    assert "死掉的运行" not in "".join(pack.files.values())
+    recorded = [json.loads(line) for line in pack.files["recorded/invocations.jsonl"].splitlines()]
+    assert [r["arguments"] for r in recorded] == [
+        {"level": "ERROR"},
+        {"service": "payment-service"},
+    ]
+    assert sorted(p for p in pack.files if p.startswith("scripted/")) == [
+        "scripted/composer.json",
+        "scripted/executor-1.json",
+        "scripted/executor-2.json",
+        "scripted/planner.json",
+        "scripted/verifier.json",
+    ]
+    final = json.loads(json.loads(pack.files["scripted/executor-2.json"])["content"])
+    bindings = [c["evidence_bindings"][0] for c in final["claims"]]
+    # The replay numbers its own calls from trace-1.
+    assert [(b["source_id"], b["source_invocation_ids"]) for b in bindings] == [
+        ("trace-2", []),
+        ("trace-1", [NON_MATCHING_ID]),
+    ]
+
+    folder = session_export(session=original, actor=None, out_dir=tmp_path / "cases")
+    result, replay = _evaluate(folder, tmp_path)
+    assert result["status"] == "completed", result
+    assert result["decision_ok"] is True and result["answer_source_ok"] is True
+    assert replay.decision == original.decision
+    assert replay.answer_source == original.answer_source
+    assert _allowed(replay) == _allowed(original)
+    verdicts = [c["verdict"] for c in replay.self_evaluation["gatekeeper"]["claims"]]
+    assert verdicts == ["accepted", "demoted"]
+    assert list(replay.invocations.values_list("attempt", "trace_ref", "tool_name")) == [
+        (1, "trace-1", "query_logs"),
+        (1, "trace-2", "query_logs"),
+    ]
