@@ -151,3 +151,32 @@ def test_the_change_page_of_a_session_with_30_invocations_uses_a_bounded_number_
         response = client.get(url)
     assert response.status_code == 200
     assert response.content.decode().count('id="inv-') == 30
+
+
+def test_codes_are_shown_as_labels_with_the_code_kept_for_reviewers(client, reviewer, make_session):
+    session = make_session()
+    client.force_login(reviewer)
+    pages = _pages(session)
+    change = client.get(pages["change"]).content.decode()
+    review = client.get(pages["review"]).content.decode()
+    for content in (change, review):
+        assert '<span class="rp-label" title="accepted">通过</span>' in content
+        assert '<span class="rp-label" title="demoted">降级</span>' in content
+        assert '<span class="rp-label" title="direct_observation">直接观测</span>' in content
+        assert '<span class="rp-label" title="missing_info">列为待补信息</span>' in content
+        assert '<code class="rp-code">allowed_claim</code>' in content
+    assert '<span class="rp-label" title="excerpt_not_found">摘录不在工具输出中</span>' in change
+    assert '<span class="rp-label" title="parsed_v2">已解析</span>' in change
+    assert '<code class="rp-code">excerpt_not_found</code>' in change
+
+    client.post(reverse("set_language"), {"language": "en", "next": "/"})
+    change = client.get(pages["change"]).content.decode()
+    review = client.get(pages["review"]).content.decode()
+    for content in (change, review):
+        assert '<span class="rp-label" title="accepted">Accepted</span>' in content
+        assert '<span class="rp-label" title="demoted">Demoted</span>' in content
+        assert '<span class="rp-label" title="direct_observation">Direct observation</span>' in (
+            content
+        )
+    assert "Excerpt not found in the tool output" in change
+    assert '<span class="rp-label" title="parsed_v2">Parsed</span>' in change
