@@ -397,7 +397,20 @@ def logs_render(
     window: QueryWindow,
     log_filter: LogFilter,
     notes: Iterable[str] = (),
+    total_window: int | None = None,
+    total_baseline: int | None = None,
 ) -> BackendOutput:
+    """The report; ``total_window``/``total_baseline`` replace the clustered lines' totals.
+
+    A backend that knows more lines matched than it clustered (Loki's line limit) passes
+    the exact totals; the per-level split of the window is then left out, since it covers
+    only the clustered lines.
+    """
+    counted_window = clusterer.total_window
+    if total_window is None:
+        total_window = counted_window
+    if total_baseline is None:
+        total_baseline = clusterer.total_baseline
     window_minutes = _minutes(clusterer.window_end - clusterer.window_start)
     baseline_minutes = _minutes(clusterer.window_start - clusterer.baseline_start)
     rows = []
@@ -412,16 +425,18 @@ def logs_render(
     rows.sort(key=lambda r: (-r[0], -r[4].count_window, r[4].service, r[3]))
     shown = rows[:MAX_TEMPLATES_SHOWN]
     omitted = len(rows) - len(shown)
-    levels = ", ".join(
-        f"{lvl} {n}"
-        for lvl, n in sorted(clusterer.levels_window.items(), key=lambda i: (-i[1], i[0]))
-    )
+    levels = ""
+    if total_window == counted_window:
+        levels = ", ".join(
+            f"{lvl} {n}"
+            for lvl, n in sorted(clusterer.levels_window.items(), key=lambda i: (-i[1], i[0]))
+        )
     lines = [f"query_logs {log_filter.describe()}", window.describe()]
     lines.extend(notes)
     totals = (
-        f"totals: {clusterer.total_window} lines in the window"
+        f"totals: {total_window} lines in the window"
         + (f" ({levels})" if levels else "")
-        + f", {clusterer.total_baseline} lines in the baseline, {len(rows)} templates"
+        + f", {total_baseline} lines in the baseline, {len(rows)} templates"
     )
     lines.append(totals)
     if clusterer.unclustered:
@@ -432,15 +447,15 @@ def logs_render(
     summary: dict[str, Any] = {
         "window": window.as_dict(),
         "baseline": window.baseline_dict(),
-        "total_window": clusterer.total_window,
-        "total_baseline": clusterer.total_baseline,
+        "total_window": total_window,
+        "total_baseline": total_baseline,
         "templates": [],
         "omitted": omitted,
     }
-    if clusterer.total_window == 0 and clusterer.total_baseline == 0:
+    if total_window == 0 and total_baseline == 0:
         lines.append("no data: no log lines matched in the window or the baseline")
         return BackendOutput(status="no_data", output="\n".join(lines), summary=summary)
-    if clusterer.total_window == 0:
+    if total_window == 0:
         lines.append("no log lines matched in the window (only in the baseline)")
     for _score, surge, is_new, template, stats in shown:
         head = f'{stats.service} {stats.level or "-"} template "{template}": '
@@ -471,7 +486,7 @@ def logs_render(
         )
     if omitted:
         lines.append(f"{omitted} more templates omitted (lower rank)")
-    status = "ok" if clusterer.total_window else "no_data"
+    status = "ok" if total_window else "no_data"
     return BackendOutput(status=status, output="\n".join(lines), summary=summary)
 
 
@@ -748,24 +763,16 @@ def _loki_headers(token_env: str, tenant: str) -> dict[str, str]:
     return headers
 
 
-def loki_query_range(
+def _loki_get(
     *,
     base_url: str,
+    path: str,
+    params: dict[str, str],
     headers: dict[str, str],
-    logql: str,
-    start: float,
-    end: float,
     deadline: Deadline,
-) -> tuple[list[LogRecord], bool]:
-    """One ``/loki/api/v1/query_range`` call; the records and whether the line limit was hit."""
-    url = base_url.rstrip("/") + "/loki/api/v1/query_range"
-    params = {
-        "query": logql,
-        "start": str(int(start * 1e9)),
-        "end": str(int(end * 1e9)),
-        "limit": str(LOKI_MAX_LINES),
-        "direction": "backward",
-    }
+) -> dict[str, Any]:
+    """One GET of the Loki HTTP API; the ``data`` object of its JSON answer."""
+    url = base_url.rstrip("/") + path
     try:
         response = httpx.get(
             url, params=params, headers=headers, timeout=max(deadline.remaining(), 0.05)
@@ -778,7 +785,7 @@ def loki_query_range(
         raise ToolFailure(f"cannot reach Loki at {base_url}: {exc}") from exc
     if response.status_code != 200:
         raise ToolFailure(
-            f"Loki rejected the query {logql!r} "
+            f"Loki rejected the query {params['query']!r} "
             f"(HTTP {response.status_code}): {response.text[:300].strip()}"
         )
     try:
@@ -786,7 +793,34 @@ def loki_query_range(
     except ValueError:
         raise ToolFailure(f"Loki at {base_url} answered without JSON") from None
     data = body.get("data") if isinstance(body, dict) else None
-    if not isinstance(data, dict) or data.get("resultType") != "streams":
+    return data if isinstance(data, dict) else {}
+
+
+def loki_query_range(
+    *,
+    base_url: str,
+    headers: dict[str, str],
+    logql: str,
+    start: float,
+    end: float,
+    deadline: Deadline,
+) -> tuple[list[LogRecord], bool]:
+    """One ``/loki/api/v1/query_range`` call; the records and whether the line limit was hit."""
+    params = {
+        "query": logql,
+        "start": str(int(start * 1e9)),
+        "end": str(int(end * 1e9)),
+        "limit": str(LOKI_MAX_LINES),
+        "direction": "backward",
+    }
+    data = _loki_get(
+        base_url=base_url,
+        path="/loki/api/v1/query_range",
+        params=params,
+        headers=headers,
+        deadline=deadline,
+    )
+    if data.get("resultType") != "streams":
         raise ToolFailure("Loki returned no streams result (expected resultType 'streams')")
     records = []
     for stream in data.get("result") or []:
@@ -795,6 +829,96 @@ def loki_query_range(
             ns, line = value[0], value[1]
             records.append(_loki_record(labels, ns, line))
     return records, len(records) >= LOKI_MAX_LINES
+
+
+def _logql_duration(ms: int) -> str:
+    for unit, size in (("h", 3_600_000), ("m", 60_000), ("s", 1000)):
+        if ms % size == 0:
+            return f"{ms // size}{unit}"
+    return f"{ms}ms"
+
+
+def logql_count_build(logql: str, range_ms: int) -> str:
+    """LogQL counting the lines ``logql`` matches in the ``range_ms`` up to the query time."""
+    return f"sum(count_over_time({logql} [{_logql_duration(range_ms)}]))"
+
+
+def loki_count(
+    *,
+    base_url: str,
+    headers: dict[str, str],
+    logql: str,
+    start: float,
+    end: float,
+    deadline: Deadline,
+) -> int:
+    """The number of lines ``logql`` matches from ``start`` (inclusive) to ``end`` (exclusive).
+
+    An instant ``/loki/api/v1/query`` of ``sum(count_over_time(...))``. Loki's range vector
+    is ``(time - range, time]`` and LogQL ranges go down to milliseconds, so the query is
+    evaluated 1 ms before ``end`` over the range's length: ``[start, end)`` exactly for
+    stamps in whole milliseconds, the same split ``query_range`` makes.
+    """
+    range_ms = round((end - start) * 1000)
+    query = logql_count_build(logql, range_ms)
+    params = {"query": query, "time": str(round(end * 1e9) - 1_000_000)}
+    data = _loki_get(
+        base_url=base_url,
+        path="/loki/api/v1/query",
+        params=params,
+        headers=headers,
+        deadline=deadline,
+    )
+    if data.get("resultType") != "vector":
+        raise ToolFailure("Loki returned no vector result (expected resultType 'vector')")
+    total = 0.0
+    for sample in data.get("result") or []:
+        try:
+            total += float(sample["value"][1])
+        except (KeyError, IndexError, TypeError, ValueError):
+            raise ToolFailure(f"Loki returned an unreadable sample for {query!r}") from None
+    if not math.isfinite(total) or total < 0:
+        raise ToolFailure(f"Loki returned an unreadable count for {query!r}")
+    return round(total)
+
+
+def _loki_total(
+    *,
+    label: str,
+    log_filter: LogFilter,
+    fetched: int,
+    counted: int,
+    loki_total: int | None,
+    failure: str,
+    notes: list[str],
+) -> int:
+    """The total for one range after ``query_range`` hit its line limit there.
+
+    ``fetched`` lines came back, ``counted`` of them passed the exact check; ``loki_total``
+    is Loki's own count of the lines the LogQL matches (None when that query failed).
+    """
+    if loki_total is not None and loki_total <= fetched:
+        return counted  # every line came back after all: the clustered count is exact
+    if loki_total is not None and not log_filter.level:
+        notes.append(
+            f"Loki returned {fetched} of the {loki_total} matching lines for the {label}; "
+            f"the {label} total is Loki's exact count (count_over_time), "
+            "the template counts there come from the lines returned and are lower bounds"
+        )
+        return loki_total
+    note = (
+        f"Loki returned its limit of {LOKI_MAX_LINES} lines for the {label}; "
+        "counts there are lower bounds"
+    )
+    if loki_total is not None:
+        note += (
+            f" (Loki counts {loki_total} lines matching the LogQL there, an upper bound: "
+            "the level is matched in the line text)"
+        )
+    elif failure:
+        note += f" (the count query failed: {failure})"
+    notes.append(note)
+    return counted
 
 
 def logs_from_loki(
@@ -807,28 +931,79 @@ def logs_from_loki(
     limit: int,
     deadline: Deadline,
 ) -> BackendOutput:
+    """Lines of each range from ``query_range``, clustered; exact totals from Loki when capped.
+
+    ``query_range`` returns at most ``LOKI_MAX_LINES`` lines; when a range reaches that,
+    its total comes from a ``count_over_time`` metric query instead (falling back to the
+    lines returned, marked as lower bounds, when that query fails).
+    """
     headers = _loki_headers(token_env, tenant)
     logql = logql_build(log_filter)
     clusterer = LogClusterer(window=window, limit=limit)
     notes = [f"LogQL: {logql}"]
-    ranges = (
-        ("baseline", window.baseline_start.timestamp(), window.start.timestamp() - 1e-9),
-        ("window", window.start.timestamp(), window.end.timestamp() + 1e-9),
+    baseline_start, start, end = (
+        window.baseline_start.timestamp(),
+        window.start.timestamp(),
+        window.end.timestamp(),
     )
-    for label, start, end in ranges:
+    # (label, query_range start and end, count_over_time start and end): the window's
+    # end is inclusive, so its count runs to 1 ms past it.
+    ranges = (
+        ("baseline", baseline_start, start - 1e-9, baseline_start, start),
+        ("window", start, end + 1e-9, start, end + 1e-3),
+    )
+    # Ranges that hit the line limit: (label, count start and end, lines returned, counted).
+    capped_ranges: list[tuple[str, float, float, int, int]] = []
+    for label, range_start, range_end, count_start, count_end in ranges:
         records, capped = loki_query_range(
-            base_url=base_url, headers=headers, logql=logql, start=start, end=end, deadline=deadline
+            base_url=base_url,
+            headers=headers,
+            logql=logql,
+            start=range_start,
+            end=range_end,
+            deadline=deadline,
         )
-        if capped:
-            notes.append(
-                f"Loki returned its limit of {LOKI_MAX_LINES} lines for the {label}; "
-                "counts there are lower bounds"
-            )
+        before = clusterer.total_window + clusterer.total_baseline
         records.sort(key=lambda r: r.ts)
         for record in records:
             if clusterer.in_range(record.ts) and log_filter.matches(record):
                 clusterer.add(record)
-    return logs_render(clusterer=clusterer, window=window, log_filter=log_filter, notes=notes)
+        if capped:
+            counted = clusterer.total_window + clusterer.total_baseline - before
+            capped_ranges.append((label, count_start, count_end, len(records), counted))
+    # Counted after both line queries, so a slow count cannot cost the window's lines.
+    totals: dict[str, int] = {}
+    for label, count_start, count_end, fetched, counted in capped_ranges:
+        loki_total: int | None = None
+        failure = ""
+        try:
+            loki_total = loki_count(
+                base_url=base_url,
+                headers=headers,
+                logql=logql,
+                start=count_start,
+                end=count_end,
+                deadline=deadline,
+            )
+        except (ToolFailure, ToolTimeout) as exc:
+            failure = str(exc)
+        totals[label] = _loki_total(
+            label=label,
+            log_filter=log_filter,
+            fetched=fetched,
+            counted=counted,
+            loki_total=loki_total,
+            failure=failure,
+            notes=notes,
+        )
+    return logs_render(
+        clusterer=clusterer,
+        window=window,
+        log_filter=log_filter,
+        notes=notes,
+        total_window=totals.get("window"),
+        total_baseline=totals.get("baseline"),
+    )
 
 
 __all__ = [
@@ -838,7 +1013,9 @@ __all__ = [
     "LogFilter",
     "log_time_parse",
     "logql_build",
+    "logql_count_build",
     "logs_from_files",
     "logs_from_loki",
+    "loki_count",
     "message_mask",
 ]

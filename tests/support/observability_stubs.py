@@ -1,5 +1,8 @@
 """Tiny loopback Prometheus and Loki HTTP APIs for fault tests (real sockets).
 
+Loki answers ``query_range`` (streams) and instant ``sum(count_over_time(...))``
+queries (vector).
+
 Both serve data made up from the requested range: a steady baseline, then a
 change in the last quarter of whatever range is asked for. ``delay`` makes every
 answer slow; ``stop()`` closes the port, so later calls get "connection refused".
@@ -8,6 +11,7 @@ answer slow; ``stop()`` closes the port, so later calls get "connection refused"
 from __future__ import annotations
 
 import json
+import re
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -49,6 +53,27 @@ def _loki_body(params: dict[str, str]) -> dict[str, Any]:
     }
 
 
+_LOKI_COUNT = re.compile(r"^sum\(count_over_time\((.*) \[(\d+)(ms|s|m|h)\]\)\)$")
+_UNIT_NS = {"ms": 10**6, "s": 10**9, "m": 60 * 10**9, "h": 3600 * 10**9}
+
+
+def _loki_count_body(params: dict[str, str]) -> dict[str, Any] | None:
+    """``/loki/api/v1/query`` for ``sum(count_over_time(... [range]))``: a ``vector``.
+
+    The count is the lines ``_loki_body`` makes up for the range ending at ``time``.
+    """
+    match = _LOKI_COUNT.match(params.get("query", ""))
+    if match is None:
+        return None
+    _inner, amount, unit = match.groups()
+    end = int(params["time"])
+    start = end - int(amount) * _UNIT_NS[unit]
+    streams = _loki_body({"start": str(start), "end": str(end)})["data"]["result"]
+    count = sum(len(stream["values"]) for stream in streams)
+    result = [{"metric": {}, "value": [end / 1e9, str(count)]}] if count else []
+    return {"status": "success", "data": {"resultType": "vector", "result": result}}
+
+
 class ObservabilityStub:
     def __init__(self, *, delay: float = 0.0) -> None:
         self.delay = delay
@@ -69,11 +94,14 @@ class ObservabilityStub:
                 stub.paths.append(url.path)
                 if stub.delay:
                     stub._release.wait(stub.delay)
+                body: dict[str, Any] | None = None
                 if url.path == "/api/v1/query_range":
                     body = _prometheus_body(params)
                 elif url.path == "/loki/api/v1/query_range":
                     body = _loki_body(params)
-                else:
+                elif url.path == "/loki/api/v1/query":
+                    body = _loki_count_body(params)
+                if body is None:
                     self.send_response(404)
                     self.end_headers()
                     return
