@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from datetime import timedelta
+from typing import ClassVar
 
 from django.contrib import admin, messages
 from django.contrib.admin.views.main import ChangeList
@@ -94,54 +95,44 @@ class ReadOnlyInline(admin.TabularInline):
 
 
 class _YesNoFilter(admin.SimpleListFilter):
+    """A yes/no filter: ``yes`` and ``no`` are the lookups each answer applies."""
+
+    yes: ClassVar[dict[str, object]] = {}
+    no: ClassVar[dict[str, object]] = {}
+
     def lookups(self, request, model_admin):
         return (("yes", _("是")), ("no", _("否")))
+
+    def queryset(self, request, queryset):
+        if self.value() == "yes":
+            return queryset.filter(**self.yes)
+        if self.value() == "no":
+            return queryset.filter(**self.no)
+        return queryset
 
 
 class ReviewedFilter(_YesNoFilter):
     title = _("已审核")
     parameter_name = "reviewed"
-
-    def queryset(self, request, queryset):
-        if self.value() in ("yes", "no"):
-            return queryset.filter(is_reviewed=self.value() == "yes")
-        return queryset
+    yes, no = {"is_reviewed": True}, {"is_reviewed": False}
 
 
 class DemotedFilter(_YesNoFilter):
     title = _("有被降级的论断")
     parameter_name = "demoted"
-
-    def queryset(self, request, queryset):
-        if self.value() == "yes":
-            return queryset.filter(claims_demoted__gt=0)
-        if self.value() == "no":
-            return queryset.filter(claims_demoted=0)
-        return queryset
+    yes, no = {"claims_demoted__gt": 0}, {"claims_demoted": 0}
 
 
 class AcceptedFilter(_YesNoFilter):
     title = _("有通过校验的论断")
     parameter_name = "accepted"
-
-    def queryset(self, request, queryset):
-        if self.value() == "yes":
-            return queryset.filter(claims_accepted__gt=0)
-        if self.value() == "no":
-            return queryset.filter(claims_accepted=0)
-        return queryset
+    yes, no = {"claims_accepted__gt": 0}, {"claims_accepted": 0}
 
 
 class RetriedFilter(_YesNoFilter):
     title = _("有重试")
     parameter_name = "retried"
-
-    def queryset(self, request, queryset):
-        if self.value() == "yes":
-            return queryset.filter(attempt_count__gt=1)
-        if self.value() == "no":
-            return queryset.filter(attempt_count__lte=1)
-        return queryset
+    yes, no = {"attempt_count__gt": 1}, {"attempt_count__lte": 1}
 
 
 class _BucketFilter(admin.SimpleListFilter):

@@ -110,6 +110,8 @@ def test_the_session_list_shows_the_numbers_a_reviewer_filters_on(client, review
         assert response.context["cl"].result_count >= 1, params
     assert client.get(url, {"reviewed": "yes"}).context["cl"].result_count == 0
     assert client.get(url, {"demoted": "no"}).context["cl"].result_count == 0
+    assert client.get(url, {"retried": "yes"}).context["cl"].result_count == 1
+    assert client.get(url, {"retried": "no"}).context["cl"].result_count == 1
 
 
 def test_the_session_list_of_200_sessions_uses_a_bounded_number_of_queries(
