@@ -13,6 +13,7 @@ from django.db import transaction
 from django.db.models import F, Max
 from django.utils import timezone
 
+from diagnosis.flow.renderer import language_key
 from diagnosis.models import DiagnosisSession, Environment, SessionEvent
 from diagnosis.storable import nul_free
 
@@ -29,10 +30,6 @@ CANCELLED_ANSWER = {
     "en": "**The diagnosis was cancelled**\n\nIt was cancelled before it finished; no "
     "conclusion was given.\n",
 }
-
-
-def _lang(language: str) -> str:
-    return "en" if language.lower().startswith("en") else "zh"
 
 
 def runner_identity() -> str:
@@ -176,7 +173,7 @@ def session_claim(*, session_id: int) -> DiagnosisSession | None:
                 return None
             session.restarts = F("restarts") + 1
         if session.cancel_requested:
-            _finish_cancelled(session)
+            session_cancel_finish(session=session)
             return None
         session.status = DiagnosisSession.Status.RUNNING
         session.started_at = session.started_at or now
@@ -187,10 +184,11 @@ def session_claim(*, session_id: int) -> DiagnosisSession | None:
     return session
 
 
-def _finish_cancelled(session: DiagnosisSession) -> None:
+def session_cancel_finish(*, session: DiagnosisSession) -> None:
+    """End a session whose cancel was requested; the caller holds its row lock."""
     session.status = DiagnosisSession.Status.CANCELLED
     session.stage = DiagnosisSession.Stage.DONE
-    session.final_answer = CANCELLED_ANSWER[_lang(session.language)]
+    session.final_answer = CANCELLED_ANSWER[language_key(session.language)]
     session.finished_at = timezone.now()
     session.save(update_fields=["status", "stage", "final_answer", "finished_at"])
     session_event_add(
@@ -215,7 +213,7 @@ def diagnosis_cancel(*, session: DiagnosisSession) -> DiagnosisSession:
         locked.cancel_requested = True
         locked.save(update_fields=["cancel_requested"])
         if locked.status == DiagnosisSession.Status.QUEUED:
-            _finish_cancelled(locked)
+            session_cancel_finish(session=locked)
     locked.refresh_from_db()
     return locked
 
@@ -232,7 +230,7 @@ def session_fail(
             return False
         session.status = DiagnosisSession.Status.FAILED
         session.stage = DiagnosisSession.Stage.DONE
-        session.final_answer = SAFE_FAILURE_ANSWER[_lang(session.language)]
+        session.final_answer = SAFE_FAILURE_ANSWER[language_key(session.language)]
         session.answer_source = DiagnosisSession.AnswerSource.FALLBACK
         session.error = error[:5000]
         session.finished_at = timezone.now()

@@ -439,21 +439,16 @@ def llm_usage_totals(*, session: DiagnosisSession) -> dict[str, Any]:
 
 
 def flow_run(*, session: DiagnosisSession) -> None:
-    from diagnosis.services import CANCELLED_ANSWER, _lang
+    from diagnosis.services import session_cancel_finish
 
     try:
         _Run(session).run()
     except SessionCancelled:
+        with transaction.atomic():
+            locked = DiagnosisSession.objects.select_for_update().get(pk=session.pk)
+            if not locked.is_terminal:
+                session_cancel_finish(session=locked)
         session.refresh_from_db()
-        session.status = DiagnosisSession.Status.CANCELLED
-        session.stage = DiagnosisSession.Stage.DONE
-        session.final_answer = CANCELLED_ANSWER[_lang(session.language)]
-        session.finished_at = timezone.now()
-        session.save(update_fields=["status", "stage", "final_answer", "finished_at"])
-        session_event_add(
-            session=session, kind=SessionEvent.Kind.STAGE, stage="done", message="cancelled"
-        )
-        session_ended_notify(session=session)
 
 
 __all__ = ["ParseStatus", "effective_window", "flow_run", "llm_usage_totals"]
