@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +33,17 @@ class RecordedCall:
 def recorded_find(*, path: Path, tool_name: str, arguments: dict[str, Any]) -> RecordedCall | None:
     """The first recorded call with this tool and equal arguments (nulls dropped), or None."""
     wanted = arguments_normalise(arguments)
+    stat = path.stat()
+    for call, normalised in _recorded_calls(path, stat.st_mtime_ns, stat.st_size):
+        if call.tool_name == tool_name and normalised == wanted:
+            return call
+    return None
+
+
+@lru_cache(maxsize=16)
+def _recorded_calls(path: Path, mtime_ns: int, size: int) -> tuple[tuple[RecordedCall, Any], ...]:
+    """Every usable record of the file with its normalised arguments, read once per version."""
+    calls = []
     with path.open(encoding="utf-8", errors="replace") as handle:
         for number, line in enumerate(handle, start=1):
             if not line.strip():
@@ -40,22 +52,23 @@ def recorded_find(*, path: Path, tool_name: str, arguments: dict[str, Any]) -> R
                 record = json.loads(line)
             except json.JSONDecodeError:
                 continue
-            if not isinstance(record, dict) or record.get("tool_name") != tool_name:
+            if not isinstance(record, dict) or not isinstance(record.get("tool_name"), str):
                 continue
             recorded_args = record.get("arguments") or {}
-            if not isinstance(recorded_args, dict) or arguments_normalise(recorded_args) != wanted:
+            if not isinstance(recorded_args, dict):
                 continue
             status = record.get("status", "ok")
             output = record.get("output")
             if status not in STATUSES or not isinstance(output, str):
                 continue
             summary = record.get("summary")
-            return RecordedCall(
+            call = RecordedCall(
                 line=number,
-                tool_name=tool_name,
+                tool_name=record["tool_name"],
                 arguments=recorded_args,
                 status=status,
                 output=output,
                 summary=summary if isinstance(summary, dict) else None,
             )
-    return None
+            calls.append((call, arguments_normalise(recorded_args)))
+    return tuple(calls)
