@@ -28,6 +28,7 @@ from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
 from audit.models import ClaimReview, Review
+from diagnosis.gatekeeper import excerpt_locate
 from diagnosis.models import DiagnosisSession, LLMCall, ToolInvocation
 from diagnosis.selectors import ClaimView, session_claims_view
 
@@ -68,48 +69,10 @@ def sessions_for_audit() -> QuerySet[DiagnosisSession]:
 
 # --- Excerpts in context -------------------------------------------------------------
 
-_FRAGMENT_SPLIT = re.compile(r"\s*(?:\.\.\.|…)\s*")
-
-
-def _fallback_locate(excerpt: str, text: str) -> list[tuple[int, int]]:
-    """Case-insensitive find of each ``...``-separated fragment, in order."""
-    spans: list[tuple[int, int]] = []
-    haystack = text.casefold()
-    position = 0
-    for fragment in _FRAGMENT_SPLIT.split(excerpt.strip()):
-        needle = fragment.strip().casefold()
-        if not needle:
-            continue
-        found = haystack.find(needle, position)
-        if found < 0 or len(haystack) != len(text):
-            # casefold can change lengths (ß → ss); then only an exact find is safe
-            found = text.find(fragment.strip(), position)
-            if found < 0:
-                return []
-            needle = fragment.strip()
-        spans.append((found, found + len(needle)))
-        position = found + len(needle)
-    return spans
-
-
-def excerpt_spans(excerpt: str, text: str) -> list[tuple[int, int]]:
-    """Where the excerpt occurs in the text: the Gatekeeper's locator when it exists."""
-    if not excerpt or not text:
-        return []
-    try:
-        from diagnosis.gatekeeper import excerpt_locate
-    except ImportError:
-        return _fallback_locate(excerpt, text)
-    try:
-        spans = excerpt_locate(excerpt, text)
-    except Exception:  # a reviewer page never fails on one odd excerpt
-        return _fallback_locate(excerpt, text)
-    return [(int(s), int(e)) for s, e in spans if 0 <= int(s) <= int(e) <= len(text)]
-
 
 def excerpt_in_context(excerpt: str, text: str, *, lines: int = CONTEXT_LINES) -> SafeString:
     """A few lines around the match, the match in <mark>, everything else escaped."""
-    spans = sorted(excerpt_spans(excerpt, text))
+    spans = sorted(excerpt_locate(excerpt, text))
     if not spans:
         return format_html('<span class="rp-nomatch">{}</span>', "∅")
     first, last = spans[0][0], spans[-1][1]

@@ -11,6 +11,7 @@ from django.utils import timezone
 
 from chat.charts import Chart, charts_for_lines
 from chat.models import Conversation, Feedback
+from diagnosis.gatekeeper import excerpt_locate
 from diagnosis.models import DiagnosisSession, Environment, SessionEvent, ToolInvocation
 from diagnosis.selectors import ClaimView, session_claims_view, session_composer_input
 
@@ -206,25 +207,11 @@ class Evidence:
     actions: list[Any]
 
 
-def _locate(excerpt: str, text: str) -> list[tuple[int, int]]:
-    """Character spans of the excerpt in the text, as the Gatekeeper matches it."""
-    try:
-        from diagnosis.gatekeeper import excerpt_locate  # type: ignore[attr-defined]
-    except ImportError:
-        excerpt_locate = None
-    if excerpt_locate is not None:
-        return list(excerpt_locate(excerpt, text))
-    if not excerpt:
-        return []
-    start = text.lower().find(excerpt.lower())
-    return [(start, start + len(excerpt))] if start >= 0 else []
-
-
 def excerpt_context(
     *, excerpt: str, output: str, context_lines: int = CONTEXT_LINES
 ) -> list[ContextLine]:
     """The lines around the excerpt's first match, the match split out to be marked."""
-    spans = _locate(excerpt, output)
+    spans = excerpt_locate(excerpt, output)
     if not spans:
         return []
     start, end = spans[0]
