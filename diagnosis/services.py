@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import os
 import socket
-from datetime import UTC, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from django.conf import settings
@@ -61,7 +61,8 @@ def environment_default() -> Environment:
     return env
 
 
-def _rfc3339(moment) -> str:
+def rfc3339(moment: datetime) -> str:
+    """A moment as the UTC timestamp the flow, the tools and the model exchange."""
     return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
@@ -75,14 +76,14 @@ def environment_context(*, environment: Environment) -> dict[str, Any]:
         except Exception:  # a broken pack still diagnoses, against the clock
             logger.warning("could not read pack %s", environment.pack_path)
         else:
-            context: dict[str, Any] = {"now": _rfc3339(pack.now)}
+            context: dict[str, Any] = {"now": rfc3339(pack.now)}
             if pack.window:
                 context["window_hint"] = {
-                    "start": _rfc3339(pack.window.start),
-                    "end": _rfc3339(pack.window.end),
+                    "start": rfc3339(pack.window.start),
+                    "end": rfc3339(pack.window.end),
                 }
             return context
-    return {"now": _rfc3339(timezone.now())}
+    return {"now": rfc3339(timezone.now())}
 
 
 @transaction.atomic

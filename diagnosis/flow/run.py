@@ -39,7 +39,7 @@ from diagnosis.flow.renderer import answer_render
 from diagnosis.flow.router import RouteResult, route
 from diagnosis.llm.base import AgentProvider, ExecutorRequest, LLMError, PlannerRequest, Role
 from diagnosis.models import DiagnosisSession, LLMCall, SessionEvent
-from diagnosis.services import session_event_add
+from diagnosis.services import rfc3339, session_event_add
 from diagnosis.storable import nul_free
 
 logger = logging.getLogger(__name__)
@@ -55,10 +55,6 @@ def text_bound(text: str, limit: int) -> str:
         return text
     half = limit // 2
     return f"{text[:half]}\n[… {len(text) - 2 * half} characters cut …]\n{text[-half:]}"
-
-
-def _rfc3339(moment: datetime) -> str:
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _parse_time(value: object) -> datetime | None:
@@ -82,8 +78,8 @@ def effective_window(
             continue
         start, end = _parse_time(candidate.get("start")), _parse_time(candidate.get("end"))
         if start and end and start < end and end - start <= timedelta(days=7):
-            return {"start": _rfc3339(start), "end": _rfc3339(end)}
-    return {"start": _rfc3339(now - timedelta(minutes=30)), "end": _rfc3339(now)}
+            return {"start": rfc3339(start), "end": rfc3339(end)}
+    return {"start": rfc3339(now - timedelta(minutes=30)), "end": rfc3339(now)}
 
 
 class _Run:
@@ -104,7 +100,7 @@ class _Run:
         self.evaluation.setdefault("attempts", [])
         if session.restarts:
             self.evaluation.setdefault("restarts", []).append(
-                {"at": _rfc3339(timezone.now()), "previous_attempts": session.attempt_count}
+                {"at": rfc3339(timezone.now()), "previous_attempts": session.attempt_count}
             )
             self.attempt = session.attempt_count  # a restart starts a new attempt number
 
@@ -127,10 +123,15 @@ class _Run:
         if flag:
             raise SessionCancelled
 
+    def hinted_services(self) -> list[str]:
+        """The services the requester named in the context."""
+        return [s for s in self.session.context.get("services") or [] if isinstance(s, str)]
+
     def known_services(self) -> list[str]:
-        """The environment's services, plus any the requester named in the context."""
-        hinted = [str(s) for s in self.session.context.get("services") or [] if isinstance(s, str)]
-        return list(dict.fromkeys([*(self.session.environment.services or []), *hinted]))
+        """The environment's services, plus any the requester named."""
+        return list(
+            dict.fromkeys([*(self.session.environment.services or []), *self.hinted_services()])
+        )
 
     def save(self, *fields: str) -> None:
         for name in fields:  # model text may hold NUL, which PostgreSQL cannot store
@@ -147,7 +148,7 @@ class _Run:
         request = PlannerRequest(
             question=self.session.original_query,
             language=self.session.language,
-            now=_rfc3339(now),
+            now=rfc3339(now),
             window=context.get("window_hint") or context.get("window"),
             services=self.known_services(),
             history=list(context.get("history") or []),
@@ -160,7 +161,7 @@ class _Run:
             plan = parsed if isinstance(parsed, PlannerOutput) else None
         except LLMError as exc:
             status, detail = exc.status, str(exc)
-        hinted = [str(s) for s in context.get("services") or [] if isinstance(s, str)]
+        hinted = self.hinted_services()
         if plan is not None and not plan.services and hinted:
             plan.services = hinted  # the requester named the services; the Planner named none
         window = effective_window(plan=plan, hint=request.window, now=now)
@@ -171,7 +172,7 @@ class _Run:
             "window": window,
         }
         context = dict(context)
-        context["now"] = _rfc3339(now)
+        context["now"] = rfc3339(now)
         context.setdefault("window_hint", request.window)
         context["window"] = window
         self.session.context = context
