@@ -478,9 +478,12 @@ class DiagnosisCreateApi(ApiView):
 
 class DiagnosisCursorPagination(CursorPagination):
     ordering = ("-created_at", "-id")
-    page_size = settings.API_PAGE_SIZE
     page_size_query_param = "page_size"
-    max_page_size = settings.API_PAGE_SIZE_MAX
+
+    def __init__(self) -> None:
+        # Read per request, not at import, so a changed setting takes effect.
+        self.page_size = settings.API_PAGE_SIZE
+        self.max_page_size = settings.API_PAGE_SIZE_MAX
 
     def decode_cursor(self, request: Request):
         try:

@@ -325,6 +325,16 @@ def test_the_cursor_walks_every_session_once(api, owner, environment):
     assert len(seen) == 7 and set(seen) == created
 
 
+def test_the_default_page_size_follows_the_setting(api, owner, environment, settings):
+    for _ in range(3):
+        session_make(owner=owner, environment=environment)
+    assert len(api.get("/api/v1/diagnoses").json()["results"]) == 3  # the API is loaded now
+    settings.API_PAGE_SIZE = 2
+    body = api.get("/api/v1/diagnoses").json()
+    assert len(body["results"]) == 2
+    assert body["next"]
+
+
 def test_the_number_of_queries_does_not_grow_with_the_page_size(api, owner, environment):
     for _ in range(30):
         session_make(owner=owner, environment=environment)
