@@ -52,11 +52,16 @@ def _pre(value: object) -> str:
     return format_html('<pre class="rp-pre">{}</pre>', text)
 
 
+def _session_link(session: DiagnosisSession) -> str:
+    url = reverse("admin:diagnosis_diagnosissession_change", args=[session.pk])
+    return format_html('<a href="{}">{}</a>', url, str(session.public_id)[:8])
+
+
 def _folded(summary: str, value: object) -> str:
     return format_html("<details><summary>{}</summary>{}</details>", summary, _pre(value))
 
 
-class ReadOnlyAdmin(admin.ModelAdmin):
+class _ReadOnly:
     """Viewable by whoever has the view permission; never added, changed or deleted."""
 
     def get_readonly_fields(self, request: HttpRequest, obj=None):
@@ -73,22 +78,14 @@ class ReadOnlyAdmin(admin.ModelAdmin):
         return False
 
 
-class ReadOnlyInline(admin.TabularInline):
+class ReadOnlyAdmin(_ReadOnly, admin.ModelAdmin):
+    pass
+
+
+class ReadOnlyInline(_ReadOnly, admin.TabularInline):
     extra = 0
     can_delete = False
     show_change_link = True
-
-    def get_readonly_fields(self, request: HttpRequest, obj=None):
-        return list(self.fields or ())
-
-    def has_add_permission(self, request: HttpRequest, obj=None) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj=None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj=None) -> bool:
-        return False
 
 
 # --- Diagnosis sessions ------------------------------------------------------------------
@@ -340,8 +337,7 @@ class ToolInvocationAdmin(ReadOnlyAdmin):
 
     @admin.display(description=_("诊断会话"))
     def session_link(self, obj: ToolInvocation) -> str:
-        url = reverse("admin:diagnosis_diagnosissession_change", args=[obj.session_id])
-        return format_html('<a href="{}">{}</a>', url, str(obj.session.public_id)[:8])
+        return _session_link(obj.session)
 
     @admin.display(description=_("参数"))
     def arguments_display(self, obj: ToolInvocation) -> str:
@@ -394,8 +390,7 @@ class LLMCallAdmin(ReadOnlyAdmin):
 
     @admin.display(description=_("诊断会话"))
     def session_link(self, obj: LLMCall) -> str:
-        url = reverse("admin:diagnosis_diagnosissession_change", args=[obj.session_id])
-        return format_html('<a href="{}">{}</a>', url, str(obj.session.public_id)[:8])
+        return _session_link(obj.session)
 
     @admin.display(description=_("请求"))
     def request_display(self, obj: LLMCall) -> str:
@@ -504,8 +499,7 @@ class ReviewAdmin(ReadOnlyAdmin):
 
     @admin.display(description=_("诊断会话"))
     def session_link(self, obj: Review) -> str:
-        url = reverse("admin:diagnosis_diagnosissession_change", args=[obj.session_id])
-        return format_html('<a href="{}">{}</a>', url, str(obj.session.public_id)[:8])
+        return _session_link(obj.session)
 
 
 @admin.register(AuditEvent)
