@@ -572,6 +572,14 @@ def _change_text(signal: MetricSignal | LogSignal) -> str:
     return f"{signal.metric}{_labels(signal)}"
 
 
+def _change_when(signal: MetricSignal | LogSignal, excerpts: list[str], t: dict[str, str]) -> str:
+    """The "at <time>" phrase for a log change whose excerpts show its first-seen time."""
+    if not isinstance(signal, LogSignal):
+        return ""
+    when = _time_in(signal.first_seen, "\n".join(excerpts), _one_day(signal.call))
+    return t["change_when"].format(value=when) if when else ""
+
+
 def _change_root_claim(entry: Suspect, lang: str) -> Draft | None:
     """A change right before a service's new errors: a cause worded as an inference."""
     found = entry.change_before_errors
@@ -600,12 +608,9 @@ def _change_root_claim(entry: Suspect, lang: str) -> Draft | None:
     )
     t = T[lang]
     evidence = "\n".join([*change_excerpts, *error_excerpts, *([rate.line] if rate else [])])
-    when = ""
-    if isinstance(change, LogSignal):
-        when = _time_in(change.first_seen, "\n".join(change_excerpts), _one_day(change.call)) or ""
     text = t["change_root"].format(
         svc=entry.service,
-        when=t["change_when"].format(value=when) if when else "",
+        when=_change_when(change, change_excerpts, t),
         change=_change_text(change),
         error=_message(error),
     )
@@ -629,12 +634,9 @@ def _change_claim(entry: Suspect, lang: str) -> Draft | None:
     if not excerpts:
         return None
     t = T[lang]
-    when = ""
-    if isinstance(change, LogSignal):
-        when = _time_in(change.first_seen, "\n".join(excerpts), _one_day(change.call)) or ""
     text = t["change_seen"].format(
         svc=entry.service,
-        when=t["change_when"].format(value=when) if when else "",
+        when=_change_when(change, excerpts, t),
         change=_change_text(change),
     )
     if not numbers_covered(text, "\n".join(excerpts)):
