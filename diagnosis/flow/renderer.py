@@ -23,6 +23,7 @@ _TEXT = {
         "actions": "**建议的下一步**",
         "reason": "原因",
         "none_confirmed": "没有可以确认的结论。",
+        "aside": "（{label}：{text}）",
     },
     "en": {
         "title": "**Diagnosis**",
@@ -39,6 +40,7 @@ _TEXT = {
         "actions": "**Suggested next steps**",
         "reason": "why",
         "none_confirmed": "Nothing could be confirmed.",
+        "aside": " ({label}: {text})",
     },
 }
 
@@ -50,6 +52,11 @@ def language_key(language: str) -> str:
 def _one_line(text: str) -> str:
     # Model text is data: keep it on one line so it cannot open Markdown structure.
     return " ".join(text.split())
+
+
+def _aside(t: dict, label: str, text: str) -> str:
+    """A labelled note after an item, in the language's brackets; empty without text."""
+    return t["aside"].format(label=t[label], text=_one_line(text)) if text else ""
 
 
 def answer_render(composer_input: ComposerInput) -> str:
@@ -70,9 +77,7 @@ def answer_render(composer_input: ComposerInput) -> str:
     if composer_input.allowed_hypotheses:
         lines += ["", t["hypotheses"]]
         for hypothesis in composer_input.allowed_hypotheses:
-            basis = f"（{t['basis']}：{_one_line(hypothesis.basis)}）" if hypothesis.basis else ""
-            if basis and language_key(composer_input.language) == "en":
-                basis = f" ({t['basis']}: {_one_line(hypothesis.basis)})"
+            basis = _aside(t, "basis", hypothesis.basis)
             lines.append(f"- {_one_line(hypothesis.text)}{basis}")
 
     if composer_input.missing_info:
@@ -82,12 +87,6 @@ def answer_render(composer_input: ComposerInput) -> str:
     if composer_input.recommended_actions:
         lines += ["", t["actions"]]
         for action in composer_input.recommended_actions:
-            reason = ""
-            if action.reason:
-                reason = (
-                    f" ({t['reason']}: {_one_line(action.reason)})"
-                    if language_key(composer_input.language) == "en"
-                    else f"（{t['reason']}：{_one_line(action.reason)}）"
-                )
+            reason = _aside(t, "reason", action.reason)
             lines.append(f"- {_one_line(action.text)}{reason}")
     return "\n".join(lines).strip() + "\n"
