@@ -5,7 +5,7 @@ from __future__ import annotations
 from uuid import UUID
 
 from django.contrib.auth.decorators import login_required
-from django.db.models import Count
+from django.db.models import Count, QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
@@ -58,12 +58,23 @@ def _turn_url(session: DiagnosisSession) -> str:
     return f"{url}#turn-{session.public_id}"
 
 
+def _new_turn_response(request: HttpRequest, session: DiagnosisSession) -> HttpResponse:
+    """The new turn as a partial for HTMX, else a redirect to it on its conversation page."""
+    if request.htmx:
+        session.refresh_from_db()  # an eager run may already have finished it
+        turn = session_turn(session=session, user=request.user)
+        return render(request, f"{PAGE}#turn", {"turn": turn})
+    return redirect(_turn_url(session))
+
+
+def _conversations_with_counts(request: HttpRequest) -> QuerySet[Conversation]:
+    return conversation_list_for_user(user=request.user).annotate(question_count=Count("sessions"))
+
+
 @require_GET
 @login_required
 def conversation_list(request: HttpRequest) -> HttpResponse:
-    conversations = conversation_list_for_user(user=request.user).annotate(
-        question_count=Count("sessions")
-    )
+    conversations = _conversations_with_counts(request)
     return render(
         request,
         "chat/conversation_list.html",
@@ -81,9 +92,7 @@ def conversation_new(request: HttpRequest) -> HttpResponse:
         error = _question_error(question)
     if error:
         context = {
-            "conversations": conversation_list_for_user(user=request.user).annotate(
-                question_count=Count("sessions")
-            ),
+            "conversations": _conversations_with_counts(request),
             "environments": environment_choices(),
             "error": error,
             "question": question,
@@ -135,11 +144,7 @@ def conversation_question(request: HttpRequest, pk: int) -> HttpResponse:
         user=request.user,
         language_code=request.LANGUAGE_CODE,
     )
-    if request.htmx:
-        session.refresh_from_db()  # an eager run may already have finished it
-        turn = session_turn(session=session, user=request.user)
-        return render(request, f"{PAGE}#turn", {"turn": turn})
-    return redirect(_turn_url(session))
+    return _new_turn_response(request, session)
 
 
 @require_GET
@@ -178,11 +183,7 @@ def session_retry(request: HttpRequest, public_id: UUID) -> HttpResponse:
         user=request.user,
         language_code=request.LANGUAGE_CODE,
     )
-    if request.htmx:
-        session.refresh_from_db()
-        turn = session_turn(session=session, user=request.user)
-        return render(request, f"{PAGE}#turn", {"turn": turn})
-    return redirect(_turn_url(session))
+    return _new_turn_response(request, session)
 
 
 @require_POST
