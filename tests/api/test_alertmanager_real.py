@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import socket
 import subprocess
-import time
 from datetime import UTC, datetime, timedelta
 
 import httpx
@@ -14,6 +13,7 @@ from diagnosis import apis
 from diagnosis.api_services import alert_receiver_create
 from diagnosis.models import AlertGroupStart, DiagnosisSession, Environment
 from tests.support.binaries import require_binary
+from tests.support.workers import wait_until
 
 pytestmark = [pytest.mark.alertmanager, pytest.mark.django_db(transaction=True)]
 
@@ -40,16 +40,6 @@ def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
-
-
-def _wait_for(predicate, timeout: float = 30.0, what: str = "condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 @pytest.fixture
@@ -106,7 +96,7 @@ def alertmanager(live_server, tmp_path, owner, monkeypatch, settings):
             return False
 
     try:
-        _wait_for(ready, what="alertmanager to start")
+        assert wait_until(ready, timeout=30), "alertmanager did not start"
         yield base
     finally:
         process.terminate()
@@ -142,7 +132,9 @@ def test_a_firing_group_starts_one_session_and_its_resolution_starts_none(
     starts_at = datetime.now(UTC).replace(microsecond=0) - timedelta(minutes=2)
     _push(alertmanager, starts_at=starts_at)
 
-    _wait_for(lambda: any(r.reason == "started" for r in ingested), what="the firing webhook")
+    assert wait_until(lambda: any(r.reason == "started" for r in ingested), timeout=30), (
+        "no firing webhook"
+    )
     session = DiagnosisSession.objects.get()
     assert session.source == DiagnosisSession.Source.ALERT
     assert session.owner == owner
@@ -151,12 +143,16 @@ def test_a_firing_group_starts_one_session_and_its_resolution_starts_none(
 
     # a second alert joins the group: Alertmanager notifies again, nothing new starts
     _push(alertmanager, starts_at=starts_at + timedelta(seconds=30), instance="b")
-    _wait_for(lambda: any(r.reason == "duplicate" for r in ingested), what="the repeat webhook")
+    assert wait_until(lambda: any(r.reason == "duplicate" for r in ingested), timeout=30), (
+        "no repeat webhook"
+    )
     assert DiagnosisSession.objects.count() == 1
 
     ended = datetime.now(UTC) - timedelta(seconds=5)
     _push(alertmanager, starts_at=starts_at, ends_at=ended)
     _push(alertmanager, starts_at=starts_at + timedelta(seconds=30), ends_at=ended, instance="b")
-    _wait_for(lambda: any(r.reason == "resolved" for r in ingested), what="the resolved webhook")
+    assert wait_until(lambda: any(r.reason == "resolved" for r in ingested), timeout=30), (
+        "no resolved webhook"
+    )
     assert DiagnosisSession.objects.count() == 1
     assert [r.reason for r in ingested].count("started") == 1
