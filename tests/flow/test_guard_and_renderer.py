@@ -53,6 +53,15 @@ def test_the_fallback_renderer_writes_english_for_an_english_session(composer_in
     assert "(inferred, likely)" in answer
 
 
+def test_the_fallback_renderer_gives_basis_and_reason_in_the_sessions_brackets(composer_input):
+    chinese = answer_render(composer_input)
+    assert "- 可能存在连接泄漏（依据：无泄漏日志）" in chinese
+    assert "- 检查 HikariCP 配置（原因：确认上限）" in chinese
+    english = answer_render(composer_input.model_copy(update={"language": "en"}))
+    assert "- 可能存在连接泄漏 (basis: 无泄漏日志)" in english
+    assert "- 检查 HikariCP 配置 (why: 确认上限)" in english
+
+
 def test_an_answer_that_adds_a_number_fails_the_guard(composer_input):
     answer = answer_render(composer_input) + "\n- 错误率达到 35%\n"
     assert "new_number:35%" in composer_guard(
