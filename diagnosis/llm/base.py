@@ -54,19 +54,8 @@ class ExecutorRequest:
     retry_context: dict[str, Any] | None = None
 
 
-@dataclass(frozen=True)
-class ToolOutcome:
-    """What a tool call gave back (mirrors diagnosis.evidence.registry.ToolResult)."""
-
-    invocation_id: int
-    trace_ref: str
-    tool_name: str
-    status: str
-    output: str
-    summary: dict[str, Any]
-
-
-# (tool_name, arguments) -> the persisted result; never raises for bad arguments.
+# (tool_name, arguments) -> the persisted result (diagnosis.evidence.registry.ToolResult);
+# never raises for bad arguments.
 ToolRunner = Callable[[str, object], Any]
 
 
