@@ -312,7 +312,7 @@ class OpenAIProvider:
             started = time.monotonic()
             attempt = self._attempt(body, tools_offered=bool(tools), use_json=use_json)
             latency_ms = int((time.monotonic() - started) * 1000)
-            recorded_request = {**body, "messages": messages}
+            recorded_request = dict(body)
             if tools:
                 recorded_request["tools"] = [_tool_name(spec) for spec in tools]
             recorder(
