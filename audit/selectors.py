@@ -28,6 +28,7 @@ from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
 from audit.models import ClaimReview, Review
+from diagnosis.contracts import Classification
 from diagnosis.gatekeeper import excerpt_locate
 from diagnosis.models import DiagnosisSession, LLMCall, ToolInvocation
 from diagnosis.selectors import ClaimView, session_claims_view
@@ -226,14 +227,7 @@ def session_audit_view(*, session: DiagnosisSession) -> SessionAudit:
 # --- The dashboard -------------------------------------------------------------------
 
 DECISIONS = [d.value for d in DiagnosisSession.Decision]
-CLASSIFICATIONS = [
-    "direct_observation",
-    "reasonable_inference",
-    "overstated",
-    "unsupported",
-    "external_unknown",
-    "contradicted",
-]
+CLASSIFICATIONS = [c.value for c in Classification]
 # Enough to be representative, bounded so the page stays fast on a busy install.
 DASHBOARD_MAX_SESSIONS = 5000
 
