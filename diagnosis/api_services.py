@@ -454,11 +454,10 @@ def callback_deliver(*, session_id: int, attempt: int) -> str:
     error = ""
     give_up = False
     started = time.monotonic()
-    refusal = callback_address_refusal(session.callback_url)
     if api_key is None or not api_key.is_active:
         error = "the API key that submitted this diagnosis was revoked; nothing was sent"
         give_up = True  # there is no secret left to sign with
-    elif refusal:
+    elif refusal := callback_address_refusal(session.callback_url):
         error, give_up = refusal, True
     else:
         body = json.dumps(
