@@ -63,7 +63,7 @@ from diagnosis.contracts import (
     SupportLevel,
     Verdict,
 )
-from diagnosis.parsing import ClaimNotes, ParsedExecutorOutput
+from diagnosis.parsing import ClaimNotes, ParsedExecutorOutput, detail_clip, finding
 
 if TYPE_CHECKING:
     from diagnosis.models import DiagnosisSession
@@ -76,7 +76,6 @@ STATUS_OK = "ok"
 _KIND_EVIDENCE = "evidence"
 _KIND_KNOWLEDGE = "knowledge"
 _KIND_OTHER = "other"
-_DETAIL_LIMIT = 300
 _MAX_CANDIDATES_PER_FRAGMENT = 200_000
 _MAX_LOOKUP_IDS = 10_000
 _MAX_DB_ID = 2**63 - 1
@@ -205,10 +204,6 @@ class MatchResult:
         return self.matched
 
 
-def _clip(text: str, limit: int = _DETAIL_LIMIT) -> str:
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
 def _fragments(normalized_excerpt: str) -> list[str]:
     return [f.strip() for f in _ELLIPSIS.split(normalized_excerpt) if f.strip()]
 
@@ -300,13 +295,13 @@ def _match(excerpt: str, text: str) -> MatchResult:
         return MatchResult(
             False,
             FindingCode.NUMBER_MISMATCH.value,
-            _clip(f"the text around {missing!r} is there, but with different numbers"),
+            detail_clip(f"the text around {missing!r} is there, but with different numbers"),
         )
     where = f"fragment {len(spans) + 1} of {len(fragments)}" if len(fragments) > 1 else "excerpt"
     return MatchResult(
         False,
         FindingCode.EXCERPT_NOT_FOUND.value,
-        _clip(f"{where} not found in the output: {missing!r}"),
+        detail_clip(f"{where} not found in the output: {missing!r}"),
     )
 
 
@@ -389,10 +384,6 @@ def _kind(tool_name: str) -> str:
     return _KIND_OTHER
 
 
-def _finding(code: FindingCode | str, detail: str = "", binding: int | None = None) -> Finding:
-    return Finding(code=str(getattr(code, "value", code)), binding=binding, detail=_clip(detail))
-
-
 @dataclass(frozen=True)
 class _Target:
     record: InvocationRecord
@@ -453,7 +444,7 @@ class _Checker:
         tool_name = (binding.tool_name or "").strip()
         if tool_name and tool_name.lower() != record.tool_name.lower():
             findings.append(
-                _finding(
+                finding(
                     FindingCode.TOOL_NAME_MISMATCH,
                     f"binding says {tool_name!r}, {record.trace_ref} is {record.tool_name!r}",
                     index,
@@ -461,7 +452,7 @@ class _Checker:
             )
         if record.status != STATUS_OK:
             findings.append(
-                _finding(
+                finding(
                     FindingCode.INVOCATION_FAILED,
                     f"{record.trace_ref} ({record.tool_name}) ended with status {record.status!r}",
                     index,
@@ -472,7 +463,7 @@ class _Checker:
             where = record.trace_ref
             if target.block is not None:
                 where = f"chunk {binding.source_id!r} of {record.trace_ref}"
-            findings.append(_finding(result.code or "", f"{where}: {result.detail}", index))
+            findings.append(finding(result.code or "", f"{where}: {result.detail}", index))
         return findings
 
     def binding_check(
@@ -495,7 +486,7 @@ class _Checker:
             detail = (
                 f"source_type {binding.source_type!r} is not tool_trace or lookup_evidence_block"
             )
-            return [_finding(FindingCode.UNKNOWN_SOURCE_TYPE, detail, index)], None
+            return [finding(FindingCode.UNKNOWN_SOURCE_TYPE, detail, index)], None
 
         findings: list[Finding] = []
         cited_here: set[int] = set()
@@ -504,7 +495,7 @@ class _Checker:
                 cited_here.add(inv_id)
             elif inv_id in self.foreign:
                 findings.append(
-                    _finding(
+                    finding(
                         FindingCode.INVOCATION_NOT_IN_SESSION,
                         f"invocation {inv_id} belongs to another session",
                         index,
@@ -512,19 +503,19 @@ class _Checker:
                 )
             else:
                 findings.append(
-                    _finding(
+                    finding(
                         FindingCode.UNKNOWN_SOURCE_ID, f"invocation {inv_id} does not exist", index
                     )
                 )
         if not targets:
-            findings.append(_finding(FindingCode.UNKNOWN_SOURCE_ID, unknown, index))
+            findings.append(finding(FindingCode.UNKNOWN_SOURCE_ID, unknown, index))
             return findings, None
         if cited_here:
             target_ids = {t.record.id for t in targets}
             for inv_id in sorted(cited_here - target_ids):
                 other = self.by_id[inv_id]
                 findings.append(
-                    _finding(
+                    finding(
                         FindingCode.SOURCE_ID_MISMATCH,
                         f"source_id {source_id!r} is not invocation {inv_id} "
                         f"({other.trace_ref}, {other.tool_name})",
@@ -559,12 +550,12 @@ class _Checker:
             f.code == FindingCode.UNKNOWN_CLAIM_TYPE.value for f in findings
         ):
             findings.append(
-                _finding(FindingCode.UNKNOWN_CLAIM_TYPE, f"claim_type {claim.claim_type!r}")
+                finding(FindingCode.UNKNOWN_CLAIM_TYPE, f"claim_type {claim.claim_type!r}")
             )
         if duplicate:
             demote = True
             findings.append(
-                _finding(
+                finding(
                     FindingCode.DUPLICATE_CLAIM_ID,
                     f"an earlier claim already has id {claim.claim_id!r}; this one is demoted",
                 )
@@ -580,7 +571,7 @@ class _Checker:
                 kinds.append(kind)
         if not bindings:
             demote = True
-            findings.append(_finding(FindingCode.NO_BINDINGS, "the claim has no evidence bindings"))
+            findings.append(finding(FindingCode.NO_BINDINGS, "the claim has no evidence bindings"))
         level = str(claim.support_level).strip().lower()
         if level in (SupportLevel.INDIRECT.value, SupportLevel.NONE.value):
             if not kinds:
@@ -589,7 +580,7 @@ class _Checker:
             demote = True
             if kinds:
                 findings.append(
-                    _finding(
+                    finding(
                         FindingCode.KNOWLEDGE_ONLY_BINDING,
                         "a direct claim needs a valid binding to query_metrics or query_logs; "
                         "runbook text cannot confirm what is happening now",
@@ -635,13 +626,13 @@ def _internal_error_report(parsed: object, exc: BaseException) -> GatekeeperRepo
             GatekeeperClaimResult(
                 claim_id=str(c.claim_id),
                 verdict=Verdict.DEMOTED,
-                findings=[_finding(FindingCode.INTERNAL_ERROR, detail)],
+                findings=[finding(FindingCode.INTERNAL_ERROR, detail)],
             )
             for c in _claims_of(parsed)
         ]
     except Exception:
         results = []
-    return _report(_status_of(parsed), results, [_finding(FindingCode.INTERNAL_ERROR, detail)])
+    return _report(_status_of(parsed), results, [finding(FindingCode.INTERNAL_ERROR, detail)])
 
 
 def gatekeeper_check(
@@ -675,7 +666,7 @@ def gatekeeper_check(
                 result = GatekeeperClaimResult(
                     claim_id=str(claim.claim_id),
                     verdict=Verdict.DEMOTED,
-                    findings=[_finding(FindingCode.INTERNAL_ERROR, type(exc).__name__)],
+                    findings=[finding(FindingCode.INTERNAL_ERROR, type(exc).__name__)],
                 )
             seen.add(claim.claim_id)
             results.append(result)

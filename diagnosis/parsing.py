@@ -75,7 +75,8 @@ _SUPPORT_LEVELS = {s.value for s in SupportLevel}
 _SOURCE_ID_TYPES = (str, int)
 
 
-def _clip(text: str, limit: int = _DETAIL_LIMIT) -> str:
+def detail_clip(text: str, limit: int = _DETAIL_LIMIT) -> str:
+    """A finding's detail, bounded (shared with the Gatekeeper)."""
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
@@ -201,9 +202,9 @@ def model_output_parse(raw: object, model: type[BaseModel]) -> tuple[str, BaseMo
         try:
             return "ok", model.model_validate(value), ""
         except ValidationError as exc:
-            return "schema_invalid", None, _clip(_validation_summary(exc), 1000)
+            return "schema_invalid", None, detail_clip(_validation_summary(exc), 1000)
     except Exception as exc:  # a model's own validator misbehaving, RecursionError, …
-        return "schema_invalid", None, _clip(f"{type(exc).__name__}: {exc}", 1000)
+        return "schema_invalid", None, detail_clip(f"{type(exc).__name__}: {exc}", 1000)
 
 
 def _validation_summary(exc: ValidationError) -> str:
@@ -247,12 +248,15 @@ class ParsedExecutorOutput:
     claim_notes: tuple[ClaimNotes, ...] = field(default=())
 
 
-def _finding(code: FindingCode, detail: str, binding: int | None = None) -> Finding:
-    return Finding(code=code.value, binding=binding, detail=_clip(detail))
+def finding(code: FindingCode | str, detail: str = "", binding: int | None = None) -> Finding:
+    """One finding with a bounded detail (shared with the Gatekeeper)."""
+    return Finding(
+        code=str(getattr(code, "value", code)), binding=binding, detail=detail_clip(detail)
+    )
 
 
 def _describe(value: object) -> str:
-    return _clip(repr(value), 60)
+    return detail_clip(repr(value), 60)
 
 
 def _as_list(value: object) -> list | None:
@@ -334,14 +338,14 @@ def _bindings_parse(
     items = _as_list(value)
     if items is None:
         detail = f"{where}: evidence_bindings is not a list: {_describe(value)}"
-        return [], [], [_finding(FindingCode.MALFORMED_BINDING, detail)]
+        return [], [], [finding(FindingCode.MALFORMED_BINDING, detail)]
     bindings: list[EvidenceBinding] = []
     origins: list[int] = []
     findings: list[Finding] = []
     for index, item in enumerate(items):
         binding, problem = _binding_parse(item)
         if binding is None:
-            findings.append(_finding(FindingCode.MALFORMED_BINDING, problem, binding=index))
+            findings.append(finding(FindingCode.MALFORMED_BINDING, problem, binding=index))
         else:
             bindings.append(binding)
             origins.append(index)
@@ -364,7 +368,7 @@ def _claim_type(value: object) -> tuple[str, Finding | None]:
         if key in _KNOWN_CLAIM_TYPES:
             return key, None
     detail = f"claim_type {_describe(value)} is not one of {sorted(_KNOWN_CLAIM_TYPES)}"
-    return ClaimType.OTHER.value, _finding(
+    return ClaimType.OTHER.value, finding(
         FindingCode.UNKNOWN_CLAIM_TYPE, detail + "; kept as other"
     )
 
@@ -375,7 +379,7 @@ def _support_level(value: object) -> tuple[str, Finding | None]:
     if isinstance(value, str) and value.strip().lower() in _SUPPORT_LEVELS:
         return value.strip().lower(), None
     detail = f"support_level {_describe(value)} is not direct/indirect/none; checked as direct"
-    return SupportLevel.DIRECT.value, _finding(FindingCode.MALFORMED_CLAIM, detail)
+    return SupportLevel.DIRECT.value, finding(FindingCode.MALFORMED_CLAIM, detail)
 
 
 def _claim_parse(item: object, index: int) -> tuple[Claim | None, ClaimNotes, list[Finding]]:
@@ -383,17 +387,17 @@ def _claim_parse(item: object, index: int) -> tuple[Claim | None, ClaimNotes, li
     where = f"claims[{index}]"
     if not isinstance(item, dict):
         detail = f"{where} is not an object: {_describe(item)}; dropped"
-        return None, ClaimNotes(), [_finding(FindingCode.MALFORMED_CLAIM, detail)]
+        return None, ClaimNotes(), [finding(FindingCode.MALFORMED_CLAIM, detail)]
     claim_id = _claim_id(item.get("claim_id"))
     if claim_id is None:
         detail = f"{where} has no usable claim_id: {_describe(item.get('claim_id'))}; dropped"
-        return None, ClaimNotes(), [_finding(FindingCode.MALFORMED_CLAIM, detail)]
+        return None, ClaimNotes(), [finding(FindingCode.MALFORMED_CLAIM, detail)]
     findings: list[Finding] = []
     demote = False
     claim_text = item.get("claim_text")
     if not isinstance(claim_text, str) or not claim_text.strip():
         findings.append(
-            _finding(
+            finding(
                 FindingCode.MALFORMED_CLAIM,
                 f"claim_text missing or not a string: {_describe(claim_text)}",
             )
@@ -422,7 +426,7 @@ def _claim_parse(item: object, index: int) -> tuple[Claim | None, ClaimNotes, li
         claim = Claim.model_validate(data)
     except ValidationError as exc:  # only reachable through odd extras
         detail = f"{where} ({claim_id}): {_validation_summary(exc)}; dropped"
-        return None, ClaimNotes(), [_finding(FindingCode.MALFORMED_CLAIM, detail)]
+        return None, ClaimNotes(), [finding(FindingCode.MALFORMED_CLAIM, detail)]
     notes = ClaimNotes(findings=tuple(findings), binding_origins=tuple(origins), demote=demote)
     return claim, notes, []
 
@@ -475,7 +479,7 @@ def _items_parse(
     items = _as_list(obj.get(key))
     if items is None:
         detail = f"{key} is not a list: {_describe(obj.get(key))}; read as empty"
-        dropped.append(_finding(FindingCode.MALFORMED_ITEM, detail))
+        dropped.append(finding(FindingCode.MALFORMED_ITEM, detail))
         return []
     kept = []
     for index, item in enumerate(items):
@@ -485,7 +489,7 @@ def _items_parse(
             value, problem = None, f"{type(exc).__name__}"
         if value is None:
             dropped.append(
-                _finding(FindingCode.MALFORMED_ITEM, f"{key}[{index}]: {problem}; dropped")
+                finding(FindingCode.MALFORMED_ITEM, f"{key}[{index}]: {problem}; dropped")
             )
         else:
             kept.append(value)
@@ -509,7 +513,7 @@ def _version(obj: dict, dropped: list[Finding]) -> str:
             return EXECUTOR_V1
         return EXECUTOR_V2
     detail = f"answer_version {_describe(version)} is unknown; read as {EXECUTOR_V2}"
-    dropped.append(_finding(FindingCode.UNKNOWN_ANSWER_VERSION, detail))
+    dropped.append(finding(FindingCode.UNKNOWN_ANSWER_VERSION, detail))
     return EXECUTOR_V2
 
 
@@ -518,7 +522,7 @@ def _unusable(status: ParseStatus, raw_object: dict | None, detail: str) -> Pars
         status=status,
         raw_object=raw_object,
         output=None,
-        dropped=[_finding(FindingCode.UNUSABLE_OUTPUT, detail)],
+        dropped=[finding(FindingCode.UNUSABLE_OUTPUT, detail)],
     )
 
 
