@@ -118,9 +118,7 @@ class Turn:
     evidence: Evidence | None = None
 
 
-def conversation_turns(
-    *, conversation: Conversation, user, evidence_for_latest: bool = True
-) -> list[Turn]:
+def conversation_turns(*, conversation: Conversation, user) -> list[Turn]:
     """Every question and answer in order, in a fixed number of queries.
 
     Events are read only for sessions still running; evidence (which reads tool outputs)
@@ -147,7 +145,7 @@ def conversation_turns(
         if not session.is_terminal:
             turn.progress = session_progress(session=session, events=events_by_session[session.pk])
         turns.append(turn)
-    if evidence_for_latest and turns and turns[-1].session.is_terminal:
+    if turns and turns[-1].session.is_terminal:
         latest = DiagnosisSession.objects.get(pk=turns[-1].session.pk)
         turns[-1].evidence = session_evidence(session=latest)
     return turns
