@@ -24,6 +24,7 @@ from diagnosis.evidence.formats import (
     openmetrics_line_parse,
     plain_line_parse,
 )
+from diagnosis.evidence.recorded import STATUSES as RECORDED_STATUSES
 from diagnosis.evidence.timeutil import TimeFormatError, time_parse
 
 PACK_FILE = "scenario.yaml"
@@ -43,7 +44,6 @@ ROOT_CAUSE_KINDS = (
 DECISIONS = ("PASS", "LOW_CONFID", "REJECT")
 ANSWER_SOURCES = ("composer", "fallback")
 RECORDED_TOOLS = ("query_metrics", "query_logs", "lookup_knowledge")
-RECORDED_STATUSES = ("ok", "no_data", "error", "timeout")
 # Past this many problems in one file, the rest are counted, not listed.
 MAX_PROBLEMS_PER_FILE = 20
 
