@@ -66,6 +66,12 @@ class Classification(StrEnum):
     CONTRADICTED = "contradicted"
 
 
+# The classifications under which a (Gatekeeper-accepted) claim may be stated as fact.
+ALLOWED_CLASSIFICATIONS = frozenset(
+    {Classification.DIRECT_OBSERVATION, Classification.REASONABLE_INFERENCE}
+)
+
+
 class Verdict(StrEnum):
     ACCEPTED = "accepted"
     DEMOTED = "demoted"

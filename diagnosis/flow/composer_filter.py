@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from diagnosis.contracts import (
+    ALLOWED_CLASSIFICATIONS,
     AllowedClaim,
     AllowedHypothesis,
     ClaimCheck,
@@ -34,7 +35,6 @@ from diagnosis.contracts import (
 from diagnosis.flow.renderer import language_key
 
 _NOT_CONFIRMED = {"zh": "未能证实：{}", "en": "Not confirmed: {}"}
-_ALLOWED = {Classification.DIRECT_OBSERVATION, Classification.REASONABLE_INFERENCE}
 
 
 @dataclass
@@ -79,7 +79,7 @@ def composer_input_build(
         if not text:
             placements[claim.claim_id] = "dropped"
             continue
-        if classification in _ALLOWED and not accepted:
+        if classification in ALLOWED_CLASSIFICATIONS and not accepted:
             disagreements.append(
                 {
                     "claim_id": claim.claim_id,
@@ -87,7 +87,7 @@ def composer_input_build(
                     "gatekeeper": "demoted",
                 }
             )
-        if classification in _ALLOWED and accepted:
+        if classification in ALLOWED_CLASSIFICATIONS and accepted:
             wording = (
                 Wording.DEFINITE
                 if classification == Classification.DIRECT_OBSERVATION
@@ -105,7 +105,7 @@ def composer_input_build(
             placements[claim.claim_id] = "allowed_claim"
         elif (
             classification == Classification.OVERSTATED
-            or (classification in _ALLOWED and not accepted)
+            or (classification in ALLOWED_CLASSIFICATIONS and not accepted)
         ) and decision != Decision.REJECT:
             hypotheses.append(AllowedHypothesis(text=text, entity=claim.entity))
             placements[claim.claim_id] = "hypothesis"

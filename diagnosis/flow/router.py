@@ -12,9 +12,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from diagnosis.contracts import Classification, Decision, GatekeeperReport, Verdict, VerifierOutput
-
-_ALLOWED = {Classification.DIRECT_OBSERVATION, Classification.REASONABLE_INFERENCE}
+from diagnosis.contracts import (
+    ALLOWED_CLASSIFICATIONS,
+    Decision,
+    GatekeeperReport,
+    Verdict,
+    VerifierOutput,
+)
 
 
 @dataclass(frozen=True)
@@ -47,7 +51,7 @@ def route(
     fooled = [
         check.claim_id
         for check in verifier.claim_checks
-        if check.classification in _ALLOWED
+        if check.classification in ALLOWED_CLASSIFICATIONS
         and gatekeeper.verdict_for(check.claim_id) != Verdict.ACCEPTED
     ]
     if fooled:
@@ -64,7 +68,7 @@ def route(
                 "flagged_claims": [
                     {"claim_id": c.claim_id, "classification": c.classification.value}
                     for c in verifier.claim_checks
-                    if c.classification not in _ALLOWED
+                    if c.classification not in ALLOWED_CLASSIFICATIONS
                 ],
             }
             return RouteResult(Decision.RETRY, retry_context=context, notes=notes)
