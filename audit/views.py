@@ -17,6 +17,7 @@ from audit.charts import bar_chart, line_chart
 from audit.models import Review
 from audit.selectors import dashboard_build, user_can_review
 from audit.services import ClaimJudgement, review_record
+from audit.templatetags.audit_tags import DECISION_LABELS, review_verdict_label
 from chat.templatetags.chat_tags import classification_label
 from diagnosis.models import DiagnosisSession
 from diagnosis.selectors import ClaimView, session_claims_view
@@ -118,10 +119,7 @@ def dashboard(request: HttpRequest) -> HttpResponse:
         days = 14
     data = dashboard_build(days=days)
     labels = [d.strftime("%m-%d") for d in data.days]
-    decision_names = {
-        **{d.value: d.label for d in DiagnosisSession.Decision},
-        "": _("未完成"),
-    }
+    decision_names = {**DECISION_LABELS, "": _("未完成")}
     charts = {
         "sessions": bar_chart(
             title=_("每日会话数（按结论）"),
@@ -146,7 +144,7 @@ def dashboard(request: HttpRequest) -> HttpResponse:
         ),
         "verdicts": bar_chart(
             title=_("审核结论"),
-            labels=[str(Review.Verdict(v).label) for v in data.review_verdicts],
+            labels=[review_verdict_label(v) for v in data.review_verdicts],
             series={_("审核数"): list(data.review_verdicts.values())},
         ),
     }
