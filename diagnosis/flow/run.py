@@ -8,7 +8,6 @@ service turns into one).
 
 from __future__ import annotations
 
-import logging
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -27,7 +26,6 @@ from diagnosis.contracts import (
     Decision,
     ExecutorEvidenceV2,
     GatekeeperReport,
-    ParseStatus,
     PlannerOutput,
     TraceSummaryEntry,
     VerifierOutput,
@@ -41,8 +39,6 @@ from diagnosis.llm.base import AgentProvider, ExecutorRequest, LLMError, Planner
 from diagnosis.models import DiagnosisSession, LLMCall, SessionEvent
 from diagnosis.services import rfc3339, session_event_add
 from diagnosis.storable import nul_free
-
-logger = logging.getLogger(__name__)
 
 
 class SessionCancelled(Exception):
@@ -450,6 +446,3 @@ def flow_run(*, session: DiagnosisSession) -> None:
             if not locked.is_terminal:
                 session_cancel_finish(session=locked)
         session.refresh_from_db()
-
-
-__all__ = ["ParseStatus", "effective_window", "flow_run", "llm_usage_totals"]
