@@ -612,7 +612,9 @@ class AlertmanagerReceiverAdmin(admin.ModelAdmin):
         messages.warning(
             request,
             format_html(
-                "{} {}: <code>{}</code>", receiver.name, _("的令牌（只显示这一次）"), token
+                _("{name} 的令牌（只显示这一次）：<code>{token}</code>"),
+                name=receiver.name,
+                token=token,
             ),
         )
 

@@ -11,7 +11,7 @@ import re
 import socket
 import time
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, timedelta
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -40,15 +40,11 @@ from diagnosis.models import (
     DiagnosisSession,
     Environment,
 )
-from diagnosis.services import diagnosis_submit
+from diagnosis.services import diagnosis_submit, rfc3339
 
 logger = logging.getLogger(__name__)
 
 SIGNATURE_HEADER = "X-Rootproof-Signature"
-
-
-def _rfc3339(moment: datetime) -> str:
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 # --- API keys and receiver tokens ---------------------------------------------------
@@ -338,12 +334,12 @@ def alertmanager_notification_ingest(
     window_start = starts_at - timedelta(minutes=receiver.window_before_minutes)
     context = {
         "services": services[:10],
-        "window_hint": {"start": _rfc3339(window_start), "end": _rfc3339(max(now, starts_at))},
+        "window_hint": {"start": rfc3339(window_start), "end": rfc3339(max(now, starts_at))},
         "alert": {
             "receiver": receiver.slug,
             "group_key": alert_text(group_key, limit=500),
             "status": "firing",
-            "starts_at": _rfc3339(starts_at),
+            "starts_at": rfc3339(starts_at),
             "alert_count": len(firing),
             "labels": {alert_text(k, limit=60): alert_text(v) for k, v in labels.items()},
             "annotations": {alert_text(k, limit=60): alert_text(v) for k, v in annotations.items()},
@@ -464,7 +460,7 @@ def callback_deliver(*, session_id: int, attempt: int) -> str:
             {
                 "event": "diagnosis.finished",
                 "attempt": attempt,
-                "sent_at": _rfc3339(timezone.now()),
+                "sent_at": rfc3339(timezone.now()),
                 "diagnosis": diagnosis_detail_data(session),
             },
             ensure_ascii=False,

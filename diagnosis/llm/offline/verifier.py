@@ -12,6 +12,7 @@ import re
 from typing import Any
 
 from diagnosis.contracts import (
+    ALLOWED_CLASSIFICATIONS,
     ClaimCheck,
     Classification,
     Decision,
@@ -25,7 +26,6 @@ from diagnosis.contracts import (
 
 PARSED = {ParseStatus.PARSED_V2, ParseStatus.PARSED_V1}
 CAUSAL_TYPES = {"root_cause", "contributing_factor"}
-ALLOWED = {Classification.DIRECT_OBSERVATION, Classification.REASONABLE_INFERENCE}
 
 # Absolute wording a claim may only use when its evidence says so.
 ABSOLUTE_ZH = (
@@ -350,17 +350,17 @@ def verify_run(payload: VerifierPayload) -> VerifierOutput:
             decision = Decision.LOW_CONFID
         checks = [
             c.model_copy(update={"classification": Classification.UNSUPPORTED})
-            if c.classification in ALLOWED
+            if c.classification in ALLOWED_CLASSIFICATIONS
             else c
             for c in checks
         ]
     else:
         classes = [c.classification for c in checks]
         direct = sum(1 for c in classes if c == Classification.DIRECT_OBSERVATION)
-        allowed = sum(1 for c in classes if c in ALLOWED)
+        allowed = sum(1 for c in classes if c in ALLOWED_CLASSIFICATIONS)
         weak_root = any(
             str(claim.get("claim_type")) == "root_cause"
-            and by_id[str(claim["claim_id"])].classification not in ALLOWED
+            and by_id[str(claim["claim_id"])].classification not in ALLOWED_CLASSIFICATIONS
             for claim in claims
         )
         demoted_root = any(
