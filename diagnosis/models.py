@@ -97,6 +97,11 @@ class DiagnosisSession(models.Model):
         NOT_AN_OBJECT = "not_an_object", "not_an_object"
         SCHEMA_INVALID = "schema_invalid", "schema_invalid"
 
+    class RootCause(models.TextChoices):
+        CONFIRMED = "confirmed", _("根因已确认")
+        HYPOTHESISED = "hypothesised", _("根因仅为假设")
+        UNDETERMINED = "undetermined", _("根因未确定")
+
     class AnswerSource(models.TextChoices):
         COMPOSER = "composer", _("撰写器")
         FALLBACK = "fallback", _("确定性渲染")
@@ -133,6 +138,9 @@ class DiagnosisSession(models.Model):
     )
     stage = models.CharField(_("阶段"), max_length=12, choices=Stage.choices, default=Stage.QUEUED)
     decision = models.CharField(_("结论"), max_length=12, choices=Decision.choices, blank=True)
+    root_cause_status = models.CharField(
+        _("根因"), max_length=12, choices=RootCause.choices, blank=True
+    )
     attempt_count = models.PositiveSmallIntegerField(_("执行次数"), default=0)
     plan = models.JSONField(_("计划"), default=dict, blank=True)
     executor_final_answer = models.TextField(_("Executor 原始回答"), blank=True)
