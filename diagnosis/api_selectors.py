@@ -20,7 +20,11 @@ from diagnosis.models import (
     SessionEvent,
     ToolInvocation,
 )
-from diagnosis.selectors import session_claims_view, session_composer_input
+from diagnosis.selectors import (
+    session_claims_view,
+    session_composer_input,
+    session_failure_message,
+)
 
 # Columns a list row needs; the big JSON columns stay in the database.
 LIST_FIELDS = (
@@ -34,6 +38,7 @@ LIST_FIELDS = (
     "status",
     "stage",
     "decision",
+    "root_cause_status",
     "answer_source",
     "attempt_count",
     "created_at",
@@ -110,6 +115,7 @@ def diagnosis_summary_data(session: DiagnosisSession) -> dict[str, Any]:
         "question": session.original_query,
         "language": session.language,
         "decision": session.decision or None,
+        "root_cause_status": session.root_cause_status or None,
         "answer_source": session.answer_source or None,
         "attempt_count": session.attempt_count,
         "created_at": _iso(session.created_at),
@@ -197,7 +203,7 @@ def diagnosis_detail_data(session: DiagnosisSession) -> dict[str, Any]:
     data.update(
         {
             "final_answer": session.final_answer,
-            "error": session.error,
+            "error": session_failure_message(session=session),
             "cancel_requested": session.cancel_requested,
             "conversation_id": session.conversation_id,
             "context": {

@@ -103,6 +103,12 @@ class DiagnosisSummarySerializer(serializers.Serializer):
     decision = serializers.ChoiceField(
         choices=DiagnosisSession.Decision.choices, allow_null=True, help_text="Null until done."
     )
+    root_cause_status = serializers.ChoiceField(
+        choices=DiagnosisSession.RootCause.choices,
+        allow_null=True,
+        help_text="Whether the answer confirms a root cause, only hypothesises one, or neither. "
+        "Null until done.",
+    )
     answer_source = serializers.ChoiceField(
         choices=DiagnosisSession.AnswerSource.choices, allow_null=True
     )
@@ -215,7 +221,11 @@ class CallbackStateSerializer(serializers.Serializer):
 
 class DiagnosisDetailSerializer(DiagnosisSummarySerializer):
     final_answer = serializers.CharField(allow_blank=True, help_text="Markdown; empty until done.")
-    error = serializers.CharField(allow_blank=True)
+    error = serializers.CharField(
+        allow_blank=True,
+        help_text="For a failed session, a message in the request's language; the exception "
+        "itself is kept for reviewers only. Empty otherwise.",
+    )
     cancel_requested = serializers.BooleanField()
     conversation_id = serializers.IntegerField(allow_null=True)
     context = DiagnosisContextSerializer()

@@ -5,6 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from django.db import connection
+from django.utils.translation import gettext
+
+from diagnosis.models import DiagnosisSession
 
 
 @dataclass(frozen=True)
@@ -33,6 +36,18 @@ def broker_health(*, timeout: float = 2.0) -> ComponentHealth:
     except Exception as exc:
         return ComponentHealth(ok=False, detail=type(exc).__name__)
     return ComponentHealth(ok=True, detail=str(transport))
+
+
+def session_failure_message(*, session: DiagnosisSession) -> str:
+    """What users and API clients learn of a failed run: never the exception itself.
+
+    The exception text stays in ``session.error`` for reviewers (admin, audit).
+    """
+    if session.status != DiagnosisSession.Status.FAILED:
+        return ""
+    return gettext(
+        "诊断在运行中出错，没有得出任何经过证据校验的结论。请稍后重试；审计页面为审核人员记录了失败原因。"
+    )
 
 
 # --- Claims as a reader sees them (chat evidence view, API, admin, CLI) -------

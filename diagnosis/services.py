@@ -245,8 +245,10 @@ def session_fail(
                 "finished_at",
             ]
         )
+        # The exception stays in session.error, for reviewers; progress events are shown
+        # to users and API clients, so they carry only that the run failed.
         session_event_add(
-            session=session, kind=SessionEvent.Kind.ERROR, stage="done", message=error[:200]
+            session=session, kind=SessionEvent.Kind.ERROR, stage="done", message="failed"
         )
         _session_ended(session)
     return True

@@ -35,6 +35,7 @@ from diagnosis.flow.composer_filter import composer_input_build
 from diagnosis.flow.guard import composer_guard
 from diagnosis.flow.renderer import answer_render
 from diagnosis.flow.router import RouteResult, route
+from diagnosis.flow.scope import root_cause_status, services_unknown, unknown_services_notice
 from diagnosis.llm.base import AgentProvider, ExecutorRequest, LLMError, PlannerRequest, Role
 from diagnosis.models import DiagnosisSession, LLMCall, SessionEvent
 from diagnosis.services import rfc3339, session_event_add
@@ -363,11 +364,26 @@ class _Run:
                 continue
             break
 
+        decision = routed.decision
+        unknown = services_unknown(
+            question=self.session.original_query,
+            planned=plan.services if plan else [],
+            known=self.known_services(),
+        )
+        if unknown:
+            # No tool can see a service the environment lacks: never a PASS about it.
+            self.evaluation["scope"] = {"unknown_services": unknown}
+            if decision == Decision.PASS:
+                decision = Decision.LOW_CONFID
+                self.evaluation["verifier_evaluation"]["route_notes"].append(
+                    "question names services the environment lacks: PASS became LOW_CONFID"
+                )
+                self.evaluation["verifier_evaluation"]["routed_decision"] = decision.value
         executor_output: ExecutorEvidenceV2 | None = parsed.output
         filtered = composer_input_build(
             question=self.session.original_query,
             language=self.session.language,
-            decision=routed.decision,
+            decision=decision,
             executor_output=executor_output,
             gatekeeper=report,
             verifier=verifier,
@@ -378,12 +394,26 @@ class _Run:
         self.evaluation["composer_input"] = filtered.composer_input.model_dump(mode="json")
         answer, snapshot = self.compose(filtered.composer_input)
         evaluation["composer_output"] = snapshot.model_dump(mode="json")
-        self.finish(routed.decision, answer, snapshot)
+        if unknown:
+            notice = unknown_services_notice(
+                services=unknown,
+                environment=self.session.environment.slug,
+                language=self.session.language,
+            )
+            answer = f"{notice}\n\n{answer}"
+        self.finish(decision, answer, snapshot, root_cause_status(filtered.composer_input))
 
-    def finish(self, decision: Decision, answer: str, snapshot: ComposerOutputSnapshot) -> None:
+    def finish(
+        self,
+        decision: Decision,
+        answer: str,
+        snapshot: ComposerOutputSnapshot,
+        root_cause: str,
+    ) -> None:
         with transaction.atomic():
             session = self.session
             session.decision = decision.value
+            session.root_cause_status = root_cause
             session.final_answer = nul_free(answer)
             session.answer_source = snapshot.source.value
             session.self_evaluation = nul_free(self.evaluation)
@@ -394,6 +424,7 @@ class _Run:
             session.save(
                 update_fields=[
                     "decision",
+                    "root_cause_status",
                     "final_answer",
                     "answer_source",
                     "self_evaluation",

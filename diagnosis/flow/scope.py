@@ -1,0 +1,72 @@
+"""What the question is about, checked against what the environment knows.
+
+Two small, pure rules the flow applies whatever the model said:
+
+- a service the question names that the environment does not know is said at the
+  top of the answer, and such an answer cannot be PASS (the evidence cannot cover
+  a service no tool can see);
+- the answer's badge says whether the root cause is confirmed (an allowed
+  root-cause claim), only hypothesised (allowed hypotheses, no such claim) or
+  undetermined (neither), not only whether the evidence checked out.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+from django.utils import translation
+from django.utils.translation import gettext as _
+
+from diagnosis.contracts import ClaimType, ComposerInput
+from diagnosis.models import DiagnosisSession
+
+RootCause = DiagnosisSession.RootCause
+
+
+def _named_in(text: str, name: str) -> bool:
+    pattern = rf"(?<![\w.-]){re.escape(name.lower())}(?![\w-])"
+    return re.search(pattern, text.lower()) is not None
+
+
+def services_unknown(*, question: str, planned: Iterable[str], known: Iterable[str]) -> list[str]:
+    """Services the Planner read in the question that the environment does not list.
+
+    Only names that really occur in the question count (a Planner may add names of
+    its own), and only when the environment lists its services at all: an
+    environment without a service list cannot say what it lacks.
+    """
+    known_lower = {k.lower() for k in known if isinstance(k, str) and k}
+    if not known_lower:
+        return []
+    found: list[str] = []
+    for name in planned:
+        if not isinstance(name, str) or not name.strip():
+            continue
+        name = name.strip()
+        if name.lower() in known_lower or name.lower() in (f.lower() for f in found):
+            continue
+        if _named_in(question, name):
+            found.append(name)
+    return found
+
+
+def unknown_services_notice(*, services: list[str], environment: str, language: str) -> str:
+    """The line that opens an answer about services the environment lacks."""
+    with translation.override("en" if language.lower().startswith("en") else "zh-hans"):
+        names = _("、").join(services)
+        return _(
+            "**注意：{services} 不在环境「{environment}」中。** 本次诊断看不到它的数据，"
+            "下面的内容只涉及该环境已知的服务。"
+        ).format(services=names, environment=environment)
+
+
+def root_cause_status(composer_input: ComposerInput | None) -> str:
+    """Confirmed, hypothesised or undetermined, from what the answer may state."""
+    if composer_input is None:
+        return RootCause.UNDETERMINED
+    if any(c.claim_type == ClaimType.ROOT_CAUSE for c in composer_input.allowed_claims):
+        return RootCause.CONFIRMED
+    if composer_input.allowed_hypotheses:
+        return RootCause.HYPOTHESISED
+    return RootCause.UNDETERMINED
