@@ -23,6 +23,7 @@ from diagnosis.models import (
 from diagnosis.selectors import (
     session_claims_view,
     session_composer_input,
+    session_failure_code,
     session_failure_message,
 )
 
@@ -204,6 +205,7 @@ def diagnosis_detail_data(session: DiagnosisSession) -> dict[str, Any]:
         {
             "final_answer": session.final_answer,
             "error": session_failure_message(session=session),
+            "error_code": session_failure_code(session=session) or None,
             "cancel_requested": session.cancel_requested,
             "conversation_id": session.conversation_id,
             "context": {

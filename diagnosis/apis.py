@@ -51,7 +51,7 @@ from diagnosis.api_services import (
     diagnosis_api_submit,
 )
 from diagnosis.models import ApiKey, DiagnosisSession, Environment
-from diagnosis.services import diagnosis_cancel, environment_default
+from diagnosis.services import FAILURE_CODES, diagnosis_cancel, environment_default
 
 LANGUAGES = ("zh-CN", "en")
 MAX_WINDOW = timedelta(days=7)
@@ -225,6 +225,11 @@ class DiagnosisDetailSerializer(DiagnosisSummarySerializer):
         allow_blank=True,
         help_text="For a failed session, a message in the request's language; the exception "
         "itself is kept for reviewers only. Empty otherwise.",
+    )
+    error_code = serializers.ChoiceField(
+        choices=[(c, c) for c in FAILURE_CODES],
+        allow_null=True,
+        help_text="For a failed session, a stable code: internal_error, worker_lost or timeout.",
     )
     cancel_requested = serializers.BooleanField()
     conversation_id = serializers.IntegerField(allow_null=True)

@@ -8,6 +8,7 @@ from django.db import connection
 from django.utils.translation import gettext
 
 from diagnosis.models import DiagnosisSession
+from diagnosis.services import FAILURE_CODES
 
 
 @dataclass(frozen=True)
@@ -36,6 +37,14 @@ def broker_health(*, timeout: float = 2.0) -> ComponentHealth:
     except Exception as exc:
         return ComponentHealth(ok=False, detail=type(exc).__name__)
     return ComponentHealth(ok=True, detail=str(transport))
+
+
+def session_failure_code(*, session: DiagnosisSession) -> str:
+    """The stable failure code of a failed session ("" otherwise), for API clients."""
+    if session.status != DiagnosisSession.Status.FAILED:
+        return ""
+    code = session.error.partition(":")[0]
+    return code if code in FAILURE_CODES else "internal_error"
 
 
 def session_failure_message(*, session: DiagnosisSession) -> str:

@@ -219,10 +219,21 @@ def diagnosis_cancel(*, session: DiagnosisSession) -> DiagnosisSession:
     return locked
 
 
+FAILURE_CODES = ("internal_error", "worker_lost", "timeout")
+
+
 def session_fail(
-    *, session_id: int, error: str, only_if_status: tuple[str, ...] | None = None
+    *,
+    session_id: int,
+    error: str,
+    code: str = "internal_error",
+    only_if_status: tuple[str, ...] | None = None,
 ) -> bool:
-    """End a session as failed with a safe answer. Returns False if it had already ended."""
+    """End a session as failed with a safe answer. Returns False if it had already ended.
+
+    ``session.error`` keeps ``"<code>: <detail>"``: the stable code (one of
+    FAILURE_CODES) is what API clients see, the detail is for reviewers only.
+    """
     with transaction.atomic():
         session = DiagnosisSession.objects.select_for_update().filter(pk=session_id).first()
         if session is None or session.is_terminal:
@@ -233,7 +244,7 @@ def session_fail(
         session.stage = DiagnosisSession.Stage.DONE
         session.final_answer = SAFE_FAILURE_ANSWER[language_key(session.language)]
         session.answer_source = DiagnosisSession.AnswerSource.FALLBACK
-        session.error = error[:5000]
+        session.error = f"{code}: {error}"[:5000]
         session.finished_at = timezone.now()
         session.save(
             update_fields=[
@@ -248,7 +259,11 @@ def session_fail(
         # The exception stays in session.error, for reviewers; progress events are shown
         # to users and API clients, so they carry only that the run failed.
         session_event_add(
-            session=session, kind=SessionEvent.Kind.ERROR, stage="done", message="failed"
+            session=session,
+            kind=SessionEvent.Kind.ERROR,
+            stage="done",
+            message="failed",
+            data={"code": code},
         )
         _session_ended(session)
     return True
@@ -265,7 +280,8 @@ def sessions_reap_stale(*, now=None) -> int:
     for session_id in list(stale):
         if session_fail(
             session_id=session_id,
-            error="worker_lost: no heartbeat since the cutoff; the worker presumably died",
+            error="no heartbeat since the cutoff; the worker presumably died",
+            code="worker_lost",
             only_if_status=(DiagnosisSession.Status.RUNNING,),
         ):
             reaped += 1

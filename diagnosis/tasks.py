@@ -27,7 +27,7 @@ def diagnosis_run_task(self, session_id: int) -> None:
         if self.request.retries < budget:
             raise self.retry(countdown=BUSY_RECHECK_SECONDS, max_retries=budget) from None
     except SoftTimeLimitExceeded:
-        session_fail(session_id=session_id, error="timeout: the run exceeded its time limit")
+        session_fail(session_id=session_id, error="the run exceeded its time limit", code="timeout")
 
 
 @shared_task(name="diagnosis.reap_stale", acks_late=True, soft_time_limit=60, time_limit=90)

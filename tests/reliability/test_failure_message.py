@@ -78,3 +78,35 @@ def test_the_chat_page_of_a_failed_run_shows_no_exception_text(failed_session, c
     page = client.get(reverse("chat:conversation_detail", args=[conversation.pk]))
     assert page.status_code == 200
     assert "validation error" not in page.content.decode()
+
+
+@pytest.mark.django_db
+def test_an_api_client_gets_a_stable_failure_code(failed_session):
+    assert _detail(failed_session, "en")["error_code"] == "internal_error"
+
+
+@pytest.mark.django_db
+def test_a_session_whose_worker_died_fails_with_the_worker_lost_code(run_scripted, monkeypatch):
+    from datetime import timedelta
+
+    from django.conf import settings
+    from django.utils import timezone
+
+    from diagnosis.models import DiagnosisSession
+    from diagnosis.services import sessions_reap_stale
+
+    session = run_scripted(
+        {
+            "executor": [QUERY_LOGS, executor_json(log_claim())],
+            "verifier": [verifier_json("PASS", **{"claim-1": "direct_observation"})],
+        }
+    )
+    DiagnosisSession.objects.filter(pk=session.pk).update(
+        status=DiagnosisSession.Status.RUNNING, heartbeat_at=timezone.now()
+    )
+    later = timezone.now() + timedelta(seconds=settings.DIAGNOSIS_STALE_AFTER_SECONDS + 1)
+    assert sessions_reap_stale(now=later) == 1
+    session.refresh_from_db()
+    body = _detail(session, "zh-hans")
+    assert body["error_code"] == "worker_lost"
+    assert "heartbeat" not in body["error"]
