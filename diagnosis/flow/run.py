@@ -38,7 +38,7 @@ from diagnosis.flow.router import RouteResult, route
 from diagnosis.flow.scope import root_cause_status, services_unknown, unknown_services_notice
 from diagnosis.llm.base import AgentProvider, ExecutorRequest, LLMError, PlannerRequest, Role
 from diagnosis.models import DiagnosisSession, LLMCall, SessionEvent
-from diagnosis.services import rfc3339, session_event_add
+from diagnosis.services import SessionEventLog, rfc3339
 from diagnosis.storable import nul_free
 
 
@@ -90,6 +90,7 @@ class _Run:
             session=session, provider=session.context.get("provider")
         )
         self.attempt = 0
+        self.events = SessionEventLog(session)
         from diagnosis.llm.recorder import llm_call_recorder
 
         self.recorder = llm_call_recorder(session=session, attempt_getter=lambda: self.attempt)
@@ -103,12 +104,12 @@ class _Run:
 
     # --- helpers -------------------------------------------------------------
     def event(self, kind: str, stage: str, message: str = "", **data: Any) -> None:
-        session_event_add(session=self.session, kind=kind, stage=stage, message=message, data=data)
+        self.events.add(kind=kind, stage=stage, message=message, data=data)
 
     def stage(self, stage: str) -> None:
         self.check_cancelled()
         self.session.stage = stage
-        DiagnosisSession.objects.filter(pk=self.session.pk).update(stage=stage)
+        self.events.beat(force=True, stage=stage)
         self.event(SessionEvent.Kind.STAGE, stage, stage)
 
     def check_cancelled(self) -> None:
