@@ -3,6 +3,27 @@
 The file backend streams every file in blocks of whole lines (memory does not grow with
 the file); each matching line lands in a template cluster that keeps counts for the window
 and the baseline, first/last seen and a few verbatim sample lines.
+
+``service`` is a service name, or ``/regex/`` for every service whose whole name the
+expression matches (on Loki a ``service=~`` stream selector). Without a service, or with a
+selector, the query is fleet-wide: the templates of every service are ranked together
+(new or surging errors first, each with its service), in one pass over the files or one
+query per range on Loki.
+
+Summary keys (``BackendOutput.summary``):
+
+- ``window``, ``baseline``: the two ranges compared, RFC 3339 ``start``/``end``.
+- ``total_window``, ``total_baseline``: matching lines in each range.
+- ``templates``: the shown templates, most unusual first, each with ``template``,
+  ``service``, ``level``, ``count_window``, ``count_baseline``, ``first_seen``,
+  ``last_seen``, ``is_new``, ``surge_ratio``, ``line`` (its output line) and ``samples``.
+- ``omitted``: templates ranked below the shown ones.
+- ``fleet`` (fleet-wide queries with data only): ``services`` (services with a matching
+  line), ``lines_window``, ``lines_baseline``, ``templates`` (all templates),
+  ``new_or_surging`` (templates new in the window or surging, see ``template_surging``),
+  ``line`` (the output's ``fleet:`` totals line) and ``top_services``: up to
+  ``MAX_TEMPLATES_SHOWN`` services with new or surging templates, most unusual first, each
+  with ``service``, ``new_or_surging``, ``lines_window``, ``lines_baseline`` and ``line``.
 """
 
 from __future__ import annotations
@@ -50,6 +71,10 @@ RAW_CACHE_SIZE = 4096  # small: it only pays off for messages that repeat verbat
 SHAPE_CACHE_SIZE = 20_000
 READ_BLOCK_BYTES = 1 << 16
 LOKI_MAX_LINES = 5000
+# A template surges when its window rate is this many times its baseline rate, and the
+# window count lies this many standard deviations above what an unchanged rate gives.
+SURGE_FACTOR = 2.0
+SURGE_Z = 3.0
 LEVEL_WEIGHT = {"FATAL": 3.0, "CRITICAL": 3.0, "ERROR": 3.0, "WARN": 2.0}
 LEVEL_ALIASES = {
     "WARN": ("warn", "warning"),
@@ -185,38 +210,67 @@ def _recipe_learn(shape: str) -> _Recipe:
     return "%s", message_mask
 
 
+def _regex_compile(text: str, argument: str) -> re.Pattern[str]:
+    try:
+        return re.compile(text)
+    except re.error as exc:
+        raise ToolFailure(f"{argument} /{text}/ is not a valid regular expression: {exc}") from None
+
+
+def _slashed(value: str | None) -> str | None:
+    """The regular expression of a ``/…/`` argument, None for plain text."""
+    if value and len(value) >= 2 and value.startswith("/") and value.endswith("/"):
+        return value[1:-1]
+    return None
+
+
 @dataclass(frozen=True)
 class LogFilter:
     service: str | None = None
     text: str | None = None
     pattern: re.Pattern[str] | None = None
     level: str | None = None
+    # ``service="/regex/"``: the services whose whole name the expression matches.
+    service_pattern: re.Pattern[str] | None = None
 
     @classmethod
     def build(cls, *, service: str | None, query: str | None, level: str | None) -> LogFilter:
-        text = pattern = None
+        text = pattern = service_pattern = None
         if query:
-            if len(query) >= 2 and query.startswith("/") and query.endswith("/"):
-                try:
-                    pattern = re.compile(query[1:-1])
-                except re.error as exc:
-                    raise ToolFailure(
-                        f"query {query!r} is not a valid regular expression: {exc}"
-                    ) from None
+            regex = _slashed(query)
+            if regex is not None:
+                pattern = _regex_compile(regex, "query")
             else:
                 text = query
+        service_regex = _slashed(service)
+        if service_regex is not None:
+            service_pattern = _regex_compile(service_regex, "service")
+            service = None
         return cls(
             service=service or None,
             text=text,
             pattern=pattern,
             level=level_normalise(level) or None,
+            service_pattern=service_pattern,
         )
+
+    @property
+    def fleet(self) -> bool:
+        """True when the query may span many services: no service, or a service selector."""
+        return not self.service
+
+    def service_allows(self, service: str) -> bool:
+        if self.service:
+            return service == self.service
+        return self.service_pattern is None or self.service_pattern.fullmatch(service) is not None
 
     def matches(self, record: LogRecord) -> bool:
         return self.fields_match(record.service, record.level, record.message)
 
     def fields_match(self, service: str, level: str, message: str) -> bool:
         if self.service and service != self.service:
+            return False
+        if self.service_pattern is not None and self.service_pattern.fullmatch(service) is None:
             return False
         if self.level and level != self.level:
             return False
@@ -226,12 +280,20 @@ class LogFilter:
 
     @property
     def selective(self) -> bool:
-        return bool(self.service or self.level or self.text is not None or self.pattern)
+        return bool(
+            self.service
+            or self.service_pattern
+            or self.level
+            or self.text is not None
+            or self.pattern
+        )
 
     def describe(self) -> str:
         parts = []
         if self.service:
             parts.append(f"service={self.service}")
+        if self.service_pattern is not None:
+            parts.append(f"service=/{self.service_pattern.pattern}/")
         if self.text is not None:
             parts.append(f"query={json.dumps(self.text, ensure_ascii=False)}")
         if self.pattern is not None:
@@ -281,19 +343,20 @@ class LogClusterer:
         self.mask_cache: dict[str, int | None] = {}
         self.raw_cache: dict[str, int | None] = {}
         self.stats: dict[tuple[str, str, int], TemplateStats] = {}
-        # Lines beyond MAX_CLUSTERS templates, by (in the window, level); the totals are
-        # summed from these and the templates' counts when asked for, not kept per line.
-        self.unclustered_lines: Counter[tuple[bool, str]] = Counter()
+        # Lines beyond MAX_CLUSTERS templates, by (in the window, level, service); the totals
+        # are summed from these and the templates' counts when asked for, not kept per line.
+        self.unclustered_lines: Counter[tuple[bool, str, str]] = Counter()
 
     @property
     def total_window(self) -> int:
         clustered = sum(stats.count_window for stats in self.stats.values())
-        return clustered + sum(n for (window, _), n in self.unclustered_lines.items() if window)
+        return clustered + sum(n for (window, *_), n in self.unclustered_lines.items() if window)
 
     @property
     def total_baseline(self) -> int:
         clustered = sum(stats.count_baseline for stats in self.stats.values())
-        return clustered + sum(n for (window, _), n in self.unclustered_lines.items() if not window)
+        unclustered = self.unclustered_lines.items()
+        return clustered + sum(n for (window, *_), n in unclustered if not window)
 
     @property
     def levels_window(self) -> Counter[str]:
@@ -301,7 +364,7 @@ class LogClusterer:
         for stats in self.stats.values():
             if stats.count_window:
                 levels[stats.level or "-"] += stats.count_window
-        for (in_window, level), n in self.unclustered_lines.items():
+        for (in_window, level, _service), n in self.unclustered_lines.items():
             if in_window:
                 levels[level or "-"] += n
         return levels
@@ -357,7 +420,7 @@ class LogClusterer:
         if cluster_id == -1:
             cluster_id = self._cluster_id(message)
         if cluster_id is None:
-            self.unclustered_lines[ts >= self.window_start, level] += 1
+            self.unclustered_lines[ts >= self.window_start, level, service] += 1
             return
         key = (service, level, cluster_id)
         stats = self.stats.get(key)
@@ -389,6 +452,98 @@ def _sample_text(sample: str) -> str:
 
 def _minutes(seconds: float) -> float:
     return max(seconds / 60.0, 1.0 / 60.0)
+
+
+def template_surging(*, count_window: int, count_baseline: int, window_share: float) -> bool:
+    """Whether a template seen in the baseline is logged clearly more often in the window.
+
+    Its rate in the window is at least ``SURGE_FACTOR`` times its baseline rate, and that is
+    not chance: under an unchanged rate each of the template's lines falls in the window
+    with probability ``window_share`` (the window's part of the whole time range), and the
+    window's count lies ``SURGE_Z`` standard deviations or more above that expectation.
+    """
+    if count_baseline <= 0 or count_window <= 0 or not 0 < window_share < 1:
+        return False
+    rate_ratio = (count_window / window_share) / (count_baseline / (1 - window_share))
+    if rate_ratio < SURGE_FACTOR:
+        return False
+    lines = count_window + count_baseline
+    expected = lines * window_share
+    spread = math.sqrt(lines * window_share * (1 - window_share))
+    return (count_window - expected - 0.5) >= SURGE_Z * spread
+
+
+def _fleet_summary(
+    *,
+    clusterer: LogClusterer,
+    rows: list[tuple[float, float, bool, str, TemplateStats]],
+    total_window: int,
+    total_baseline: int,
+    window_share: float,
+) -> dict[str, Any]:
+    """Totals over every service, and the services with new or surging templates, worst first."""
+    per_service: dict[str, dict[str, Any]] = {}
+
+    def entry(service: str) -> dict[str, Any]:
+        found = per_service.get(service)
+        if found is None:
+            found = per_service[service] = {
+                "service": service,
+                "new_or_surging": 0,
+                "lines_window": 0,
+                "lines_baseline": 0,
+                "score": -math.inf,
+            }
+        return found
+
+    unusual = 0
+    for score, _surge, is_new, _template, stats in rows:
+        item = entry(stats.service)
+        item["lines_window"] += stats.count_window
+        item["lines_baseline"] += stats.count_baseline
+        if is_new or template_surging(
+            count_window=stats.count_window,
+            count_baseline=stats.count_baseline,
+            window_share=window_share,
+        ):
+            unusual += 1
+            item["new_or_surging"] += 1
+            item["score"] = max(item["score"], score)
+    for (in_window, _level, service), n in clusterer.unclustered_lines.items():
+        entry(service)["lines_" + ("window" if in_window else "baseline")] += n
+    services = len(per_service)
+    line = (
+        f"fleet: {services} services, {total_window} lines in the window, "
+        f"{total_baseline} in the baseline, {unusual} new or surging templates"
+    )
+    suspects = sorted(
+        (item for item in per_service.values() if item["new_or_surging"]),
+        key=lambda item: (-item["score"], -item["lines_window"], item["service"]),
+    )[:MAX_TEMPLATES_SHOWN]
+    top = []
+    for item in suspects:
+        top.append(
+            {
+                "service": item["service"],
+                "new_or_surging": item["new_or_surging"],
+                "lines_window": item["lines_window"],
+                "lines_baseline": item["lines_baseline"],
+                "line": (
+                    f"fleet service {item['service'] or '-'}: {item['new_or_surging']} new or "
+                    f"surging templates, {item['lines_window']} lines in the window, "
+                    f"{item['lines_baseline']} in the baseline"
+                ),
+            }
+        )
+    return {
+        "services": services,
+        "lines_window": total_window,
+        "lines_baseline": total_baseline,
+        "templates": len(rows),
+        "new_or_surging": unusual,
+        "line": line,
+        "top_services": top,
+    }
 
 
 def logs_render(
@@ -455,6 +610,17 @@ def logs_render(
     if total_window == 0 and total_baseline == 0:
         lines.append("no data: no log lines matched in the window or the baseline")
         return BackendOutput(status="no_data", output="\n".join(lines), summary=summary)
+    if log_filter.fleet:
+        fleet = _fleet_summary(
+            clusterer=clusterer,
+            rows=rows,
+            total_window=total_window,
+            total_baseline=total_baseline,
+            window_share=window_minutes / (window_minutes + baseline_minutes),
+        )
+        lines.append(fleet["line"])
+        lines.extend(entry["line"] for entry in fleet["top_services"])
+        summary["fleet"] = fleet
     if total_window == 0:
         lines.append("no log lines matched in the window (only in the baseline)")
     for _score, surge, is_new, template, stats in shown:
@@ -681,7 +847,7 @@ def logs_from_files(
     for path in sorted(files):
         if path.suffix != ".log":
             scan.jsonl_file(path, deadline)
-        elif not log_filter.service or path.stem == log_filter.service:
+        elif log_filter.service_allows(path.stem):
             scan.plain_file(path, deadline)
     return logs_render(clusterer=clusterer, window=window, log_filter=log_filter)
 
@@ -699,11 +865,13 @@ def logql_build(log_filter: LogFilter) -> str:
     The level is matched in the line text (not as a label) because deployments differ in
     whether level is a stream label; each returned line's level is checked exactly afterwards.
     """
-    selector = (
-        f"{{service={_logql_string(log_filter.service)}}}"
-        if log_filter.service
-        else '{service=~".+"}'
-    )
+    if log_filter.service:
+        selector = f"{{service={_logql_string(log_filter.service)}}}"
+    elif log_filter.service_pattern is not None:
+        selector = f"{{service=~{_logql_string(log_filter.service_pattern.pattern)}}}"
+    else:
+        selector = '{service=~".+"}'
+
     parts = [selector]
     if log_filter.text is not None:
         parts.append(f"|= {_logql_string(log_filter.text)}")
