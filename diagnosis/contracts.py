@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field
 EXECUTOR_V1: Final = "executor_evidence_v1"
 EXECUTOR_V2: Final = "executor_evidence_v2"
 GATEKEEPER_V1: Final = "gatekeeper_v1"
+GATEKEEPER_V2: Final = "gatekeeper_v2"
 VERIFIER_V2: Final = "verifier_v2"
 COMPOSER_V1: Final = "composer_v1"
 
@@ -96,6 +97,14 @@ class FindingCode(StrEnum):
     UNKNOWN_SOURCE_TYPE = "unknown_source_type"
     # Rootproof additions (report-level, see diagnosis.parsing / diagnosis.gatekeeper)
     UNKNOWN_ANSWER_VERSION = "unknown_answer_version"
+    # gatekeeper_v2
+    FRAGMENT_TOO_SHORT = "fragment_too_short"
+    TOO_MANY_FRAGMENTS = "too_many_fragments"
+    FRAGMENTS_TOO_FAR_APART = "fragments_too_far_apart"
+    INVALID_BINDING_BESIDE_VALID = "invalid_binding_beside_valid"
+    CLAIM_FACT_UNBOUND = "claim_fact_unbound"
+    CLAIM_NOT_SPECIFIC = "claim_not_specific"
+    EXCERPT_IS_INSTRUCTION = "excerpt_is_instruction"
     UNUSABLE_OUTPUT = "unusable_output"
     INTERNAL_ERROR = "internal_error"
 
@@ -182,13 +191,29 @@ class GatekeeperClaimResult(BaseModel):
 class GatekeeperCounts(BaseModel):
     claims: int = 0
     accepted: int = 0
+    fact: str | None = Field(default=None, description="the claim's fact, for claim_fact_unbound")
+
+
+class ClaimFact(BaseModel):
+    """One fact of a claim's text (gatekeeper_v2) and what binds it."""
+
+    text: str = Field(description="the fact as the claim writes it")
+    kind: str = Field(description="number, time, date, identifier or service")
+    start: int = Field(default=0, description="span in claim_text")
+    end: int = 0
+    binding: int | None = Field(default=None, description="index of the binding that binds it")
+    via: Literal["excerpt", "argument"] | None = Field(
+        default=None, description="bound by the binding's excerpt or its invocation's arguments"
+    )
     demoted: int = 0
 
 
 class GatekeeperReport(BaseModel):
-    gatekeeper_version: Literal["gatekeeper_v1"] = GATEKEEPER_V1
+    # stored sessions keep their gatekeeper_v1 reports, which read the same
+    gatekeeper_version: Literal["gatekeeper_v1", "gatekeeper_v2"] = GATEKEEPER_V2
     parse_status: ParseStatus
     claims: list[GatekeeperClaimResult] = Field(default_factory=list)
+    facts: list[ClaimFact] = Field(default_factory=list, description="gatekeeper_v2 only")
     findings: list[Finding] = Field(
         default_factory=list, description="findings about the output as a whole or dropped items"
     )

@@ -70,6 +70,10 @@ query_logs service=inventory-service
 """  # noqa: E501
 
 
+# the logs and metrics were queried for payment-service: that argument binds the name
+PAYMENT = {"service": "payment-service"}
+
+
 @dataclass
 class Incident:
     session: DiagnosisSession
@@ -83,8 +87,9 @@ class Incident:
     other_logs: ToolInvocation
 
 
-def invocation_create(session, sequence, tool_name, status, output, summary=None):
+def invocation_create(session, sequence, tool_name, status, output, summary=None, arguments=None):
     return ToolInvocation.objects.create(
+        arguments=arguments or {},
         session=session,
         sequence=sequence,
         trace_ref=f"trace-{sequence}",
@@ -113,10 +118,18 @@ def incident(db, owner, outsider) -> Incident:
     return Incident(
         session=session,
         other_session=other,
-        logs=invocation_create(session, 1, "query_logs", ok, LOGS_OUTPUT),
-        metrics=invocation_create(session, 2, "query_metrics", ok, METRICS_OUTPUT),
+        logs=invocation_create(session, 1, "query_logs", ok, LOGS_OUTPUT, arguments=PAYMENT),
+        metrics=invocation_create(
+            session, 2, "query_metrics", ok, METRICS_OUTPUT, arguments={**PAYMENT, "step": "60s"}
+        ),
         knowledge=invocation_create(
-            session, 3, "lookup_knowledge", ok, KNOWLEDGE_OUTPUT, KNOWLEDGE_SUMMARY
+            session,
+            3,
+            "lookup_knowledge",
+            ok,
+            KNOWLEDGE_OUTPUT,
+            KNOWLEDGE_SUMMARY,
+            arguments={"query": "payment-service 连接池耗尽"},
         ),
         errored=invocation_create(
             session, 4, "query_logs", ToolInvocation.Status.ERROR, ERROR_OUTPUT

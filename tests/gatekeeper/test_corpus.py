@@ -242,7 +242,7 @@ CASES = [
         lambda i: [binding("trace-1", "5 ... 0 ... 4")],
         {},
         DEMOTED,
-        {"excerpt_too_short"},
+        {"fragment_too_short"},
         id="fragments too short together are too short even with dots between",
     ),
     pytest.param(
@@ -283,7 +283,8 @@ CASES = [
         ],
         {"claim_type": "root_cause", "claim_text": "根因是连接池耗尽。"},
         DEMOTED,
-        {"knowledge_only_binding"},
+        # v2: the claim names nothing concrete either
+        {"knowledge_only_binding", "claim_not_specific"},
         id="a root-cause claim bound only to a runbook chunk is demoted",
     ),
     pytest.param(
@@ -294,7 +295,8 @@ CASES = [
         ],
         {"claim_type": "root_cause"},
         DEMOTED,
-        {"knowledge_only_binding"},
+        # v2: the runbook's free-text query does not bind the service the claim names
+        {"knowledge_only_binding", "claim_fact_unbound"},
         id="a direct claim citing the runbook invocation by trace is still knowledge only",
     ),
     pytest.param(
@@ -324,10 +326,27 @@ CASES = [
                 source_invocation_ids=[i.knowledge.id],
             )
         ],
-        {"claim_type": "contributing_factor", "support_level": "indirect"},
+        {
+            "claim_type": "contributing_factor",
+            "support_level": "indirect",
+            "claim_text": "PENDING 状态订单的全表扫描可能导致慢查询。",
+        },
         OK,
         set(),
         id="a runbook chunk supports an indirect claim",
+    ),
+    pytest.param(
+        lambda i: [
+            binding(
+                "kb-payment-slow-query",
+                "PENDING 状态订单全表扫描会导致慢查询",
+                source_type="lookup_evidence_block",
+            )
+        ],
+        {"claim_type": "contributing_factor", "support_level": "indirect"},
+        DEMOTED,
+        {"claim_fact_unbound"},
+        id="an indirect claim naming a service its runbook chunk does not name is demoted",
     ),
     pytest.param(
         lambda i: [
@@ -452,9 +471,9 @@ CASES = [
             ),
         ],
         {},
-        OK,
-        {"excerpt_not_found"},
-        id="one valid binding among failing ones accepts the claim and records the failures",
+        DEMOTED,
+        {"excerpt_not_found", "invalid_binding_beside_valid"},
+        id="one invented binding beside a valid one demotes the claim (v2)",
     ),
     pytest.param(
         lambda i: [
@@ -497,7 +516,7 @@ CASES = [
         ],
         {"support_level": "certain"},
         DEMOTED,
-        {"malformed_claim", "knowledge_only_binding"},
+        {"malformed_claim", "knowledge_only_binding", "claim_fact_unbound"},
         id="an unknown support level cannot be confirmed by a runbook",
     ),
     pytest.param(

@@ -37,10 +37,26 @@ def test_the_report_is_stored_on_the_session_next_to_what_was_there(incident):
     evaluation = incident.session.self_evaluation
     assert evaluation["history"] == [{"attempt": 1}]
     assert evaluation["gatekeeper"] == {
-        "gatekeeper_version": "gatekeeper_v1",
+        "gatekeeper_version": "gatekeeper_v2",
         "parse_status": "parsed_v2",
         "claims": [
-            {"claim_id": "claim-1", "verdict": "accepted", "valid_bindings": 1, "findings": []}
+            {
+                "claim_id": "claim-1",
+                "verdict": "accepted",
+                "valid_bindings": 1,
+                "findings": [],
+                # the service is bound by the query's service argument
+                "facts": [
+                    {
+                        "text": "payment-service",
+                        "kind": "identifier",
+                        "start": 0,
+                        "end": 15,
+                        "binding": 0,
+                        "via": "argument",
+                    }
+                ],
+            }
         ],
         "findings": [],
         "counts": {"claims": 1, "accepted": 1, "demoted": 0},
@@ -58,7 +74,8 @@ def test_a_duplicate_claim_id_demotes_the_later_claim(incident):
     first, second = stored_report(incident)["claims"]
     assert first["verdict"] == "accepted"
     assert second["verdict"] == "demoted"
-    assert [f["code"] for f in second["findings"]] == ["duplicate_claim_id"]
+    # (it names nothing concrete either)
+    assert [f["code"] for f in second["findings"]] == ["duplicate_claim_id", "claim_not_specific"]
     assert [c.claim_text for c in gatekeeper_accepted_claims(parsed, report)] == [
         "payment-service 出现连接池超时。"
     ]
@@ -80,7 +97,7 @@ def test_a_claim_without_text_is_demoted_even_when_its_binding_holds(incident):
     [result] = stored_report(incident)["claims"]
     assert result["verdict"] == "demoted"
     assert result["valid_bindings"] == 1
-    assert {f["code"] for f in result["findings"]} == {"malformed_claim"}
+    assert {f["code"] for f in result["findings"]} == {"malformed_claim", "claim_not_specific"}
 
 
 def test_a_dropped_claim_is_reported_as_a_finding_of_the_output(incident):
@@ -186,13 +203,13 @@ def test_each_invocation_output_is_normalised_once_however_many_bindings_cite_it
     incident, monkeypatch
 ):
     calls = []
-    real = gatekeeper_module.normalize_text
+    real = gatekeeper_module.text_normalize
 
     def counting(text):
         calls.append(text)
         return real(text)
 
-    monkeypatch.setattr(gatekeeper_module, "normalize_text", counting)
+    monkeypatch.setattr(gatekeeper_module, "text_normalize", counting)
     claims = [
         claim(
             f"claim-{n}",
@@ -263,7 +280,9 @@ def test_a_hand_built_parse_result_with_an_unknown_claim_type_gets_the_finding()
     parsed = ParsedExecutorOutput(
         status=ParseStatus.PARSED_V2, raw_object=None, output=output, dropped=[]
     )
-    record = InvocationRecord(1, 7, "trace-1", "query_logs", "ok", LOGS_OUTPUT, {})
+    record = InvocationRecord(
+        1, 7, "trace-1", "query_logs", "ok", LOGS_OUTPUT, {}, {"service": "payment-service"}
+    )
     report = gatekeeper_check(parsed=parsed, invocations=[record], session_id=7)
     [result] = report.claims
     assert result.verdict == "accepted"

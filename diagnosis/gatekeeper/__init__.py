@@ -1,17 +1,35 @@
-"""The Gatekeeper: code that checks every evidence binding (contracts.md §2).
+"""The Gatekeeper: code that checks every evidence binding and every fact (contracts.md §2).
 
 Given the parsed Executor output and this session's persisted tool
-invocations, every claim's bindings are checked; a claim whose evidence does
-not hold is ``demoted`` with a finding code for each failure, and the
-``gatekeeper_v1`` report is stored at ``session.self_evaluation["gatekeeper"]``.
+invocations, every claim's bindings are checked (``excerpts``: the excerpt
+occurs in the stored output; ``instructions``: it is evidence, not an
+instruction), then the facts its text states (``diagnosis.facts``: numbers,
+times, dates, identifiers, service names) against its valid excerpts. A claim
+that fails is ``demoted`` with a finding code for each failure, and the
+``gatekeeper_v2`` report is stored at ``session.self_evaluation["gatekeeper"]``.
+Stored ``gatekeeper_v1`` reports read with the same model (no ``facts``).
 
 Decisions where contracts.md is silent:
 
-- ``support_level`` ``indirect`` and ``none`` claims are checked like any other
-  and accepted when they have at least one valid binding *of any kind*
-  (a runbook chunk is fine: they are not confirmed facts, and the Verifier
-  still classifies them). ``direct`` (and anything unknown, read as direct)
-  needs a valid binding to a ``query_metrics`` or ``query_logs`` invocation.
+- ``support_level`` ``indirect`` and ``none`` claims are accepted with valid
+  bindings *of any kind* (a runbook chunk is fine) and need no fact of their
+  own; ``direct`` (and anything unknown, read as direct) needs a valid binding
+  to a ``query_metrics`` or ``query_logs`` invocation, every binding valid and
+  at least one fact. **Every** accepted claim, indirect ones included, has its
+  facts bound: the Composer states an accepted inference too (bounded), so an
+  invented number may not ride on an indirect claim either.
+- A fact is bound by the *region of the output* a valid excerpt matched
+  (``FactSource`` checks a region's edges against the output around it), or
+  by the arguments of an invocation a valid binding cites. Arguments bind
+  identifiers and service names only, and never through the free-text
+  ``query`` argument: the model writes arguments itself, so only the
+  selectors whose data the output holds (``service``, ``metric``,
+  ``labels``) say what the output is about; a time or number in the
+  arguments (the window, ``limit``) is a request, not an observation.
+- The minimum length (8) counts letters, digits and CJK characters of each
+  fragment (see ``excerpts``); ``...`` joining fragments does not count.
+- An instruction-like excerpt (``excerpt_is_instruction``) makes its binding
+  invalid, whatever the claim's support level.
 - A knowledge chunk counts as returned by a ``lookup_knowledge`` invocation
   when its id is listed in the invocation's ``summary["chunks"]`` (or, for a
   summary without that list, when its header is in the output); the excerpt
@@ -19,21 +37,13 @@ Decisions where contracts.md is silent:
   ``=== <chunk_id> | … ===`` header to the next returned chunk's header).
 - A ``tool_trace`` binding may cite a ``lookup_knowledge`` invocation by trace
   ref; it is then a knowledge binding (it cannot confirm a direct claim).
-- Normalisation goes one step beyond "whitespace between CJK characters": a
-  space next to a CJK character on either side is removed, so "服务 payment
-  超时" matches "服务payment超时" (Chinese writers space Latin words
-  inconsistently). All quote characters (straight, curly, backtick, CJK corner
-  brackets) become ``"``; all dashes (hyphen, en/em dash, minus) become ``-``.
-- Numbers are whole: a run of digits includes ``.``/``,`` between digits, so
-  ``25%`` matches neither inside ``325%`` nor inside ``0.25%``.
-- The minimum length (8) counts the characters of the excerpt's fragments,
-  not the ``...`` joining them. It is 8 characters in every script, so a
-  Chinese excerpt needs 8 characters too.
 - A binding whose ``source_invocation_ids`` disagree is invalid even when its
   ``source_id`` and excerpt hold.
 - Findings of a claim are reported in this order: parse findings, then
   ``duplicate_claim_id``, then per-binding findings (``binding`` is the index
-  the model wrote), then ``no_bindings``/``knowledge_only_binding``.
+  the model wrote), then ``no_bindings``/``knowledge_only_binding``/
+  ``invalid_binding_beside_valid``, then ``claim_fact_unbound`` (one per
+  fact, with ``fact`` set) and ``claim_not_specific``.
 - ``report.claims`` is aligned by position with ``parsed.output.claims``;
   with duplicate ids, use ``gatekeeper_accepted_claims`` rather than a lookup
   by id.
@@ -44,13 +54,13 @@ Decisions where contracts.md is silent:
 from __future__ import annotations
 
 import re
-import unicodedata
-from collections.abc import Collection, Sequence
-from dataclasses import dataclass
+from collections.abc import Collection, Iterable, Sequence
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from diagnosis.contracts import (
     Claim,
+    ClaimFact,
     ClaimType,
     EvidenceBinding,
     Finding,
@@ -63,12 +73,37 @@ from diagnosis.contracts import (
     SupportLevel,
     Verdict,
 )
-from diagnosis.parsing import ClaimNotes, ParsedExecutorOutput, detail_clip, finding
+from diagnosis.facts import FactKind, FactSource, facts_extract, text_normalize
+from diagnosis.gatekeeper.excerpts import (
+    MIN_EXCERPT_CHARS,
+    MatchResult,
+    _match,
+    excerpt_fragments,
+    excerpt_locate,
+    excerpt_matches,
+)
+from diagnosis.gatekeeper.instructions import excerpt_is_instruction
+from diagnosis.parsing import ClaimNotes, ParsedExecutorOutput, finding
 
 if TYPE_CHECKING:
     from diagnosis.models import DiagnosisSession
 
-MIN_EXCERPT_CHARS = 8
+__all__ = [
+    "EVIDENCE_TOOLS",
+    "KNOWLEDGE_TOOL",
+    "MIN_EXCERPT_CHARS",
+    "STATUS_OK",
+    "InvocationRecord",
+    "MatchResult",
+    "excerpt_is_instruction",
+    "excerpt_locate",
+    "excerpt_matches",
+    "gatekeeper_accepted_claims",
+    "gatekeeper_check",
+    "gatekeeper_run",
+    "knowledge_blocks",
+]
+
 EVIDENCE_TOOLS = frozenset({"query_metrics", "query_logs"})
 KNOWLEDGE_TOOL = "lookup_knowledge"
 STATUS_OK = "ok"
@@ -76,261 +111,11 @@ STATUS_OK = "ok"
 _KIND_EVIDENCE = "evidence"
 _KIND_KNOWLEDGE = "knowledge"
 _KIND_OTHER = "other"
-_MAX_CANDIDATES_PER_FRAGMENT = 200_000
 _MAX_LOOKUP_IDS = 10_000
 _MAX_DB_ID = 2**63 - 1
-
-# --- normalisation ---------------------------------------------------------------
-
-_QUOTES = "'`\u2018\u2019\u201a\u201b\u2032\u2035\u201c\u201d\u201e\u201f\u2036\u00ab\u00bb"
-_QUOTES += "\u2039\u203a\u300c\u300d\u300e\u300f\u301d\u301e\u301f"
-_DASHES = "\u2010\u2011\u2012\u2013\u2014\u2015\u2212\u2043\ufe58\ufe63\uff0d"
-_PUNCT = {ch: '"' for ch in _QUOTES} | {ch: "-" for ch in _DASHES}
-_NON_ASCII_PUNCT = tuple(ch for ch in _PUNCT if not ch.isascii())
-
-_CJK = (
-    "\u3001-\u303f"  # CJK symbols and punctuation (U+3000 is a space after NFKC)
-    "\u3040-\u30ff"  # kana
-    "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"  # ideographs
-    "\uac00-\ud7af"  # hangul syllables
-    "\U00020000-\U0003134f"  # ideograph extensions
-)
-_CJK_CHAR = re.compile(f"[{_CJK}]")
-# a space preceded or followed by a CJK character (starts with a literal: fast scan)
-_SPACE_NEXT_TO_CJK = re.compile(f" (?:(?<=[{_CJK}] )|(?=[{_CJK}]))")
-_ELLIPSIS = re.compile(r"\.{3,}")
-_NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
-# any whole number; atomic and anchored at a run's start so long digit runs cannot backtrack
-_ANY_NUMBER = r"(?<!\d)(?>\d+(?:[.,]\d+)*)"
-_NON_DIGIT = re.compile(r"\D")
-
-
-def normalize_text(text: str) -> str:
-    """NFKC, casefold, quotes/dashes unified, whitespace collapsed, no spaces next to CJK."""
-    if not text:
-        return ""
-    if text.isascii():
-        folded = text.lower()
-        if "'" in folded or "`" in folded:
-            folded = folded.replace("'", '"').replace("`", '"')
-        return " ".join(folded.split())
-    if not unicodedata.is_normalized("NFKC", text):
-        text = unicodedata.normalize("NFKC", text)
-    folded = text.casefold()
-    for ch in _NON_ASCII_PUNCT:
-        if ch in folded:
-            folded = folded.replace(ch, _PUNCT[ch])
-    if "'" in folded or "`" in folded:
-        folded = folded.replace("'", '"').replace("`", '"')
-    folded = " ".join(folded.split())
-    if folded.isascii():
-        return folded
-    return _SPACE_NEXT_TO_CJK.sub("", folded)
-
-
-def _normalize_mapped(text: str) -> tuple[str, list[int], list[int]]:
-    """``normalize_text`` with, for each output character, its span in ``text``.
-
-    Slow (a Python loop per character); used only to highlight one output.
-    NFKC is applied per base character and its combining marks, which equals
-    whole-text NFKC except for rare compositions across starters.
-    """
-    chars: list[str] = []
-    starts: list[int] = []
-    ends: list[int] = []
-    n = len(text)
-    i = 0
-    while i < n:
-        j = i + 1
-        while j < n and unicodedata.combining(text[j]):
-            j += 1
-        for ch in unicodedata.normalize("NFKC", text[i:j]).casefold():
-            chars.append(_PUNCT.get(ch, ch))
-            starts.append(i)
-            ends.append(j)
-        i = j
-    # collapse whitespace runs to one space, strip both ends
-    c2: list[str] = []
-    s2: list[int] = []
-    e2: list[int] = []
-    pending: tuple[int, int] | None = None
-    for ch, s, e in zip(chars, starts, ends, strict=True):
-        if ch.isspace():
-            if pending is None:
-                pending = (s, e)
-            continue
-        if pending is not None and c2:
-            c2.append(" ")
-            s2.append(pending[0])
-            e2.append(pending[1])
-        pending = None
-        c2.append(ch)
-        s2.append(s)
-        e2.append(e)
-    # drop spaces next to a CJK character
-    c3: list[str] = []
-    s3: list[int] = []
-    e3: list[int] = []
-    for k, ch in enumerate(c2):
-        if ch == " " and (
-            (k > 0 and _CJK_CHAR.match(c2[k - 1]))
-            or (k + 1 < len(c2) and _CJK_CHAR.match(c2[k + 1]))
-        ):
-            continue
-        c3.append(ch)
-        s3.append(s2[k])
-        e3.append(e2[k])
-    return "".join(c3), s3, e3
-
-
-# --- excerpt matching ----------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class MatchResult:
-    """Whether an excerpt occurs in a normalised output, and where.
-
-    ``code`` is ``None`` when it matched, else ``excerpt_too_short``,
-    ``excerpt_not_found`` or ``number_mismatch``. ``spans`` are the fragments'
-    positions in the *normalised* text.
-    """
-
-    matched: bool
-    code: str | None = None
-    detail: str = ""
-    spans: tuple[tuple[int, int], ...] = ()
-
-    def __bool__(self) -> bool:
-        return self.matched
-
-
-def _fragments(normalized_excerpt: str) -> list[str]:
-    return [f.strip() for f in _ELLIPSIS.split(normalized_excerpt) if f.strip()]
-
-
-def _digit_before(text: str, pos: int) -> bool:
-    if pos <= 0:
-        return False
-    prev = text[pos - 1]
-    return prev.isdigit() or (prev in ".," and pos > 1 and text[pos - 2].isdigit())
-
-
-def _digit_after(text: str, end: int) -> bool:
-    if end >= len(text):
-        return False
-    nxt = text[end]
-    return nxt.isdigit() or (nxt in ".," and end + 1 < len(text) and text[end + 1].isdigit())
-
-
-def _find_whole(text: str, fragment: str, start: int) -> int:
-    """``text.find(fragment, start)`` where the match neither begins nor ends inside a number."""
-    lead = fragment[0].isdigit()
-    trail = fragment[-1].isdigit()
-    pos = text.find(fragment, start)
-    if not (lead or trail):
-        return pos
-    tries = 0
-    while pos != -1 and tries < _MAX_CANDIDATES_PER_FRAGMENT:
-        tries += 1
-        if lead and _digit_before(text, pos):
-            # no match can start inside this run of digits: jump past it
-            nxt = _NON_DIGIT.search(text, pos)
-            if nxt is None:
-                return -1
-            pos = text.find(fragment, nxt.start())
-            continue
-        if trail and _digit_after(text, pos + len(fragment)):
-            pos = text.find(fragment, pos + 1)
-            continue
-        return pos
-    return -1
-
-
-def _find_in_order(text: str, fragments: list[str]) -> list[tuple[int, int]]:
-    """Spans of the fragments found one after another (stops at the first one missing)."""
-    spans: list[tuple[int, int]] = []
-    cursor = 0
-    for fragment in fragments:
-        pos = _find_whole(text, fragment, cursor)
-        if pos == -1:
-            return spans
-        spans.append((pos, pos + len(fragment)))
-        cursor = pos + len(fragment)
-    return spans
-
-
-def _numbers_ignored(fragment: str) -> re.Pattern[str]:
-    """The fragment as a pattern in which every number matches any number."""
-    parts = _NUMBER.split(fragment)
-    return re.compile(_ANY_NUMBER.join(re.escape(part) for part in parts))
-
-
-def _found_ignoring_numbers(text: str, fragments: list[str]) -> bool:
-    cursor = 0
-    for fragment in fragments:
-        match = _numbers_ignored(fragment).search(text, cursor)
-        if match is None:
-            return False
-        cursor = match.end()
-    return True
-
-
-def _match(excerpt: str, text: str) -> MatchResult:
-    fragments = _fragments(normalize_text(excerpt or ""))
-    length = sum(len(f) for f in fragments)
-    if length < MIN_EXCERPT_CHARS:
-        return MatchResult(
-            False,
-            FindingCode.EXCERPT_TOO_SHORT.value,
-            f"excerpt has {length} characters after normalisation; at least "
-            f"{MIN_EXCERPT_CHARS} are needed",
-        )
-    spans = _find_in_order(text, fragments)
-    if len(spans) == len(fragments):
-        return MatchResult(True, None, "", tuple(spans))
-    missing = fragments[len(spans)]
-    if any(ch.isdigit() for f in fragments for ch in f) and _found_ignoring_numbers(
-        text, fragments
-    ):
-        return MatchResult(
-            False,
-            FindingCode.NUMBER_MISMATCH.value,
-            detail_clip(f"the text around {missing!r} is there, but with different numbers"),
-        )
-    where = f"fragment {len(spans) + 1} of {len(fragments)}" if len(fragments) > 1 else "excerpt"
-    return MatchResult(
-        False,
-        FindingCode.EXCERPT_NOT_FOUND.value,
-        detail_clip(f"{where} not found in the output: {missing!r}"),
-    )
-
-
-def excerpt_matches(excerpt: str, normalized_output: str) -> MatchResult:
-    """Check an excerpt (raw, as the model wrote it) against an already normalised output."""
-    try:
-        return _match(excerpt, normalized_output or "")
-    except Exception as exc:
-        return MatchResult(False, FindingCode.INTERNAL_ERROR.value, type(exc).__name__)
-
-
-def excerpt_locate(excerpt: str, text: str) -> list[tuple[int, int]]:
-    """Character spans in the original ``text`` where the excerpt's fragments matched.
-
-    For highlighting evidence in context; ``[]`` when the excerpt does not
-    match (too short, not found, or numbers differ). About 1 s per MB of text
-    when it matches (tool outputs are bounded to 16k characters by default).
-    """
-    try:
-        if not _match(excerpt, normalize_text(text or "")).matched:
-            return []  # the fast check first: the mapped pass is a Python loop per character
-        normalized, starts, ends = _normalize_mapped(text or "")
-        result = _match(excerpt, normalized)
-        if not result.matched:
-            return []
-        return [(starts[s], ends[e - 1]) for s, e in result.spans]
-    except Exception:
-        return []
-
+# arguments the model writes as free text: they say what it looked for, not what was found
+_FREE_TEXT_ARGUMENTS = frozenset({"query"})
+_ARGUMENT_FACTS = frozenset({FactKind.IDENTIFIER, FactKind.SERVICE})
 
 # --- invocations and knowledge blocks ------------------------------------------------
 
@@ -346,6 +131,7 @@ class InvocationRecord:
     status: str
     output: str
     summary: dict
+    arguments: Any = None  # the arguments the tool was called with (gatekeeper_v2 binds by them)
 
 
 _BLOCK_HEADER = re.compile(r"^===[ \t]*([^|\n]+?)[ \t]*(?:\|[^\n]*)?===[ \t]*\r?$", re.MULTILINE)
@@ -390,14 +176,44 @@ class _Target:
     block: tuple[int, int] | None  # span of the chunk's block, or None for the whole output
 
 
+@dataclass
+class _Valid:
+    """A valid binding: where its excerpt matched, and what it may bind."""
+
+    index: int
+    kind: str
+    target: _Target
+    spans: tuple[tuple[int, int], ...]
+    excerpt: FactSource = field(default_factory=FactSource)
+    arguments: FactSource = field(default_factory=FactSource)
+
+
+def _argument_texts(arguments: object) -> Iterable[str]:
+    """The selector values of a tool call's arguments (not its free-text query)."""
+    if not isinstance(arguments, dict):
+        return
+    for key, value in arguments.items():
+        if str(key) in _FREE_TEXT_ARGUMENTS:
+            continue
+        if isinstance(value, str):
+            yield value
+        elif isinstance(value, dict):  # labels
+            for label, label_value in value.items():
+                yield f"{label}={label_value}"
+        elif isinstance(value, list):
+            yield from (str(item) for item in value if isinstance(item, str | int))
+
+
 class _Checker:
     def __init__(
         self,
         records: Sequence[InvocationRecord],
         session_id: int,
         foreign_ids: Collection[int],
+        services: Iterable[str] = (),
     ) -> None:
         self.session_id = session_id
+        self.services = [s for s in services or () if isinstance(s, str) and s.strip()]
         self.by_id: dict[int, InvocationRecord] = {}
         self.by_trace: dict[str, InvocationRecord] = {}
         self.foreign: set[int] = set()
@@ -415,6 +231,7 @@ class _Checker:
         self.foreign -= set(self.by_id)
         self._chunks: dict[str, list[_Target]] | None = None
         self._normalized: dict[tuple[int, tuple[int, int] | None], str] = {}
+        self._arguments: dict[int, FactSource] = {}
 
     # -- lookups
     def chunks(self) -> dict[str, list[_Target]]:
@@ -434,11 +251,21 @@ class _Checker:
             output = target.record.output or ""
             if target.block is not None:
                 output = output[target.block[0] : target.block[1]]
-            cached = self._normalized[key] = normalize_text(output)
+            cached = self._normalized[key] = text_normalize(output)
+        return cached
+
+    def arguments(self, record: InvocationRecord) -> FactSource:
+        cached = self._arguments.get(record.id)
+        if cached is None:
+            cached = self._arguments[record.id] = FactSource()
+            for text in _argument_texts(record.arguments):
+                cached.region_add(text_normalize(text))
         return cached
 
     # -- one binding
-    def _target_check(self, binding: EvidenceBinding, target: _Target, index: int) -> list[Finding]:
+    def _target_check(
+        self, binding: EvidenceBinding, target: _Target, index: int
+    ) -> tuple[list[Finding], MatchResult | None]:
         record = target.record
         findings = []
         tool_name = (binding.tool_name or "").strip()
@@ -459,17 +286,30 @@ class _Checker:
                 )
             )
         result = _match(binding.evidence_excerpt, self.normalized(target))
+        where = record.trace_ref
+        if target.block is not None:
+            where = f"chunk {binding.source_id!r} of {record.trace_ref}"
         if not result.matched:
-            where = record.trace_ref
-            if target.block is not None:
-                where = f"chunk {binding.source_id!r} of {record.trace_ref}"
             findings.append(finding(result.code or "", f"{where}: {result.detail}", index))
-        return findings
+            return findings, None
+        phrase = excerpt_is_instruction(
+            " ".join(excerpt_fragments(text_normalize(binding.evidence_excerpt)))
+        )
+        if phrase:
+            findings.append(
+                finding(
+                    FindingCode.EXCERPT_IS_INSTRUCTION,
+                    f"{where}: the excerpt reads as an instruction or a verdict ({phrase!r}), "
+                    "not as evidence",
+                    index,
+                )
+            )
+        return findings, result
 
     def binding_check(
         self, binding: EvidenceBinding, index: int
-    ) -> tuple[list[Finding], str | None]:
-        """Findings for one binding, and the kind of a valid one (None when invalid)."""
+    ) -> tuple[list[Finding], _Valid | None]:
+        """Findings for one binding, and the valid binding (None when invalid)."""
         source_type = binding.source_type.strip().lower()
         source_id = binding.source_id.strip()
         if source_type == SourceType.TOOL_TRACE.value:
@@ -525,19 +365,70 @@ class _Checker:
             narrowed = [t for t in targets if t.record.id in cited_here]
             targets = narrowed or targets
         best: list[Finding] | None = None
-        kind: str | None = None
+        valid: _Valid | None = None
         for target in targets:
-            target_findings = self._target_check(binding, target, index)
-            if not target_findings:
+            target_findings, result = self._target_check(binding, target, index)
+            if not target_findings and result is not None:
                 best = []
-                kind = _kind(target.record.tool_name)
+                valid = _Valid(index, _kind(target.record.tool_name), target, result.spans)
                 break
             if best is None or len(target_findings) < len(best):
                 best = target_findings
         findings.extend(best or [])
-        if findings:
+        if findings or valid is None:
             return findings, None
-        return findings, kind
+        text = self.normalized(valid.target)
+        for start, end in valid.spans:
+            valid.excerpt.region_add(text, start, end)
+        valid.arguments = self.arguments(valid.target.record)
+        return findings, valid
+
+    # -- the claim's facts
+    def facts_check(
+        self, claim: Claim, valid: list[_Valid], direct: bool
+    ) -> tuple[list[ClaimFact], list[Finding]]:
+        facts = facts_extract(claim.claim_text or "", services=self.services)
+        bound: list[ClaimFact] = []
+        findings: list[Finding] = []
+        for fact in facts:
+            where: tuple[int, str] | None = None
+            for item in valid:
+                if item.excerpt.contains(fact):
+                    where = (item.index, "excerpt")
+                    break
+            if where is None and fact.kind in _ARGUMENT_FACTS:
+                for item in valid:
+                    if item.arguments.contains(fact):
+                        where = (item.index, "argument")
+                        break
+            bound.append(
+                ClaimFact(
+                    text=fact.text,
+                    kind=fact.kind.value,
+                    start=fact.start,
+                    end=fact.end,
+                    binding=where[0] if where else None,
+                    via=where[1] if where else None,  # type: ignore[arg-type]
+                )
+            )
+            if where is None:
+                shown = ", ".join(sorted({f"binding {v.index}" for v in valid})) or "no binding"
+                findings.append(
+                    Finding(
+                        code=FindingCode.CLAIM_FACT_UNBOUND.value,
+                        detail=f"{fact.text!r} is in no bound excerpt ({shown})",
+                        fact=fact.text,
+                    )
+                )
+        if direct and not facts:
+            findings.append(
+                finding(
+                    FindingCode.CLAIM_NOT_SPECIFIC,
+                    "the claim names no service, number, time or identifier its evidence "
+                    "could bind; a confirmed claim must name something concrete",
+                )
+            )
+        return bound, findings
 
     # -- one claim
     def claim_check(
@@ -560,37 +451,60 @@ class _Checker:
                     f"an earlier claim already has id {claim.claim_id!r}; this one is demoted",
                 )
             )
-        kinds: list[str] = []
+        valid: list[_Valid] = []
+        invalid: list[int] = []
         bindings = claim.evidence_bindings or []
         origins = notes.binding_origins
         for position, binding in enumerate(bindings):
             index = origins[position] if position < len(origins) else position
-            binding_findings, kind = self.binding_check(binding, index)
+            binding_findings, item = self.binding_check(binding, index)
             findings.extend(binding_findings)
-            if kind is not None:
-                kinds.append(kind)
+            if item is None:
+                invalid.append(index)
+            else:
+                valid.append(item)
+        kinds = [v.kind for v in valid]
         if not bindings:
             demote = True
             findings.append(finding(FindingCode.NO_BINDINGS, "the claim has no evidence bindings"))
         level = str(claim.support_level).strip().lower()
-        if level in (SupportLevel.INDIRECT.value, SupportLevel.NONE.value):
+        direct = level not in (SupportLevel.INDIRECT.value, SupportLevel.NONE.value)
+        if not direct:
             if not kinds:
                 demote = True
-        elif _KIND_EVIDENCE not in kinds:
-            demote = True
-            if kinds:
+        else:
+            if _KIND_EVIDENCE not in kinds:
+                demote = True
+                if kinds:
+                    findings.append(
+                        finding(
+                            FindingCode.KNOWLEDGE_ONLY_BINDING,
+                            "a direct claim needs a valid binding to query_metrics or query_logs; "
+                            "runbook text cannot confirm what is happening now",
+                        )
+                    )
+            if valid and invalid:
+                demote = True
+                shown = ", ".join(str(i) for i in invalid)
                 findings.append(
                     finding(
-                        FindingCode.KNOWLEDGE_ONLY_BINDING,
-                        "a direct claim needs a valid binding to query_metrics or query_logs; "
-                        "runbook text cannot confirm what is happening now",
+                        FindingCode.INVALID_BINDING_BESIDE_VALID,
+                        f"binding {shown} is invalid: a confirmed claim is not trusted on the "
+                        "strength of its other bindings",
                     )
                 )
+        facts: list[ClaimFact] = []
+        if valid:
+            facts, fact_findings = self.facts_check(claim, valid, direct)
+            if fact_findings:
+                demote = True
+                findings.extend(fact_findings)
         return GatekeeperClaimResult(
             claim_id=claim.claim_id,
             verdict=Verdict.DEMOTED if demote else Verdict.ACCEPTED,
             valid_bindings=len(kinds),
             findings=findings,
+            facts=facts,
         )
 
 
@@ -641,20 +555,22 @@ def gatekeeper_check(
     invocations: Sequence[InvocationRecord],
     session_id: int,
     foreign_invocation_ids: Collection[int] = (),
+    services: Iterable[str] = (),
 ) -> GatekeeperReport:
     """Check every claim of ``parsed`` against this session's invocations. Pure; never raises.
 
     ``invocations`` are this session's (records of another session are treated
     as foreign); ``foreign_invocation_ids`` are cited ids known to exist in
     other sessions (they give ``invocation_not_in_session`` rather than
-    ``unknown_source_id``).
+    ``unknown_source_id``); ``services`` are the environment's service names
+    (facts a claim must bind, whatever their form).
     """
     try:
         status = _status_of(parsed)
         findings = [f for f in (getattr(parsed, "dropped", None) or []) if isinstance(f, Finding)]
         if status not in (ParseStatus.PARSED_V2, ParseStatus.PARSED_V1):
             return _report(status, [], findings)
-        checker = _Checker(invocations, session_id, foreign_invocation_ids)
+        checker = _Checker(invocations, session_id, foreign_invocation_ids, services)
         notes: tuple[ClaimNotes, ...] = tuple(getattr(parsed, "claim_notes", ()) or ())
         results: list[GatekeeperClaimResult] = []
         seen: set[str] = set()
@@ -702,12 +618,20 @@ def _cited_ids(parsed: ParsedExecutorOutput) -> set[int]:
     return ids
 
 
+def session_services(*, session: DiagnosisSession) -> list[str]:
+    """The service names a session's claims are checked for: its environment's and any it named."""
+    environment = getattr(session, "environment", None)
+    named = (session.context or {}).get("services") if isinstance(session.context, dict) else None
+    names = [*(getattr(environment, "services", None) or []), *(named or [])]
+    return list(dict.fromkeys(n for n in names if isinstance(n, str) and n.strip()))
+
+
 def gatekeeper_run(*, session: DiagnosisSession, parsed: ParsedExecutorOutput) -> GatekeeperReport:
     """Check ``parsed`` against the session's invocations and store the report on the session."""
     from diagnosis.models import ToolInvocation
 
     rows = ToolInvocation.objects.filter(session_id=session.pk).values_list(
-        "id", "session_id", "trace_ref", "tool_name", "status", "output", "summary"
+        "id", "session_id", "trace_ref", "tool_name", "status", "output", "summary", "arguments"
     )
     records = [
         InvocationRecord(
@@ -718,6 +642,7 @@ def gatekeeper_run(*, session: DiagnosisSession, parsed: ParsedExecutorOutput) -
             status=row[4],
             output=row[5] or "",
             summary=row[6] if isinstance(row[6], dict) else {},
+            arguments=row[7],
         )
         for row in rows
     ]
@@ -730,7 +655,11 @@ def gatekeeper_run(*, session: DiagnosisSession, parsed: ParsedExecutorOutput) -
             .values_list("id", flat=True)
         )
     report = gatekeeper_check(
-        parsed=parsed, invocations=records, session_id=session.pk, foreign_invocation_ids=foreign
+        parsed=parsed,
+        invocations=records,
+        session_id=session.pk,
+        foreign_invocation_ids=foreign,
+        services=session_services(session=session),
     )
     evaluation: dict[str, Any] = (
         dict(session.self_evaluation) if isinstance(session.self_evaluation, dict) else {}
