@@ -40,3 +40,12 @@ def test_healthz_is_503_when_the_database_is_unreachable(client, monkeypatch):
 def test_the_login_page_and_admin_are_served(client):
     assert client.get("/accounts/login/").status_code == 200
     assert client.get("/admin/login/").status_code == 200
+
+
+def test_the_favicon_is_served_for_every_page(client):
+    from django.contrib.staticfiles import finders
+
+    response = client.get("/favicon.ico")
+    assert response.status_code == 301
+    assert response["Location"].endswith("favicon.svg")
+    assert finders.find("favicon.svg")

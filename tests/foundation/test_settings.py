@@ -85,3 +85,26 @@ def test_settings_default_to_chinese_and_utc():
 
     assert settings.LANGUAGE_CODE == "zh-hans"
     assert settings.TIME_ZONE == "UTC" and settings.USE_TZ
+
+
+def test_a_management_command_without_a_secret_key_says_so_in_one_line():
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    env = {k: v for k, v in os.environ.items() if k not in {"SECRET_KEY", "DEBUG"}}
+    env.pop("DJANGO_SETTINGS_MODULE", None)
+    result = subprocess.run(
+        [sys.executable, str(root / "manage.py"), "diagnose"],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=root,
+        timeout=60,
+    )
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == [
+        "SECRET_KEY: must be set when DEBUG is off (for development, set DEBUG=1)"
+    ]
