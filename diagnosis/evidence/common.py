@@ -99,7 +99,10 @@ def num_format(value: float | None) -> str:
     elif magnitude == 0:
         return "0"
     else:
-        return f"{value:.3e}"
+        # Fixed point with three significant digits: an exponent would split the number.
+        digits = min(-math.floor(math.log10(magnitude)) + 2, 15)
+        text = f"{value:.{digits}f}".rstrip("0").rstrip(".")
+        return text if text not in {"-0", ""} else "0"
     if "." in text:
         text = text.rstrip("0").rstrip(".")
     return text if text != "-0" else "0"
@@ -110,3 +113,41 @@ def num_value(value: float | None) -> float | None:
     if value is None or math.isnan(value) or math.isinf(value):
         return None
     return float(num_format(value))
+
+
+_BINARY_PREFIXES = ("B", "KiB", "MiB", "GiB", "TiB", "PiB")
+_DURATIONS = ((3600.0, "h"), (60.0, "min"), (1.0, "s"), (1e-3, "ms"), (1e-6, "µs"), (1e-9, "ns"))
+
+
+def _three_digits(value: float) -> str:
+    magnitude = abs(value)
+    text = (
+        f"{value:.0f}"
+        if magnitude >= 100
+        else f"{value:.1f}"
+        if magnitude >= 10
+        else f"{value:.2f}"
+    )
+    if "." in text:
+        text = text.rstrip("0").rstrip(".")
+    return text if text != "-0" else "0"
+
+
+def quantity_format(value: float, unit: str) -> str:
+    """``value`` (in ``bytes``, ``bytes/s`` or ``seconds``) in human units: 1.95 GiB, 230 ms.
+
+    "" for other units, zero and non-finite values (the raw number says it all).
+    """
+    if not math.isfinite(value) or value == 0 or unit not in {"bytes", "bytes/s", "seconds"}:
+        return ""
+    magnitude = abs(value)
+    if unit == "seconds":
+        for size, name in _DURATIONS:
+            if magnitude >= size or size == _DURATIONS[-1][0]:
+                return f"{_three_digits(value / size)} {name}"
+    index = 0
+    while magnitude >= 1024 and index < len(_BINARY_PREFIXES) - 1:
+        magnitude /= 1024
+        index += 1
+    suffix = "/s" if unit == "bytes/s" else ""
+    return f"{_three_digits(value / 1024**index)} {_BINARY_PREFIXES[index]}{suffix}"

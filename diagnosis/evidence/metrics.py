@@ -4,6 +4,42 @@ Both backends produce the same thing: each series evaluated on one time grid
 (``step`` apart, aligned to multiples of ``step``, each point the latest sample no
 older than Prometheus' 5-minute lookback), so the file backend and a Prometheus
 loaded with the same data report the same facts.
+
+One change statistic per series (``shift_measure``): the robust level shift of the
+window against the baseline. The strongest run of consecutive window points away from
+the baseline median (in units of the baseline's robust scale, MAD or IQR) locates the
+shift; its level is the median of the shifted points. Direction, ratio, score and
+change point all come from that one level against the baseline median, so "up" never
+comes with a ratio below 1.
+
+Each entry of ``summary["series"]``:
+
+- ``service``, ``metric``, ``labels`` (with ``service``), ``rate`` (a counter shown as a
+  per-second rate), ``unit`` (``bytes``, ``seconds``, ``bytes/s`` or "", read from the
+  name's conventional suffix or a ``unit`` label);
+- ``baseline_median``, ``baseline_mean``, ``baseline_points``; ``sparse_baseline`` (fewer
+  than SPARSE_BASELINE_POINTS baseline points: said in the line, score scaled down);
+- ``window_level``: the median of the shifted window points (of the whole window when
+  there is no shift); ``window_mean``, ``window_max``, ``window_max_at``, ``window_min``,
+  ``window_points``: plain descriptions of the window;
+- ``direction``: ``up``/``down`` when ``anomaly_score`` >= ANOMALY_THRESHOLD (then
+  ``window_level`` is above/below ``baseline_median``), else ``flat``; a series with a
+  baseline and no window samples is ``down`` with score ANOMALY_THRESHOLD;
+- ``ratio``: ``window_level / baseline_median`` (> 1 for up, < 1 for down), None when the
+  baseline median is not positive, the level negative, or the series is new;
+- ``new``: no baseline samples, or a zero baseline median that the window left;
+- ``anomaly_score``: |window_level − baseline_median| / robust scale, capped at
+  ANOMALY_CAP, damped for a sparse baseline (0 without baseline);
+- ``change_point``: when the shift began (it may lie in the baseline when the window
+  starts shifted), ``shift_end``: its last point when it ended inside the window,
+  ``sustained_points``: the window points of the shift (0 when flat);
+- ``human``: the human form (``1.95 GiB``, ``230 ms``) of ``baseline_median``,
+  ``window_level``, ``window_max``, ``window_min`` when the unit is known;
+- ``line``: the excerptable fact line (raw values, each followed by its human form in
+  brackets; the means only when they point the same way as the shift), and
+  ``trend_line``: bucket means over baseline and window.
+
+Every number in the summary equals its rendering in the line.
 """
 
 from __future__ import annotations
@@ -29,6 +65,7 @@ from diagnosis.evidence.common import (
     ToolTimeout,
     num_format,
     num_value,
+    quantity_format,
 )
 from diagnosis.evidence.formats import openmetrics_line_parse
 from diagnosis.evidence.timeutil import duration_format, unix_format
@@ -39,8 +76,11 @@ MAX_GRID_POINTS = 1500
 MAX_SERIES_SHOWN = 12
 MAX_SERIES_READ = 2000
 TREND_POINTS = 12
-ANOMALY_THRESHOLD = 3.0
+ANOMALY_THRESHOLD = 3.0  # robust-scale units a level must move to count as a shift
 ANOMALY_CAP = 1000.0
+SUSTAIN_POINTS = 3  # consecutive window points a shift must hold (2 in windows under 12 points)
+SPARSE_BASELINE_POINTS = 8  # fewer baseline points: said in the line, score scaled down
+RELATIVE_SCALE_FLOOR = 0.01  # a flat baseline's noise counts as 1 % of its level
 # Names that OpenMetrics reserves for monotonic counters: these are compared as per-second rates.
 COUNTER_SUFFIXES = ("_total", "_count", "_sum", "_bucket")
 
@@ -161,6 +201,68 @@ def is_counter_name(name: str) -> bool:
     return name.endswith(COUNTER_SUFFIXES)
 
 
+# Unit words of metric-naming conventions (Prometheus base units, and common abbreviations),
+# read from the end of the name or from a ``unit`` label: (unit, factor to the base unit).
+_UNIT_WORDS = {
+    "bytes": ("bytes", 1.0),
+    "byte": ("bytes", 1.0),
+    "kilobytes": ("bytes", 1024.0),
+    "kibibytes": ("bytes", 1024.0),
+    "kb": ("bytes", 1024.0),
+    "kib": ("bytes", 1024.0),
+    "megabytes": ("bytes", 1024.0**2),
+    "mebibytes": ("bytes", 1024.0**2),
+    "mb": ("bytes", 1024.0**2),
+    "mib": ("bytes", 1024.0**2),
+    "gigabytes": ("bytes", 1024.0**3),
+    "gibibytes": ("bytes", 1024.0**3),
+    "gb": ("bytes", 1024.0**3),
+    "gib": ("bytes", 1024.0**3),
+    "seconds": ("seconds", 1.0),
+    "second": ("seconds", 1.0),
+    "secs": ("seconds", 1.0),
+    "sec": ("seconds", 1.0),
+    "milliseconds": ("seconds", 1e-3),
+    "millis": ("seconds", 1e-3),
+    "ms": ("seconds", 1e-3),
+    "microseconds": ("seconds", 1e-6),
+    "micros": ("seconds", 1e-6),
+    "us": ("seconds", 1e-6),
+    "nanoseconds": ("seconds", 1e-9),
+    "nanos": ("seconds", 1e-9),
+    "ns": ("seconds", 1e-9),
+}
+# Words after the unit that do not change it: counter suffixes and aggregations.
+_UNIT_TRAILERS = {"total", "sum", "max", "min", "avg", "mean", "median", "last", "current"}
+_QUANTILE_WORD = re.compile(r"^p\d{1,3}$")
+
+
+def unit_parse(name: str, labels: dict[str, str]) -> tuple[str, float]:
+    """(unit, factor to it) from a ``unit`` label or the name's last words; ("", 1) if none."""
+    label = labels.get("unit", "").strip().lower()
+    if label in _UNIT_WORDS:
+        return _UNIT_WORDS[label]
+    words = name.lower().split("_")
+    if words and words[-1] in {"count", "bucket"}:
+        return "", 1.0  # how many observations, whatever they measure
+    while words and (words[-1] in _UNIT_TRAILERS or _QUANTILE_WORD.match(words[-1])):
+        words.pop()
+    if len(words) >= 2 and words[-1] in _UNIT_WORDS:
+        if words[-1].startswith("sec") and words[-2] in {"time", "timestamp"}:
+            return "", 1.0  # a point in time (Unix seconds), not a duration
+        return _UNIT_WORDS[words[-1]]
+    return "", 1.0
+
+
+def unit_detect(name: str, labels: dict[str, str], *, rate: bool) -> tuple[str, float]:
+    """(``bytes``, ``seconds``, ``bytes/s`` or "", factor from the raw value to that unit)."""
+    unit, factor = unit_parse(name, labels)
+    if rate:
+        # Seconds per second is a fraction (CPU cores, busy time), not a duration.
+        return ("bytes/s", factor) if unit == "bytes" else ("", 1.0)
+    return unit, factor
+
+
 def grid_evaluate(samples: list[tuple[float, float]], grid: Grid) -> list[tuple[float, float]]:
     """Prometheus instant-vector semantics at each grid time: the latest sample within lookback."""
     samples.sort(key=lambda p: p[0])
@@ -195,10 +297,34 @@ def _quantile(values: list[float], q: float) -> float:
     return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
 
 
+def _median(values: list[float]) -> float:
+    return _quantile(values, 0.5)
+
+
 def _robust_scale(values: list[float], median: float) -> float:
+    """Spread of ``values`` (MAD or IQR, as a standard deviation), never below 1 % of the level."""
     iqr = _quantile(values, 0.75) - _quantile(values, 0.25)
-    mad = _quantile([abs(v - median) for v in values], 0.5)
-    return max(iqr / 1.349, 1.4826 * mad, 0.01 * abs(median), 1e-9)
+    mad = _median([abs(v - median) for v in values])
+    return max(iqr / 1.349, 1.4826 * mad, RELATIVE_SCALE_FLOOR * abs(median), 1e-9)
+
+
+def _sustain_length(window_points: int) -> int:
+    """How many consecutive window points a shift must hold: 3, or 2 in short windows."""
+    return min(SUSTAIN_POINTS, max(2, window_points // 4), window_points)
+
+
+def _strongest_run(deviations: list[float], length: int) -> tuple[float, int, int]:
+    """(strength, sign, start) of the run of ``length`` points farthest from the baseline.
+
+    A run's strength is its least extreme point, so one spike cannot make a run strong.
+    """
+    best = (-math.inf, 1, 0)
+    for sign in (1, -1):
+        for start in range(len(deviations) - length + 1):
+            strength = min(sign * d for d in deviations[start : start + length])
+            if strength > best[0]:
+                best = (strength, sign, start)
+    return best
 
 
 @dataclass
@@ -207,15 +333,22 @@ class SeriesFacts:
     metric: str
     labels: dict[str, str]
     is_rate: bool
+    unit: str
+    unit_scale: float
     baseline_mean: float | None
+    baseline_median: float | None
     window_mean: float | None
+    window_level: float | None
     window_max: float | None
     window_max_at: float | None
     window_min: float | None
     ratio: float | None
     change_point: float | None
+    shift_end: float | None
     direction: str
+    new: bool
     anomaly_score: float
+    sustained_points: int
     baseline_points: int
     window_points: int
     last_seen: float | None
@@ -224,11 +357,19 @@ class SeriesFacts:
     trend_start: float
 
     @property
+    def sparse_baseline(self) -> bool:
+        return 0 < self.baseline_points < SPARSE_BASELINE_POINTS
+
+    @property
+    def anomalous(self) -> bool:
+        return self.direction in {"up", "down"}
+
+    @property
     def relative_change(self) -> float:
-        """|window mean − baseline mean| relative to the baseline: orders capped scores."""
-        if self.window_mean is None or self.baseline_mean is None:
+        """|window level − baseline median| relative to the baseline: orders capped scores."""
+        if self.window_level is None or self.baseline_median is None:
             return 0.0
-        return abs(self.window_mean - self.baseline_mean) / max(abs(self.baseline_mean), 1e-9)
+        return abs(self.window_level - self.baseline_median) / max(abs(self.baseline_median), 1e-9)
 
     @property
     def identity(self) -> str:
@@ -238,30 +379,70 @@ class SeriesFacts:
         prefix = f"{self.service} " if self.service else ""
         return prefix + name + (" per-second rate" if self.is_rate else "")
 
+    def _value(self, value: float | None) -> str:
+        """The raw value (quoted verbatim), with its human form when the unit is known."""
+        text = num_format(value)
+        human = self._human(value)
+        return f"{text} ({human})" if human else text
+
+    def _human(self, value: float | None) -> str:
+        if value is None or not self.unit:
+            return ""
+        return quantity_format(value * self.unit_scale, self.unit)
+
+    def _means_agree(self) -> bool:
+        """The means point the same way as the level shift (or there is no shift)."""
+        if self.window_mean is None or self.baseline_mean is None or not self.anomalous:
+            return True
+        sign = 1 if self.direction == "up" else -1
+        shown = num_value(self.window_mean), num_value(self.baseline_mean)
+        return shown[0] is not None and shown[1] is not None and sign * (shown[0] - shown[1]) > 0
+
     def line(self) -> str:
         if self.window_points == 0:
             seen = unix_format(self.last_seen) if self.last_seen else "n/a"
             return (
-                f"{self.identity}: no samples in the window, baseline mean "
-                f"{num_format(self.baseline_mean)} over {self.baseline_points} points, "
+                f"{self.identity}: no samples in the window, baseline median "
+                f"{self._value(self.baseline_median)} over {self.baseline_points} points, "
                 f"last seen {seen}"
             )
-        parts = [
-            f"window max {num_format(self.window_max)} at {unix_format(self.window_max_at or 0)}",
-            f"window min {num_format(self.window_min)}",
-            f"window mean {num_format(self.window_mean)}",
-        ]
+        parts: list[str] = []
+        if not self.baseline_points:
+            parts.append("new series (no baseline samples)")
+        elif self.new:
+            parts.append("new (zero baseline)")
+        if self.anomalous:
+            since = (
+                f" since {unix_format(self.change_point)}" if self.change_point is not None else ""
+            )
+            if self.shift_end is not None:
+                since += f" until {unix_format(self.shift_end)}"
+            parts.append(
+                f"{self.direction}{since}, level {self._value(self.window_level)} over "
+                f"{self.sustained_points} window points"
+            )
+        else:
+            parts.append(f"no sustained shift, level {self._value(self.window_level)}")
         if self.baseline_points:
-            parts.append(f"baseline mean {num_format(self.baseline_mean)}")
+            parts[-1] += f" vs baseline median {self._value(self.baseline_median)}"
             parts.append(
                 f"ratio {num_format(self.ratio)}x" if self.ratio is not None else "ratio n/a"
             )
-        else:
-            parts.append("no baseline samples (new series)")
-        if self.change_point is not None:
-            parts.append(f"change point {unix_format(self.change_point)}")
-        parts.append(f"anomaly score {num_format(self.anomaly_score)} ({self.direction})")
-        return f"{self.identity}: " + ", ".join(parts)
+        if self.sparse_baseline:
+            parts.append(f"sparse baseline ({self.baseline_points} points, score damped)")
+        parts.append(f"anomaly score {num_format(self.anomaly_score)}")
+        details = [
+            f"window max {self._value(self.window_max)} at {unix_format(self.window_max_at or 0)}",
+            f"window min {self._value(self.window_min)}",
+        ]
+        if self._means_agree():
+            details.append(f"window mean {self._value(self.window_mean)}")
+            if self.baseline_points:
+                details.append(
+                    f"baseline mean {self._value(self.baseline_mean)} "
+                    f"over {self.baseline_points} points"
+                )
+        return f"{self.identity}: " + ", ".join(parts) + "; " + ", ".join(details)
 
     def trend_line(self) -> str:
         values = " | ".join(num_format(v) if v is not None else "-" for v in self.trend)
@@ -271,20 +452,40 @@ class SeriesFacts:
         )
 
     def summary(self) -> dict[str, Any]:
+        human = {
+            key: self._human(value)
+            for key, value in (
+                ("baseline_median", self.baseline_median),
+                ("window_level", self.window_level),
+                ("window_max", self.window_max),
+                ("window_min", self.window_min),
+            )
+            if self._human(value)
+        }
         return {
             "service": self.service,
             "metric": self.metric,
             "labels": dict(sorted(self.labels.items())),
             "rate": self.is_rate,
+            "unit": self.unit,
             "baseline_mean": num_value(self.baseline_mean),
+            "baseline_median": num_value(self.baseline_median),
+            "baseline_points": self.baseline_points,
+            "sparse_baseline": self.sparse_baseline,
             "window_mean": num_value(self.window_mean),
+            "window_level": num_value(self.window_level),
             "window_max": num_value(self.window_max),
             "window_max_at": unix_format(self.window_max_at) if self.window_max_at else None,
             "window_min": num_value(self.window_min),
+            "window_points": self.window_points,
             "ratio": num_value(self.ratio),
+            "new": self.new,
             "change_point": unix_format(self.change_point) if self.change_point else None,
+            "shift_end": unix_format(self.shift_end) if self.shift_end else None,
+            "sustained_points": self.sustained_points,
             "direction": self.direction,
             "anomaly_score": num_value(self.anomaly_score) or 0.0,
+            "human": human,
             "line": self.line(),
             "trend_line": self.trend_line(),
         }
@@ -307,61 +508,122 @@ def _trend(
     return [s / c if c else None for s, c in zip(sums, counts, strict=True)], width
 
 
+def _ratio(level: float, median: float) -> float | None:
+    """level / median, only where it reads as a ratio (a positive baseline, a level ≥ 0)."""
+    if median <= 0 or level < 0:
+        return None
+    return level / median
+
+
+@dataclass(frozen=True)
+class Shift:
+    """The one comparison every figure of a series comes from."""
+
+    level: float  # median of the window points of the shift (the whole window when none)
+    score: float  # |level − baseline median| / robust scale, damped when the baseline is sparse
+    direction: str  # up | down | flat
+    change_point: float | None
+    sustained_points: int
+    shift_end: float | None = None  # the last shifted point, when the shift ended in the window
+
+
+def shift_measure(
+    *, baseline: list[float], window: list[tuple[float, float]], before: list[tuple[float, float]]
+) -> Shift:
+    """Robust level shift of ``window`` against ``baseline``.
+
+    The strongest run of consecutive window points away from the baseline median (in
+    robust-scale units, its strength the least extreme of its points) locates the shift;
+    it is extended both ways while points stay at least half the threshold away. The
+    shift's level is the median of those points; score, direction, ratio and change point
+    all follow from that one level against the baseline median, so they cannot disagree.
+    """
+    values = [v for _, v in window]
+    median = _median(baseline)
+    scale = _robust_scale(baseline, median)
+    if len(baseline) < SPARSE_BASELINE_POINTS:
+        # A few baseline points say little about its noise: let the data's own spread count.
+        everything = baseline + values
+        scale = max(scale, 1.4826 * _median([abs(v - _median(everything)) for v in everything]))
+    damping = min(1.0, len(baseline) / SPARSE_BASELINE_POINTS)
+    deviations = [(v - median) / scale for v in values]
+    length = _sustain_length(len(values))
+    strength, sign, start = _strongest_run(deviations, length)
+    segment = values
+    first = 0
+    if strength >= ANOMALY_THRESHOLD:
+        low, high = start, start + length
+        while low > 0 and sign * deviations[low - 1] >= ANOMALY_THRESHOLD / 2:
+            low -= 1
+        while high < len(values) and sign * deviations[high] >= ANOMALY_THRESHOLD / 2:
+            high += 1
+        segment = values[low:high]
+        first = low
+    level = _median(segment)
+    # Rounded as shown, so that the shown score and the direction agree at the threshold.
+    score = num_value(min(abs(level - median) / scale, ANOMALY_CAP) * damping) or 0.0
+    if score < ANOMALY_THRESHOLD or level == median:
+        return Shift(level, score, "flat", None, 0)
+    up = level > median
+    onset = window[first][0]
+    if first == 0:
+        # The change may have begun before the window: walk back while the baseline's last
+        # points stay away from its median.
+        for t, v in reversed(before):
+            if (1 if up else -1) * (v - median) / scale < ANOMALY_THRESHOLD / 2:
+                break
+            onset = t
+    last = first + len(segment) - 1
+    ended = window[last][0] if last < len(window) - 1 else None
+    return Shift(level, score, "up" if up else "down", onset, len(segment), ended)
+
+
 def series_analyse(series: RawSeries, window: QueryWindow, step: float) -> SeriesFacts:
     ws, we = window.start.timestamp(), window.end.timestamp()
     bs = window.baseline_start.timestamp()
     usable = [(t, v) for t, v in series.points if t >= bs and t <= we and math.isfinite(v)]
-    baseline = [v for t, v in usable if t < ws]
+    before = [(t, v) for t, v in usable if t < ws]
+    baseline = [v for _, v in before]
     in_window = [(t, v) for t, v in usable if t >= ws]
     values = [v for _, v in in_window]
-    baseline_mean = sum(baseline) / len(baseline) if baseline else None
-    window_mean = sum(values) / len(values) if values else None
+    baseline_median = _median(baseline) if baseline else None
     window_max = max(values) if values else None
-    window_max_at = next(t for t, v in in_window if v == window_max) if values else None
-    ratio = None
-    if baseline_mean and window_mean is not None:
-        ratio = window_mean / baseline_mean
-    score = 0.0
-    direction = "flat"
-    change_point = None
+    shift: Shift | None = None
+    level = _median(values) if values else None
+    score, direction = 0.0, "flat"
     if baseline and values:
-        median = _quantile(baseline, 0.5)
-        scale = _robust_scale(baseline, median)
-        deviations = [(v - median) / scale for v in values]
-        extreme_index = max(range(len(values)), key=lambda i: abs(deviations[i]))
-        score = min(abs(deviations[extreme_index]), ANOMALY_CAP)
-        if score >= ANOMALY_THRESHOLD:
-            sign = 1.0 if deviations[extreme_index] > 0 else -1.0
-            direction = "up" if sign > 0 else "down"
-            # The onset of this excursion: walk back from the extreme while it stays away
-            # from the baseline median (half the anomaly threshold, so noise does not cut it).
-            extreme_at = in_window[extreme_index][0]
-            onset = extreme_at
-            for t, v in reversed([p for p in usable if p[0] <= extreme_at]):
-                if sign * (v - median) / scale < ANOMALY_THRESHOLD / 2:
-                    break
-                onset = t
-            change_point = onset
-    elif baseline and not values:
+        shift = shift_measure(baseline=baseline, window=in_window, before=before)
+        level, score, direction = shift.level, shift.score, shift.direction
+    elif baseline:
         # A series that stopped reporting is worth a look, but ranks below clear excursions.
-        score = ANOMALY_THRESHOLD
-        direction = "down"
+        score, direction = ANOMALY_THRESHOLD, "down"
+    new = bool(values) and (not baseline or (baseline_median == 0 and direction != "flat"))
+    ratio = None
+    if shift is not None and baseline_median is not None and not new:
+        ratio = _ratio(shift.level, baseline_median)
     trend, width = _trend(usable, bs, we, step)
-    service = series.labels.get("service", "")
+    unit, unit_scale = unit_detect(series.name, series.labels, rate=series.is_rate)
     return SeriesFacts(
-        service=service,
+        service=series.labels.get("service", ""),
         metric=series.name,
         labels=series.labels,
         is_rate=series.is_rate,
-        baseline_mean=baseline_mean,
-        window_mean=window_mean,
+        unit=unit,
+        unit_scale=unit_scale,
+        baseline_mean=sum(baseline) / len(baseline) if baseline else None,
+        baseline_median=baseline_median,
+        window_mean=sum(values) / len(values) if values else None,
+        window_level=level,
         window_max=window_max,
-        window_max_at=window_max_at,
+        window_max_at=next(t for t, v in in_window if v == window_max) if values else None,
         window_min=min(values) if values else None,
         ratio=ratio,
-        change_point=change_point,
+        change_point=shift.change_point if shift else None,
+        shift_end=shift.shift_end if shift else None,
         direction=direction,
+        new=new,
         anomaly_score=score,
+        sustained_points=shift.sustained_points if shift else 0,
         baseline_points=len(baseline),
         window_points=len(values),
         last_seen=usable[-1][0] if usable else None,

@@ -27,9 +27,14 @@ def test_it_reports_the_saturated_pool_against_its_baseline(session):
     assert series["baseline_mean"] == 6
     assert series["direction"] == "up"
     assert series["anomaly_score"] > 3
+    assert series["baseline_median"] == 6
+    assert series["window_level"] == 20
+    assert series["ratio"] == 3.33
+    assert series["sustained_points"] == 22
     assert (
-        'pay pool_active{pool="main"}: window max 20 at 2026-03-02T10:19:00Z, window min 5, '
-        "window mean 13.51, baseline mean 6, ratio 2.25x, change point 2026-03-02T10:19:00Z"
+        'pay pool_active{pool="main"}: up since 2026-03-02T10:19:00Z, level 20 over 22 window '
+        "points vs baseline median 6, ratio 3.33x, anomaly score 9.44; window max 20 at "
+        "2026-03-02T10:19:00Z, window min 5, window mean 13.51, baseline mean 6 over 120 points"
     ) in row.output
     trend = series["trend_line"]
     assert trend in row.output
@@ -47,7 +52,7 @@ def test_series_are_sorted_most_anomalous_first_and_counters_become_rates(sessio
     # 6 requests a minute before the change, 600 after: 0.1/s and 10/s.
     assert counter["baseline_mean"] == 0.1
     assert counter["window_max"] == 10
-    assert 'http_requests_total{status="500"} per-second rate: window max 10' in row.output
+    assert 'http_requests_total{status="500"} per-second rate: up since' in row.output
 
 
 def test_a_service_without_a_metric_returns_all_its_series(session):

@@ -1,0 +1,172 @@
+"""One change statistic per series: direction, ratio, score and change point agree."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from diagnosis.evidence.common import QueryWindow, num_format, quantity_format
+from diagnosis.evidence.metrics import (
+    ANOMALY_THRESHOLD,
+    RawSeries,
+    series_analyse,
+    unit_detect,
+)
+
+START = datetime(2026, 3, 2, 10, 0, tzinfo=UTC)
+WINDOW = QueryWindow.around(start=START, end=START + timedelta(minutes=30))
+STEP = 60.0
+
+
+def _series(baseline: list[float], window: list[float], name: str = "queue_depth", **labels):
+    """Baseline points end right before the window; window points start at its start."""
+    ws = WINDOW.start.timestamp()
+    points = [(ws - STEP * (len(baseline) - i), v) for i, v in enumerate(baseline)]
+    points += [(ws + STEP * i, v) for i, v in enumerate(window)]
+    return RawSeries(name=name, labels={"service": "svc", **labels}, points=points)
+
+
+def _facts(baseline, window, **kwargs):
+    return series_analyse(_series(baseline, window, **kwargs), WINDOW, STEP).summary()
+
+
+def test_a_single_high_spike_does_not_make_a_falling_series_rise():
+    # The extreme point (50) is far above the baseline median, but the level fell to ~2.
+    baseline = [10.0, 11.0, 9.0, 10.0, 10.5]
+    window = [10.0, 2.0, 2.1, 50.0, 1.9, 2.0, 2.2, 1.8, 2.0, 2.1, 1.9, 2.0]
+    facts = _facts(baseline, window)
+    assert facts["window_max"] == 50
+    assert facts["window_mean"] < facts["baseline_mean"]
+    assert facts["direction"] == "down"
+    assert facts["ratio"] < 1
+    assert " up " not in facts["line"] and "down since" in facts["line"]
+
+
+def test_one_extreme_sample_is_not_a_shift():
+    baseline = [5.0, 6.0, 7.0] * 10
+    window = [6.0] * 10 + [500.0] + [6.0] * 10
+    facts = _facts(baseline, window)
+    assert facts["direction"] == "flat"
+    assert facts["anomaly_score"] < ANOMALY_THRESHOLD
+    assert facts["change_point"] is None
+    assert "no sustained shift" in facts["line"]
+
+
+def test_a_sustained_rise_names_its_onset_and_how_long_it_held():
+    baseline = [5.0, 6.0, 7.0] * 10
+    window = [6.0] * 19 + [20.0] * 11
+    facts = _facts(baseline, window)
+    assert facts["direction"] == "up"
+    assert facts["window_level"] == 20
+    assert facts["baseline_median"] == 6
+    assert facts["ratio"] == 3.33
+    assert facts["sustained_points"] == 11
+    assert facts["change_point"] == "2026-03-02T10:19:00Z"
+    assert "up since 2026-03-02T10:19:00Z, level 20 over 11 window points" in facts["line"]
+    assert "ratio 3.33x" in facts["line"]
+
+
+def test_a_shift_that_ended_inside_the_window_says_until_when():
+    facts = _facts([5.0, 6.0, 7.0] * 10, [6.0] * 5 + [30.0] * 6 + [6.0] * 10)
+    assert facts["direction"] == "up"
+    assert facts["shift_end"] == "2026-03-02T10:10:00Z"
+    assert "since 2026-03-02T10:05:00Z until 2026-03-02T10:10:00Z" in facts["line"]
+
+
+def test_a_zero_baseline_is_new_and_has_no_ratio():
+    facts = _facts([0.0] * 30, [0.0] * 10 + [3.0] * 20, name="errors_total")
+    assert facts["direction"] == "up"
+    assert facts["new"] is True
+    assert facts["ratio"] is None
+    assert "new (zero baseline)" in facts["line"]
+    assert "ratio n/a" in facts["line"]
+
+
+def test_a_series_without_baseline_samples_is_new_and_scores_nothing():
+    facts = _facts([], [4.0] * 10)
+    assert facts["new"] is True
+    assert facts["direction"] == "flat"
+    assert facts["anomaly_score"] == 0
+    assert "new series (no baseline samples)" in facts["line"]
+
+
+def test_a_sparse_baseline_is_said_and_damps_the_score():
+    window = [6.0] * 10 + [20.0] * 20
+    dense = _facts([5.0, 6.0, 7.0] * 10, window)
+    sparse = _facts([5.0, 6.0, 7.0], window)
+    assert sparse["sparse_baseline"] is True and dense["sparse_baseline"] is False
+    assert sparse["anomaly_score"] < dense["anomaly_score"]
+    assert "sparse baseline (3 points, score damped)" in sparse["line"]
+    assert "sparse" not in dense["line"]
+
+
+def test_a_negative_baseline_gives_a_direction_but_no_ratio():
+    facts = _facts([-10.0, -11.0, -9.0] * 10, [-10.0] * 10 + [-2.0] * 20)
+    assert facts["direction"] == "up"
+    assert facts["ratio"] is None
+
+
+def test_byte_and_second_values_are_shown_in_human_units_beside_the_raw_value():
+    gib = 1024**3
+    facts = _facts(
+        [1.0 * gib] * 30, [1.0 * gib] * 10 + [1.95 * gib] * 20, name="container_memory_bytes"
+    )
+    assert facts["unit"] == "bytes"
+    assert facts["human"]["window_level"] == "1.95 GiB"
+    assert "level 2093796557 (1.95 GiB)" in facts["line"]
+    latency = _facts([0.05] * 30, [0.05] * 10 + [0.23] * 20, name="http_latency_seconds")
+    assert "level 0.23 (230 ms)" in latency["line"]
+    millis = _facts([40.0] * 30, [40.0] * 10 + [1500.0] * 20, name="rt_ms_p99")
+    assert "level 1500 (1.5 s)" in millis["line"]
+    by_label = _facts([100.0] * 30, [100.0] * 10 + [4096.0] * 20, name="usage", unit="bytes")
+    assert "(4 KiB)" in by_label["line"]
+
+
+def test_units_come_from_naming_conventions_not_metric_names():
+    assert unit_detect("node_network_receive_bytes_total", {}, rate=True) == ("bytes/s", 1.0)
+    assert unit_detect("process_cpu_seconds_total", {}, rate=True) == ("", 1.0)
+    assert unit_detect("process_start_time_seconds", {}, rate=False) == ("", 1.0)
+    assert unit_detect("request_duration_seconds_count", {}, rate=True) == ("", 1.0)
+    assert unit_detect("jvm_heap_used_mb", {}, rate=False) == ("bytes", 1024.0**2)
+    assert unit_detect("cpu_utilisation", {}, rate=False) == ("", 1.0)
+    assert quantity_format(0.000_25, "seconds") == "250 µs"
+    assert quantity_format(5400, "seconds") == "1.5 h"
+    assert quantity_format(0, "bytes") == ""
+
+
+_VALUES = st.one_of(
+    st.floats(min_value=-1e6, max_value=1e6, allow_nan=False, allow_infinity=False),
+    st.sampled_from([0.0, 1.0, 5.0, 100.0]),
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    baseline=st.lists(_VALUES, min_size=0, max_size=40),
+    window=st.lists(_VALUES, min_size=1, max_size=30),
+)
+def test_direction_ratio_and_score_never_disagree(baseline, window):
+    facts = _facts(baseline, window)
+    direction, ratio, score = facts["direction"], facts["ratio"], facts["anomaly_score"]
+    line = facts["line"]
+    if direction == "up":
+        assert ratio is None or ratio > 1
+        assert facts["window_level"] > facts["baseline_median"]
+        assert score >= ANOMALY_THRESHOLD
+        assert "up since" in line and "down since" not in line
+    elif direction == "down":
+        assert ratio is None or ratio < 1
+        assert facts["window_level"] < facts["baseline_median"]
+        assert score >= ANOMALY_THRESHOLD
+        assert "down since" in line and "up since" not in line
+    else:
+        assert score < ANOMALY_THRESHOLD
+        assert facts["change_point"] is None
+        assert "up since" not in line and "down since" not in line
+    if ratio is not None:
+        assert f"ratio {num_format(ratio)}x" in line
+    if direction != "flat" and "window mean" in line and "baseline mean" in line:
+        sign = 1 if direction == "up" else -1
+        assert sign * (facts["window_mean"] - facts["baseline_mean"]) > 0
