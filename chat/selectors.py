@@ -6,6 +6,7 @@ import itertools
 from dataclasses import dataclass, field
 from typing import Any
 
+from django.conf import settings
 from django.db.models import Prefetch, QuerySet
 from django.utils import timezone
 
@@ -31,7 +32,14 @@ def conversation_sessions_for_user(*, user) -> QuerySet[DiagnosisSession]:
 
 
 def environment_choices() -> QuerySet[Environment]:
-    return Environment.objects.filter(is_active=True).order_by("name")
+    return Environment.objects.filter(is_active=True).order_by("slug")
+
+
+def environment_preselected() -> int | None:
+    """The environment a new conversation starts in: DIAGNOSIS_DEFAULT_ENVIRONMENT when active."""
+    default = environment_choices().filter(slug=settings.DIAGNOSIS_DEFAULT_ENVIRONMENT).first()
+    first = default or environment_choices().first()
+    return first.pk if first else None
 
 
 # --- progress -------------------------------------------------------------------

@@ -20,6 +20,7 @@ from chat.selectors import (
     conversation_sessions_for_user,
     conversation_turns,
     environment_choices,
+    environment_preselected,
     session_turn,
 )
 from chat.services import conversation_ask, conversation_create, feedback_record
@@ -78,7 +79,11 @@ def conversation_list(request: HttpRequest) -> HttpResponse:
     return render(
         request,
         "chat/conversation_list.html",
-        {"conversations": conversations, "environments": environment_choices()},
+        {
+            "conversations": conversations,
+            "environments": environment_choices(),
+            "selected_environment": environment_preselected(),
+        },
     )
 
 
@@ -94,6 +99,7 @@ def conversation_new(request: HttpRequest) -> HttpResponse:
         context = {
             "conversations": _conversations_with_counts(request),
             "environments": environment_choices(),
+            "selected_environment": environment.pk if environment else environment_preselected(),
             "error": error,
             "question": question,
         }

@@ -247,3 +247,17 @@ def test_get_only_and_post_only_views_refuse_the_other_method(owner_client, conv
         owner_client.post(reverse("chat:session_detail", args=[answered.public_id])).status_code
         == 405
     )
+
+
+@pytest.mark.django_db
+def test_the_environment_picker_preselects_the_default_environment_and_shows_slugs(
+    owner_client, settings
+):
+    from diagnosis.models import Environment
+
+    Environment.objects.create(slug="aaa-first", name="甲")
+    chosen = Environment.objects.create(slug="zzz-default", name="乙")
+    settings.DIAGNOSIS_DEFAULT_ENVIRONMENT = "zzz-default"
+    body = owner_client.get(reverse("chat:conversation_list")).content.decode()
+    assert f'<option value="{chosen.pk}" selected>zzz-default — 乙' in body
+    assert "aaa-first — 甲" in body
