@@ -2,8 +2,10 @@
 
 Each entry carries the top facts of one invocation (the lines its output leads with).
 When the list is over budget, every entry is shortened step by step; if that is not
-enough, the oldest entries lose their detail (with a marker), then are folded into one
-marker entry. The size depends on the number of calls, never on the size of their output.
+enough, the oldest entries lose their detail (with a marker), then are dropped, the
+oldest entry kept saying how many were. Every entry is one real invocation (a valid
+``TraceSummaryEntry``). The size depends on the number of calls, never on the size of
+their output.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from diagnosis.tokens import estimate_tokens
 DETAIL_LEVELS = ((6, 300), (4, 220), (3, 160), (2, 120), (1, 100))
 MAX_ARGUMENT_CHARS = 120
 DROPPED = "[detail dropped to fit the token budget]"
+OMITTED = "[{count} earlier invocation(s) omitted to fit the token budget]"
 
 
 def _clip(text: str, limit: int) -> str:
@@ -127,33 +130,27 @@ def trace_summary_build(
         if _tokens(entries) <= budget:
             return entries
 
-    # Even bare entries do not fit: fold the oldest into one marker entry.
-    def marker(count: int) -> list[dict[str, Any]]:
+    # Even bare entries do not fit: drop the oldest, and say so on the oldest entry kept
+    # (every entry stays one real invocation, as its contract says).
+    def folded(count: int, kept: list[dict[str, Any]]) -> list[dict[str, Any]]:
         if not count:
-            return []
-        return [
-            {
-                "trace_ref": "",
-                "invocation_id": None,
-                "tool_name": "",
-                "arguments": {},
-                "status": "",
-                "summary": f"[{count} earlier invocation(s) omitted to fit the token budget]",
-            }
-        ]
+            return kept
+        notice = OMITTED.format(count=count)
+        first = {**kept[0], "summary": f"{notice}\n{kept[0]['summary']}"}
+        return [first, *kept[1:]]
 
     dropped = 0
     entries = [*bare[:-1], tersest[-1]]  # the newest call keeps its facts
-    while len(entries) > 1 and _tokens(marker(dropped) + entries) > budget:
+    while len(entries) > 1 and _tokens(folded(dropped, entries)) > budget:
         entries.pop(0)
         dropped += 1
-    if _tokens(marker(dropped) + entries) > budget:
+    if _tokens(folded(dropped, entries)) > budget:
         entries[-1] = bare[-1]
     # Give the newest survivors their detail back while it still fits.
     for index in range(len(entries) - 2, -1, -1):
         candidate = list(entries)
         candidate[index] = tersest[dropped + index]
-        if _tokens(marker(dropped) + candidate) > budget:
+        if _tokens(folded(dropped, candidate)) > budget:
             break
         entries = candidate
-    return marker(dropped) + entries
+    return folded(dropped, entries)

@@ -6,6 +6,7 @@ import json
 
 from django.utils import timezone
 
+from diagnosis.contracts import TraceSummaryEntry
 from diagnosis.evidence.registry import tool_invoke
 from diagnosis.evidence.trace_summary import trace_summary_build
 from diagnosis.models import ToolInvocation
@@ -58,7 +59,7 @@ def test_a_huge_output_stays_under_the_budget(session):
     assert dropped, "older entries lose their detail first"
 
 
-def test_a_tiny_budget_folds_the_oldest_into_one_marker(session):
+def test_a_tiny_budget_drops_the_oldest_and_every_entry_keeps_its_contract(session):
     for sequence in range(1, 200):
         ToolInvocation.objects.create(
             session=session,
@@ -71,5 +72,36 @@ def test_a_tiny_budget_folds_the_oldest_into_one_marker(session):
         )
     entries = trace_summary_build(session=session, token_budget=300)
     assert _tokens(entries) <= 300
+    validated = [TraceSummaryEntry.model_validate(e) for e in entries]
+    ids = set(ToolInvocation.objects.filter(session=session).values_list("pk", flat=True))
+    assert all(e.invocation_id in ids for e in validated)
     assert "earlier invocation(s) omitted" in entries[0]["summary"]
     assert entries[-1]["trace_ref"] == "trace-199"
+
+
+def test_a_session_over_its_trace_budget_still_reaches_an_answer(session, settings):
+    from diagnosis.services import diagnosis_run
+
+    settings.TRACE_SUMMARY_TOKEN_BUDGET = 200
+    session.context = {
+        "now": "2026-03-02T10:40:00Z",
+        "window": {"start": "2026-03-02T10:00:00Z", "end": "2026-03-02T10:01:00Z"},
+    }
+    session.save()
+    for sequence in range(1, 60):
+        ToolInvocation.objects.create(
+            session=session,
+            attempt=0,
+            sequence=sequence,
+            trace_ref=f"trace-{sequence}",
+            tool_name="query_metrics",
+            arguments={"service": f"svc-{sequence}"},
+            status="ok",
+            output="y",
+            summary={"series": [{"line": f"svc-{sequence} m: up since …"}], "omitted": 0},
+            started_at=timezone.now(),
+        )
+    finished = diagnosis_run(session_id=session.id)
+    assert finished is not None
+    assert finished.status == "completed", finished.error
+    assert finished.final_answer
