@@ -28,6 +28,7 @@ from diagnosis.evidence.recorded import STATUSES as RECORDED_STATUSES
 from diagnosis.evidence.timeutil import TimeFormatError, time_parse
 
 PACK_FILE = "scenario.yaml"
+TOPOLOGY_FILE = "topology.json"
 PACK_ID = re.compile(r"^[a-z0-9](?:[a-z0-9-]{0,98}[a-z0-9])?$")
 ROOT_CAUSE_KINDS = (
     "cpu",
@@ -84,6 +85,7 @@ class PackPaths:
     knowledge: tuple[Path, ...] = ()
     recorded: Path | None = None
     scripted: Path | None = None
+    topology: Path | None = None
 
     @property
     def logs(self) -> tuple[Path, ...]:
@@ -117,7 +119,9 @@ def _sorted_files(folder: Path, suffix: str) -> tuple[Path, ...]:
 def pack_paths(root: Path) -> PackPaths:
     recorded = root / "recorded" / "invocations.jsonl"
     scripted = root / "scripted"
+    topology = root / TOPOLOGY_FILE
     return PackPaths(
+        topology=topology if topology.is_file() else None,
         root=root,
         metrics=_sorted_files(root / "metrics", ".om"),
         logs_jsonl=_sorted_files(root / "logs", ".jsonl"),
@@ -385,6 +389,64 @@ def _scripted_check(folder: Path, problems: _ProblemList) -> None:
             problems.add(path, 1, 'must be {"content": …} or {"tool_calls": […]}')
 
 
+@dataclass(frozen=True)
+class CallEdge:
+    caller: str
+    callee: str
+
+
+def _topology_read(
+    path: Path, problems: _ProblemList, services: tuple[str, ...]
+) -> tuple[CallEdge, ...]:
+    """``{"calls": [{"caller": "a", "callee": "b"}, …]}``; each bad entry is a problem
+    with its line, and a name the pack's ``services`` do not list is one too."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        problems.add(path, None, f"cannot read: {exc}")
+        return ()
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        problems.add(path, exc.lineno, f"not valid JSON ({exc.msg})")
+        return ()
+    calls = data.get("calls") if isinstance(data, dict) else None
+    if not isinstance(calls, list):
+        problems.add(path, 1, 'must be {"calls": [{"caller": "a", "callee": "b"}, …]}')
+        return ()
+    # each entry's line: the n-th line holding a "caller" key (one entry a line, or close)
+    entry_lines = [n for n, line in enumerate(text.splitlines(), start=1) if '"caller"' in line]
+    known = set(services)
+    edges: list[CallEdge] = []
+    for index, item in enumerate(calls):
+        line = entry_lines[index] if index < len(entry_lines) else None
+        if not isinstance(item, dict):
+            problems.add(path, line, f"calls[{index}] must be an object with caller and callee")
+            continue
+        caller, callee = item.get("caller"), item.get("callee")
+        if not (isinstance(caller, str) and caller and isinstance(callee, str) and callee):
+            problems.add(path, line, f"calls[{index}] needs caller and callee as service names")
+            continue
+        unknown = [n for n in (caller, callee) if known and n not in known]
+        if unknown:
+            names = ", ".join(repr(n) for n in unknown)
+            problems.add(path, line, f"calls[{index}]: {names} not in scenario.yaml services")
+            continue
+        edges.append(CallEdge(caller=caller, callee=callee))
+    return tuple(dict.fromkeys(edges))
+
+
+def pack_call_edges(path: Path | str) -> tuple[tuple[str, str], ...]:
+    """The pack's known call edges as (caller, callee); none when it has no topology.json
+    (or a broken one: ``pack_load`` reports that, a diagnosis goes on without edges)."""
+    pack = pack_header_load(path)
+    if pack.paths.topology is None:
+        return ()
+    problems = _ProblemList(pack.path)
+    edges = _topology_read(pack.paths.topology, problems, pack.services)
+    return tuple((e.caller, e.callee) for e in edges)
+
+
 def _pack_build(root: Path, header: dict[str, Any], paths: PackPaths) -> ScenarioPack:
     return ScenarioPack(
         id=header["id"],
@@ -425,6 +487,8 @@ def pack_load(path: Path | str, *, check_data: bool = True) -> ScenarioPack:
             _recorded_check(paths.recorded, problems)
         if paths.scripted:
             _scripted_check(paths.scripted, problems)
+        if paths.topology:
+            _topology_read(paths.topology, problems, header.get("services", ()))
     found = problems.finish()
     if found:
         raise PackError(root, found)

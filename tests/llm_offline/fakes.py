@@ -198,7 +198,13 @@ class FakeTools:
                 {"error": "backend unavailable"},
             )
         elif tool_name == "query_metrics":
-            found = [s for s in self.metrics.get(args.get("service", ""), [])]
+            if args.get("service"):
+                found = list(self.metrics.get(args["service"], []))
+            else:  # the fleet view: every service's series, most anomalous first
+                found = sorted(
+                    (s for items in self.metrics.values() for s in items),
+                    key=lambda s: (-s["anomaly_score"], s["service"], s["metric"]),
+                )[:12]
             output = "\n".join(
                 [f"query_metrics service={args.get('service')}"] + [s["line"] for s in found]
             )

@@ -181,6 +181,19 @@ class Suspect:
     victim: bool = False
     kind: str = "other"
     subkind: str = ""
+    # set by localisation along the calls (localise.py)
+    inherited_from: list[str] = field(default_factory=list)
+    explains: list[str] = field(default_factory=list)
+    path: list[str] = field(default_factory=list)
+    graph_score: float = 0.0
+
+    @property
+    def root_kind(self) -> str:
+        """The kind in the answer's vocabulary (scenario-pack.md ``root_cause_kind``)."""
+        if self.kind == "change":
+            texts = " ".join(_key(sig).lower() for _, sig in self.changes)
+            return "configuration" if "config" in texts else "code"
+        return root_kind_of(self.kind, self.subkind, self.metrics)
 
     @property
     def abnormal_metrics(self) -> list[MetricSignal]:
@@ -622,6 +635,27 @@ def _cause_kind(entry: Suspect) -> tuple[str, str]:
     if entry.blamed_by and not entry.has_data:
         return "dependency_target", ""
     return "other", ""
+
+
+RESOURCE_KINDS = {"cpu": "cpu", "memory": "memory", "disk": "disk", "network": "network"}
+
+
+def root_kind_of(kind: str, subkind: str, metrics: list[MetricSignal] | None = None) -> str:
+    """cpu, memory, disk, network, latency, errors, code, configuration, dependency,
+    resource_exhaustion: what the engine's own cause kinds are called in an answer."""
+    if kind == "resource":
+        return RESOURCE_KINDS.get(subkind, "resource_exhaustion")
+    if kind == "change":
+        return "configuration"
+    if kind in {"code", "latency", "errors"}:
+        return kind
+    if kind in {"dependency", "dependency_target"}:
+        return "dependency"
+    shifted = [m for m in metrics or [] if m.abnormal]
+    for wanted in ("errors", "latency"):
+        if any(m.kind == wanted for m in shifted):
+            return wanted
+    return "errors" if kind == "other" else kind
 
 
 def root_cause_evidence(entry: Suspect) -> tuple[MetricSignal, LogSignal] | None:

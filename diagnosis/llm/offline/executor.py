@@ -34,12 +34,15 @@ from .analysis import (
     suspects_rank,
 )
 from .common import lang_key, numbers_covered, time_parse
+from .localise import Topology, localise, topology_build
 from .planner import services_from_text
-from .texts import SUBKIND, T
+from .texts import KIND, SUBKIND, T
 
-MAX_SERVICES = 12
-MAX_DISCOVERED = 4
+MAX_DRILL = 8  # services looked at one by one after the fleet view, whatever the fleet's size
+MAX_NEIGHBOURS = 8  # callees and callers of the leading candidates: who explains whom
+MAX_DISCOVERED = 3
 RESOURCE_FOLLOW_UPS = 3
+MAX_TOOL_CALLS = 38  # the whole first attempt, one lookup_knowledge included
 MAX_CLAIMS = 10
 MAX_SYMPTOMS = 6  # symptom claims: the ones that matter, not every series that moved
 MAX_HYPOTHESES = 5
@@ -50,12 +53,21 @@ BASIS_CHARS = 100
 WORD_CUT_MIN = 0.6  # a word boundary is used when it keeps at least this share of the limit
 CHANGE_CHARS = 160
 MAX_CASCADE_EDGES = 3
+# The fleet view on a metrics backend that still wants a service or a metric: every series
+# that carries a service label (the same ranking, one query).
+FLEET_SELECTOR = '{service=~".+"}'
 
 
 @dataclass
 class Evidence:
     calls: list[Call] = field(default_factory=list)
     queried: list[str] = field(default_factory=list)
+    superseded: list[Call] = field(default_factory=list)  # failed calls a fallback answered
+    logs_available: bool = True
+    topology: Topology = field(default_factory=Topology)
+
+    def room(self, reserve: int = 1) -> bool:
+        return len(self.calls) + reserve < MAX_TOOL_CALLS
 
 
 def _call(tools: ToolRunner, evidence: Evidence, name: str, arguments: dict[str, Any]) -> Call:
@@ -76,49 +88,84 @@ def _call(tools: ToolRunner, evidence: Evidence, name: str, arguments: dict[str,
 
 
 def _service_round(tools: ToolRunner, evidence: Evidence, service: str) -> None:
+    if service in evidence.queried or not evidence.room(reserve=2):
+        return
     evidence.queried.append(service)
     _call(tools, evidence, "query_metrics", {"service": service})
-    _call(tools, evidence, "query_logs", {"service": service, "level": "ERROR"})
-    # every level: WARN, and the FATAL/PANIC/CRITICAL some systems log instead of ERROR
-    _call(tools, evidence, "query_logs", {"service": service})
+    if evidence.logs_available:
+        # every level: ERROR, WARN, and the FATAL/PANIC/CRITICAL some systems log instead
+        _call(tools, evidence, "query_logs", {"service": service})
 
 
-def _candidates(request: ExecutorRequest) -> list[str]:
+def _fleet_view(tools: ToolRunner, evidence: Evidence) -> None:
+    """The whole environment at once: the most anomalous series and log templates of all
+    services (the tools rank across the fleet when no service is given)."""
+    first = _call(tools, evidence, "query_metrics", {})
+    if first.status == "error":
+        fallback = _call(tools, evidence, "query_metrics", {"metric": FLEET_SELECTOR})
+        if fallback.status != "error":
+            evidence.superseded.append(first)
+    errors = _call(tools, evidence, "query_logs", {"level": "ERROR"})
+    if errors.status in {"error", "timeout"} and not errors.summary.get("templates"):
+        evidence.logs_available = False
+        return
+    _call(tools, evidence, "query_logs", {})
+
+
+def _planned(request: ExecutorRequest) -> list[str]:
+    known = {s.lower() for s in request.services}
     planned = [s for s in request.plan.get("services") or [] if isinstance(s, str) and s]
-    known = sorted({s for s in request.services if isinstance(s, str) and s})
-    ordered: list[str] = []
-    for name in [*planned, *known]:
-        if name not in ordered:
-            ordered.append(name)
-    return ordered[:MAX_SERVICES]
-
-
-def _services_in_summaries(calls: list[Call]) -> list[str]:
-    found: set[str] = set()
-    for call in calls:
-        for key in ("series", "templates"):
-            for item in call.summary.get(key) or []:
-                if isinstance(item, dict) and isinstance(item.get("service"), str):
-                    found.add(item["service"])
-    return sorted(s for s in found if s)
+    # a name the environment lacks is asked about anyway: the answer says it found nothing
+    return [s for s in planned if s.lower() in known or not known][:3] + [
+        s for s in planned if known and s.lower() not in known
+    ][:1]
 
 
 def evidence_gather(request: ExecutorRequest, tools: ToolRunner) -> Evidence:
+    """Fleet view first, then the leading suspects one by one: the cost does not grow
+    with the number of services."""
     evidence = Evidence()
-    candidates = _candidates(request)
-    if not candidates:
-        # Nothing named and nothing known: let the error logs say who is involved.
-        _call(tools, evidence, "query_logs", {"level": "ERROR"})
-        candidates = _services_in_summaries(evidence.calls)
-        if not candidates:
-            _call(tools, evidence, "query_metrics", {"metric": '{service=~".+"}'})
-            candidates = _services_in_summaries(evidence.calls)
-        candidates = candidates[:MAX_SERVICES]
-    for service in candidates:
+    _fleet_view(tools, evidence)
+    known = sorted({*request.services})
+    planned = _planned(request)
+    evidence.topology = topology_build(declared=request.call_edges, calls=evidence.calls)
+
+    def ranked() -> list[Suspect]:
+        found = suspects_rank(evidence.calls, sorted({*known, *evidence.queried}), focus=planned)
+        return localise(
+            found,
+            evidence.topology,
+            symptoms=planned,
+            slack_s=_slack_seconds(evidence.calls),
+        )
+
+    preliminary = [s for s in ranked() if s.score > 0 or s.graph_score > 0]
+    drill: list[str] = []
+    for name in [*planned, *(s.service for s in preliminary)]:
+        if name not in drill and len(drill) < MAX_DRILL:
+            drill.append(name)
+    for service in drill:
         _service_round(tools, evidence, service)
 
+    # Along the calls: what the leading candidates call. A candidate whose callees are
+    # quiet keeps the blame; one whose callee moved too hands it on.
+    if evidence.topology.known:
+        # And what calls them: the more anomalous callers one explains, the likelier it is.
+        neighbours: list[str] = []
+        leading = [s for s in ranked() if s.graph_score > 0][:3]
+        for entry in leading:
+            for callee in evidence.topology.callees(entry.service):
+                if callee not in evidence.queried and callee not in neighbours:
+                    neighbours.append(callee)
+        for entry in leading:
+            for caller in evidence.topology.callers(entry.service):
+                if caller not in evidence.queried and caller not in neighbours:
+                    neighbours.append(caller)
+        for service in neighbours[:MAX_NEIGHBOURS]:
+            _service_round(tools, evidence, service)
+
     # Services named in error logs that nobody listed (a dependency): look at them too.
-    known = sorted({*candidates, *request.services})
+    everyone = sorted({*known, *evidence.queried})
     discovered: list[str] = []
     for call in evidence.calls:
         if call.tool_name != "query_logs" or not call.ok:
@@ -130,15 +177,16 @@ def evidence_gather(request: ExecutorRequest, tools: ToolRunner) -> Evidence:
             if vocab.looks_like_instruction(text):
                 continue
             own = str(item.get("service") or call.arguments.get("service") or "")
-            for name in mentioned_services(text, known, own):
+            if own and own not in evidence.queried and own in drill:
+                continue
+            for name in mentioned_services(text, everyone, own):
                 if name not in evidence.queried and name not in discovered:
                     discovered.append(name)
     for name in sorted(discovered)[:MAX_DISCOVERED]:
         _service_round(tools, evidence, name)
 
     # The leading suspects' resource metrics, when their first answer was cut short.
-    preliminary = suspects_rank(evidence.calls, sorted({*known, *evidence.queried}))
-    for entry in [s for s in preliminary if s.score > 0][:RESOURCE_FOLLOW_UPS]:
+    for entry in [s for s in ranked() if s.score > 0][:RESOURCE_FOLLOW_UPS]:
         first = next(
             (
                 c
@@ -152,26 +200,46 @@ def evidence_gather(request: ExecutorRequest, tools: ToolRunner) -> Evidence:
         omitted = first.summary.get("omitted") if first else None
         if isinstance(omitted, int) and omitted > 0:
             for selector in (vocab.RESOURCE_SELECTOR, vocab.LIMIT_SELECTOR):
-                _call(
-                    tools, evidence, "query_metrics", {"service": entry.service, "metric": selector}
-                )
+                if evidence.room():
+                    _call(
+                        tools,
+                        evidence,
+                        "query_metrics",
+                        {"service": entry.service, "metric": selector},
+                    )
         # What changed there: deploys, versions, configuration.
-        _call(
-            tools,
-            evidence,
-            "query_metrics",
-            {"service": entry.service, "metric": vocab.CHANGE_SELECTOR},
-        )
-        _call(
-            tools,
-            evidence,
-            "query_logs",
-            {"service": entry.service, "query": vocab.CHANGE_LOG_QUERY},
-        )
+        if evidence.room():
+            _call(
+                tools,
+                evidence,
+                "query_metrics",
+                {"service": entry.service, "metric": vocab.CHANGE_SELECTOR},
+            )
+        if evidence.logs_available and evidence.room():
+            _call(
+                tools,
+                evidence,
+                "query_logs",
+                {"service": entry.service, "query": vocab.CHANGE_LOG_QUERY},
+            )
 
     if request.retry_context:
         _retry_queries(request, tools, evidence)
     return evidence
+
+
+def _slack_seconds(calls: list[Call]) -> float:
+    """How much later a callee's change may start and still explain its caller's: the
+    resolution of the data as the tools report it (one step), at least a minute."""
+    steps = []
+    for call in calls:
+        step = call.summary.get("step") if call.ok else None
+        if isinstance(step, str):
+            match = re.fullmatch(r"(\d+(?:\.\d+)?)(ms|s|m|h)", step.strip())
+            if match:
+                unit = {"ms": 0.001, "s": 1, "m": 60, "h": 3600}[match.group(2)]
+                steps.append(float(match.group(1)) * unit)
+    return max([60.0, *steps])
 
 
 def _retry_queries(request: ExecutorRequest, tools: ToolRunner, evidence: Evidence) -> None:
@@ -385,6 +453,7 @@ class Draft:
     entity: str
     bindings: list[EvidenceBinding]
     support: str = "direct"
+    kind: str | None = None  # root_cause_kind, for root-cause drafts
 
 
 def _one_day(call: Call) -> bool:
@@ -556,7 +625,8 @@ def _root_claim(
                 bindings.append(_binding(other.call, other.line))
                 break
     bindings += [_binding(lg.call, excerpt) for excerpt in log_excerpts]
-    return Draft("root_cause", text + t["end"], entry.service, bindings), metric, lg
+    draft = Draft("root_cause", text + t["end"], entry.service, bindings, kind=entry.root_kind)
+    return draft, metric, lg
 
 
 def _change_excerpts(signal: MetricSignal | LogSignal) -> tuple[Call, list[str]]:
@@ -623,7 +693,14 @@ def _change_root_claim(entry: Suspect, lang: str) -> Draft | None:
     bindings += [_binding(error.call, e) for e in error_excerpts]
     if rate is not None:
         bindings.append(_binding(rate.call, rate.line))
-    return Draft("root_cause", text + t["end"], entry.service, bindings, support="indirect")
+    return Draft(
+        "root_cause",
+        text + t["end"],
+        entry.service,
+        bindings,
+        support="indirect",
+        kind=entry.root_kind,
+    )
 
 
 def _change_claim(entry: Suspect, lang: str) -> Draft | None:
@@ -901,6 +978,12 @@ def _basis(entry: Suspect, lang: str) -> str:
         parts.append(t["basis_change"])
     if entry.downstream_of:
         parts.append(t["basis_downstream"].format(services=_join(entry.downstream_of, lang)))
+    if entry.inherited_from:
+        parts.append(t["basis_inherited"].format(services=_join(entry.inherited_from, lang)))
+    elif entry.graph_score > 0:
+        parts.append(t["basis_localised"])
+        if entry.explains:
+            parts.append(t["basis_explains"].format(services=_join(entry.explains[:4], lang)))
     if entry.resource_logs:
         sub = SUBKIND[lang].get(entry.resource_logs[0].subkind, SUBKIND[lang][""])
         parts.append(t["basis_resource_log"].format(sub=sub))
@@ -975,9 +1058,16 @@ def _hypothesis(entry: Suspect, lang: str, root: str | None) -> Hypothesis:
         text = t["hyp_dependency_target"].format(svc=svc, blamers=_join(entry.blamed_by, lang))
     else:
         text = t.get(f"hyp_{entry.kind}", t["hyp_other"]).format(svc=svc)
+    kind: str | None = None
+    if not entry.inherited_from and not entry.downstream_of and not _secondary(entry, root):
+        kind = entry.root_kind
+        text += t["hyp_kind"].format(kind=KIND[lang].get(kind, kind))
+        if len(entry.path) > 1:
+            text += t["hyp_path"].format(path=t["path_sep"].join(entry.path))
     return Hypothesis(
         hypothesis_text=text,
         entity=svc,
+        root_cause_kind=kind,
         basis=_basis(entry, lang),
         needed_evidence=_needed(entry, lang),
     )
@@ -1039,7 +1129,7 @@ def evidence_write(
     lang = lang_key(request.language)
     t = T[lang]
     flagged_ids = _flagged(request.retry_context)
-    ranked = [s for s in suspects if s.score > 0]
+    ranked = [s for s in suspects if s.score > 0 or s.graph_score > 0]
     top = ranked[0] if ranked else None
 
     focus = top.service if top is not None else None
@@ -1101,6 +1191,7 @@ def evidence_write(
                 entity=draft.entity,
                 support_level=draft.support,
                 evidence_bindings=draft.bindings,
+                root_cause_kind=draft.kind if draft.claim_type == "root_cause" else None,
             )
         )
 
@@ -1161,6 +1252,8 @@ def evidence_write(
 
     missing: list[str] = []
     for call in evidence.calls:
+        if call in evidence.superseded:
+            continue
         # no_data is an answer (nothing logged at that level), not a gap
         if call.status in {"error", "timeout"} or not call.trace_ref:
             missing.append(
@@ -1194,8 +1287,13 @@ def execute_run(request: ExecutorRequest, tools: ToolRunner) -> tuple[ExecutorEv
     evidence = evidence_gather(request, tools)
     known = sorted({*request.services, *evidence.queried})
     planned = [s for s in request.plan.get("services") or [] if isinstance(s, str)]
-    suspects = suspects_rank(evidence.calls, known, focus=planned)
-    ranked = [s for s in suspects if s.score > 0]
+    suspects = localise(
+        suspects_rank(evidence.calls, known, focus=planned),
+        evidence.topology,
+        symptoms=planned,
+        slack_s=_slack_seconds(evidence.calls),
+    )
+    ranked = [s for s in suspects if s.score > 0 or s.graph_score > 0]
     query = _knowledge_query(ranked[0] if ranked else None, ranked, request.plan)
     chunks = knowledge_lookup(tools, evidence, query)
     for call in evidence.calls:  # a retry may have asked for runbooks too

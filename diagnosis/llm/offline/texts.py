@@ -3,6 +3,34 @@
 
 from __future__ import annotations
 
+# root_cause_kind values as an SRE reads them
+KIND = {
+    "zh": {
+        "cpu": "CPU",
+        "memory": "内存",
+        "disk": "磁盘",
+        "network": "网络",
+        "latency": "延迟",
+        "errors": "错误",
+        "code": "代码缺陷",
+        "configuration": "配置变更",
+        "dependency": "依赖故障",
+        "resource_exhaustion": "资源耗尽",
+    },
+    "en": {
+        "cpu": "CPU",
+        "memory": "memory",
+        "disk": "disk",
+        "network": "network",
+        "latency": "latency",
+        "errors": "errors",
+        "code": "code defect",
+        "configuration": "configuration change",
+        "dependency": "dependency failure",
+        "resource_exhaustion": "resource exhaustion",
+    },
+}
+
 SUBKIND = {
     "zh": {
         "pool": "连接池",
@@ -76,6 +104,12 @@ T = {
         "hyp_dependency": "{svc} 的错误可能只是其依赖（{targets}）故障的连锁反应",
         "hyp_dependency_target": "{svc} 可能是根因：{blamers} 的错误日志指向它，但没有查到它自身的数据",
         "hyp_other": "{svc} 也出现了异常，可能与本次故障有关",
+        "hyp_kind": "（类型：{kind}）",
+        "hyp_path": "；传播路径：{path}",
+        "path_sep": " → ",
+        "basis_localised": "沿调用关系：它调用的服务没有同时出现能解释它的异常",
+        "basis_explains": "调用方 {services} 的异常与它同时出现，可由它解释",
+        "basis_inherited": "它调用的 {services} 同时异常，足以解释它的异常",
         "hyp_secondary": "{svc} 的异常可能是受 {root} 影响的连锁反应",
         "hyp_runbook": "运行手册《{title}》描述的情况可能与 {svc} 当前的症状相符",
         "basis_up_ratio": "{metric} 明显高于基线（窗口均值约为基线的 {ratio} 倍）",
@@ -175,6 +209,12 @@ T = {
         "hyp_dependency": "{svc}'s errors are likely a knock-on effect of its dependency ({targets}) failing",
         "hyp_dependency_target": "{svc} is likely the root cause: error logs of {blamers} point at it, but no data of its own was found",
         "hyp_other": "{svc} also shows anomalies that are likely related",
+        "hyp_kind": " (kind: {kind})",
+        "hyp_path": "; propagation path: {path}",
+        "path_sep": " → ",
+        "basis_localised": "along the calls: nothing it calls shows an anomaly that explains its own",
+        "basis_explains": "the anomalies of its callers {services} began with its own and are explained by it",
+        "basis_inherited": "{services}, which it calls, went wrong at the same time and explain its anomaly",
         "hyp_secondary": "{svc}'s anomalies are likely a knock-on effect of {root}",
         "hyp_runbook": 'The runbook "{title}" likely describes {svc}\'s current symptoms',
         "basis_up_ratio": "{metric} is well above its baseline (window mean about {ratio}× the baseline)",

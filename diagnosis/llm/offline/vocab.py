@@ -44,6 +44,8 @@ LATENCY_METRIC = (
     "slow_requests",
 )
 ERROR_METRIC = ("error", "5xx", "fail", "exception", "fault", "rejected", "timeout")
+# Health that is good when high: a drop is the error signal (availability, success rate, apdex).
+HEALTH_METRIC = ("availability", "success", "apdex", "uptime", "_ok_ratio", "slo_")
 TRAFFIC_METRIC = ("requests_total", "request_count", "rps", "qps", "throughput", "_total")
 RESTART_METRIC = ("restart", "oom_kill", "oomkill", "crash", "killed")
 CHANGE_METRIC = (
@@ -253,6 +255,8 @@ def metric_kind(metric: str, labels: dict[str, str] | None = None) -> tuple[str,
         if _has_any(name, words):
             # "pool" latency (connection acquire time) is still a pool signal
             return "resource", sub
+    if _has_any(name, HEALTH_METRIC):
+        return "errors", "health"
     if _has_any(name, ERROR_METRIC) or re.search(r'(?:status|code)="?5\d\d', label_text):
         return "errors", ""
     if _has_any(name, LATENCY_METRIC):
@@ -349,3 +353,35 @@ def log_kind(template: str, mentions_other: bool) -> tuple[str, str]:
     if _has_any(text, CODE_LOG):
         return "code", ""
     return "other", ""
+
+
+# Label pairs that name both ends of a call on one series (caller, callee), in any naming:
+# source/destination (Istio, Linkerd), client/server, caller/callee, src/dst, from/to,
+# upstream/downstream (as seen from the caller), parent/child (trace-derived maps).
+CALL_LABEL_ENDS = (
+    ("source", "destination"),
+    ("src", "dst"),
+    ("client", "server"),
+    ("caller", "callee"),
+    ("from", "to"),
+    ("parent", "child"),
+)
+_CALL_LABEL_SUFFIXES = ("", "_service", "_workload", "_app", "_name", "_service_name", "_svc")
+
+
+def call_label_pairs(labels: dict[str, str]) -> list[tuple[str, str]]:
+    """(caller, callee) values named by one series' labels, in any of the common namings.
+
+    ``source_workload``/``destination_workload``, ``client_service``/``server_service``,
+    ``src``/``dst``… each pair must share its suffix, so unrelated labels are never paired.
+    """
+    lowered = {k.lower(): v for k, v in labels.items() if isinstance(v, str) and v}
+    pairs: list[tuple[str, str]] = []
+    for left, right in CALL_LABEL_ENDS:
+        for suffix in _CALL_LABEL_SUFFIXES:
+            for sep in ("", "_"):
+                a = lowered.get(f"{left}{sep}{suffix.lstrip('_')}" if suffix else left)
+                b = lowered.get(f"{right}{sep}{suffix.lstrip('_')}" if suffix else right)
+                if a and b and a != b and (a, b) not in pairs:
+                    pairs.append((a, b))
+    return pairs
