@@ -133,6 +133,11 @@ class Claim(BaseModel):
     claim_type: str = Field(description="one of ClaimType; anything else is kept as other")
     claim_text: str
     entity: str | None = Field(default=None, description="service or component the claim is about")
+    root_cause_kind: str | None = Field(
+        default=None,
+        description="for a root-cause claim: cpu, memory, disk, network, latency, errors, code, "
+        "configuration, dependency or resource_exhaustion",
+    )
     support_level: str = Field(default=SupportLevel.DIRECT.value)
     evidence_bindings: list[EvidenceBinding] = Field(default_factory=list)
 
@@ -142,6 +147,7 @@ class Hypothesis(BaseModel):
 
     hypothesis_text: str
     entity: str | None = None
+    root_cause_kind: str | None = None  # as on Claim
     basis: str = ""
     needed_evidence: list[str] = Field(default_factory=list)
 
@@ -296,12 +302,14 @@ class AllowedClaim(BaseModel):
     wording: Wording
     entity: str | None = None
     claim_type: str = ClaimType.OTHER.value
+    root_cause_kind: str | None = None
 
 
 class AllowedHypothesis(BaseModel):
     text: str
     basis: str = ""
     entity: str | None = None
+    root_cause_kind: str | None = None
 
 
 class ComposerAction(BaseModel):

@@ -100,6 +100,7 @@ def composer_input_build(
                     wording=wording,
                     entity=claim.entity,
                     claim_type=claim.claim_type,
+                    root_cause_kind=claim.root_cause_kind,
                 )
             )
             placements[claim.claim_id] = "allowed_claim"
@@ -107,7 +108,11 @@ def composer_input_build(
             classification == Classification.OVERSTATED
             or (classification in ALLOWED_CLASSIFICATIONS and not accepted)
         ) and decision != Decision.REJECT:
-            hypotheses.append(AllowedHypothesis(text=text, entity=claim.entity))
+            hypotheses.append(
+                AllowedHypothesis(
+                    text=text, entity=claim.entity, root_cause_kind=claim.root_cause_kind
+                )
+            )
             placements[claim.claim_id] = "hypothesis"
         else:
             missing.append(_NOT_CONFIRMED[lang].format(text))
@@ -121,6 +126,7 @@ def composer_input_build(
                         text=hypothesis.hypothesis_text.strip(),
                         basis=hypothesis.basis.strip(),
                         entity=hypothesis.entity,
+                        root_cause_kind=hypothesis.root_cause_kind,
                     )
                 )
     missing.extend(item.strip() for item in output.missing_info if item and item.strip())

@@ -181,6 +181,7 @@ class _Run:
         self, plan: PlannerOutput | None, window: dict[str, str], retry_context: dict | None
     ):
         from diagnosis.evidence.registry import tool_invoke, tool_specs
+        from diagnosis.evidence.topology import environment_call_edges
         from diagnosis.parsing import executor_output_parse
 
         self.attempt += 1
@@ -214,6 +215,7 @@ class _Run:
             services=self.known_services(),
             attempt=self.attempt,
             retry_context=retry_context,
+            call_edges=environment_call_edges(environment=self.session.environment),
         )
         error = ""
         try:

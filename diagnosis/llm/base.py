@@ -52,6 +52,9 @@ class ExecutorRequest:
     services: list[str]
     attempt: int
     retry_context: dict[str, Any] | None = None
+    # Known call edges (caller, callee) of the environment: a pack's topology.json, or
+    # caller/callee labels the Executor finds on the metrics; it localises along them.
+    call_edges: tuple[tuple[str, str], ...] = ()
 
 
 # (tool_name, arguments) -> the persisted result (diagnosis.evidence.registry.ToolResult);
