@@ -232,15 +232,53 @@ LLM_API_KEY = env_str("LLM_API_KEY")
 LLM_MODEL = env_str("LLM_MODEL", "gpt-4o-mini")
 LLM_TIMEOUT_SECONDS = env_float("LLM_TIMEOUT_SECONDS", 60.0, minimum=0.1)
 LLM_MAX_RETRIES = env_int("LLM_MAX_RETRIES", 3, minimum=0, maximum=10)
+# Output budget per call when a role sets none (LLM_<ROLE>_MAX_TOKENS below).
 LLM_MAX_TOKENS = env_int("LLM_MAX_TOKENS", 4096, minimum=64)
+# Sized to each contract: a plan is a few lines, an evidence report a few claims with
+# bindings, a verdict one check per claim, an answer a page of Markdown (Chinese costs
+# about a token a character). LLM_MAX_TOKENS, when set, replaces all four defaults.
+LLM_ROLE_MAX_TOKENS_DEFAULTS = {
+    "planner": 512,
+    "executor": 2048,
+    "verifier": 1024,
+    "composer": 1536,
+}
 LLM_TEMPERATURE = env_float("LLM_TEMPERATURE", 0.0, minimum=0.0)
 LLM_EXECUTOR_MAX_TOOL_ROUNDS = env_int("LLM_EXECUTOR_MAX_TOOL_ROUNDS", 8, minimum=1, maximum=50)
+# tool_choice sent with the tools: auto, required (first Executor turn only; later turns
+# are auto so the model can stop) or none (tools listed but never called).
+LLM_TOOL_CHOICES = ("auto", "required", "none")
+LLM_TOOL_CHOICE = env_choice("LLM_TOOL_CHOICE", "auto", LLM_TOOL_CHOICES)
+# Where the ladder of structured output starts: json_schema (the contract's schema),
+# json_object, or none (plain prompting). A server that refuses a level is asked with the
+# next one, and the refusal is remembered per endpoint for the process.
+LLM_RESPONSE_FORMATS = ("json_schema", "json_object", "none")
+LLM_RESPONSE_FORMAT = env_choice("LLM_RESPONSE_FORMAT", "json_schema", LLM_RESPONSE_FORMATS)
+# How tool results go back to the model: as `tool` messages (the OpenAI protocol), or as
+# `user` messages, for servers whose chat template drops tool messages (llama-cpp-python's
+# chatml-function-calling format does).
+LLM_TOOL_RESULT_ROLES = ("tool", "user")
+LLM_TOOL_RESULT_ROLE = env_choice("LLM_TOOL_RESULT_ROLE", "tool", LLM_TOOL_RESULT_ROLES)
 LLM_ROLE_SETTINGS = {
     role: {
         "provider": env_choice(f"LLM_{role.upper()}_PROVIDER", LLM_PROVIDER, LLM_PROVIDERS),
         "base_url": env_str(f"LLM_{role.upper()}_BASE_URL", LLM_BASE_URL),
         "api_key": env_str(f"LLM_{role.upper()}_API_KEY", LLM_API_KEY),
         "model": env_str(f"LLM_{role.upper()}_MODEL", LLM_MODEL),
+        "max_tokens": env_int(
+            f"LLM_{role.upper()}_MAX_TOKENS",
+            LLM_MAX_TOKENS if env_str("LLM_MAX_TOKENS") else LLM_ROLE_MAX_TOKENS_DEFAULTS[role],
+            minimum=64,
+        ),
+        "tool_choice": env_choice(
+            f"LLM_{role.upper()}_TOOL_CHOICE", LLM_TOOL_CHOICE, LLM_TOOL_CHOICES
+        ),
+        "response_format": env_choice(
+            f"LLM_{role.upper()}_RESPONSE_FORMAT", LLM_RESPONSE_FORMAT, LLM_RESPONSE_FORMATS
+        ),
+        "tool_result_role": env_choice(
+            f"LLM_{role.upper()}_TOOL_RESULT_ROLE", LLM_TOOL_RESULT_ROLE, LLM_TOOL_RESULT_ROLES
+        ),
     }
     for role in LLM_ROLES
 }
@@ -287,6 +325,10 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "diagnosis.apis.strict_request_bodies",
+    ],
     "ENUM_NAME_OVERRIDES": {
         "DiagnosisStatusEnum": "diagnosis.models.DiagnosisSession.Status",
         "DiagnosisStageEnum": "diagnosis.models.DiagnosisSession.Stage",

@@ -95,8 +95,6 @@ class FindingCode(StrEnum):
     MALFORMED_ITEM = "malformed_item"
     SOURCE_ID_MISMATCH = "source_id_mismatch"
     UNKNOWN_SOURCE_TYPE = "unknown_source_type"
-    # Rootproof additions (report-level, see diagnosis.parsing / diagnosis.gatekeeper)
-    UNKNOWN_ANSWER_VERSION = "unknown_answer_version"
     # gatekeeper_v2
     FRAGMENT_TOO_SHORT = "fragment_too_short"
     TOO_MANY_FRAGMENTS = "too_many_fragments"
@@ -105,8 +103,36 @@ class FindingCode(StrEnum):
     CLAIM_FACT_UNBOUND = "claim_fact_unbound"
     CLAIM_NOT_SPECIFIC = "claim_not_specific"
     EXCERPT_IS_INSTRUCTION = "excerpt_is_instruction"
+    # Rootproof additions (report-level, see diagnosis.parsing / diagnosis.gatekeeper)
+    UNKNOWN_ANSWER_VERSION = "unknown_answer_version"
     UNUSABLE_OUTPUT = "unusable_output"
     INTERNAL_ERROR = "internal_error"
+
+
+# A claim demoted with one of these had invented or wrong evidence: it never becomes a
+# hypothesis and never reaches the conclusion; it is a gap worded by the evidence it lacks.
+EVIDENCE_FAILURE_CODES = frozenset(
+    {
+        FindingCode.NO_BINDINGS,
+        FindingCode.UNKNOWN_SOURCE_ID,
+        FindingCode.INVOCATION_NOT_IN_SESSION,
+        FindingCode.SOURCE_ID_MISMATCH,
+        FindingCode.UNKNOWN_SOURCE_TYPE,
+        FindingCode.TOOL_NAME_MISMATCH,
+        FindingCode.INVOCATION_FAILED,
+        FindingCode.EXCERPT_NOT_FOUND,
+        FindingCode.EXCERPT_TOO_SHORT,
+        FindingCode.FRAGMENT_TOO_SHORT,
+        FindingCode.TOO_MANY_FRAGMENTS,
+        FindingCode.FRAGMENTS_TOO_FAR_APART,
+        FindingCode.NUMBER_MISMATCH,
+        FindingCode.MALFORMED_BINDING,
+        FindingCode.INVALID_BINDING_BESIDE_VALID,
+        FindingCode.CLAIM_FACT_UNBOUND,
+        FindingCode.EXCERPT_IS_INSTRUCTION,
+        FindingCode.INTERNAL_ERROR,
+    }
+)
 
 
 # --- 1. Executor output -------------------------------------------------------
@@ -185,18 +211,6 @@ class Finding(BaseModel):
     code: str
     binding: int | None = Field(default=None, description="index of the binding, if any")
     detail: str = ""
-
-
-class GatekeeperClaimResult(BaseModel):
-    claim_id: str
-    verdict: Verdict
-    valid_bindings: int = 0
-    findings: list[Finding] = Field(default_factory=list)
-
-
-class GatekeeperCounts(BaseModel):
-    claims: int = 0
-    accepted: int = 0
     fact: str | None = Field(default=None, description="the claim's fact, for claim_fact_unbound")
 
 
@@ -211,6 +225,19 @@ class ClaimFact(BaseModel):
     via: Literal["excerpt", "argument"] | None = Field(
         default=None, description="bound by the binding's excerpt or its invocation's arguments"
     )
+
+
+class GatekeeperClaimResult(BaseModel):
+    claim_id: str
+    verdict: Verdict
+    valid_bindings: int = 0
+    findings: list[Finding] = Field(default_factory=list)
+    facts: list[ClaimFact] = Field(default_factory=list, description="gatekeeper_v2 only")
+
+
+class GatekeeperCounts(BaseModel):
+    claims: int = 0
+    accepted: int = 0
     demoted: int = 0
 
 
@@ -219,7 +246,6 @@ class GatekeeperReport(BaseModel):
     gatekeeper_version: Literal["gatekeeper_v1", "gatekeeper_v2"] = GATEKEEPER_V2
     parse_status: ParseStatus
     claims: list[GatekeeperClaimResult] = Field(default_factory=list)
-    facts: list[ClaimFact] = Field(default_factory=list, description="gatekeeper_v2 only")
     findings: list[Finding] = Field(
         default_factory=list, description="findings about the output as a whole or dropped items"
     )
@@ -229,6 +255,12 @@ class GatekeeperReport(BaseModel):
         for result in self.claims:
             if result.claim_id == claim_id:
                 return result.verdict
+        return None
+
+    def result_for(self, claim_id: str) -> GatekeeperClaimResult | None:
+        for result in self.claims:
+            if result.claim_id == claim_id:
+                return result
         return None
 
     def accepted_ids(self) -> set[str]:
@@ -309,6 +341,9 @@ class AllowedHypothesis(BaseModel):
     text: str
     basis: str = ""
     entity: str | None = None
+    # set when the hypothesis is a claim the Verifier found overstated; None for the
+    # Executor's own hypotheses (only those, with a basis, may lead the conclusion)
+    claim_id: str | None = None
     root_cause_kind: str | None = None
 
 

@@ -96,6 +96,7 @@ class DiagnosisSession(models.Model):
         INVALID_JSON = "invalid_json", "invalid_json"
         NOT_AN_OBJECT = "not_an_object", "not_an_object"
         SCHEMA_INVALID = "schema_invalid", "schema_invalid"
+        TRUNCATED = "truncated", "truncated"
 
     class RootCause(models.TextChoices):
         CONFIRMED = "confirmed", _("根因已确认")

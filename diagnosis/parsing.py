@@ -29,6 +29,12 @@ Decisions where contracts.md is silent:
   model wrote.
 - Hypotheses and actions given as plain strings are read as their text;
   a lone string ``missing_info`` is read as a list of one.
+- Raw control characters inside JSON strings (a grammar-constrained server
+  lets a model write a raw newline there) are read as the characters they are.
+- A reply cut by ``max_tokens`` (``ModelText.cut``), or whose top-level object
+  never closes, is ``truncated`` unless a complete top-level object was found: a
+  complete object nested inside the unterminated one is a fragment (a plan's
+  ``window``, a claim's binding), never the answer.
 """
 
 from __future__ import annotations
@@ -56,11 +62,14 @@ from diagnosis.contracts import (
     RecommendedAction,
     SupportLevel,
 )
+from diagnosis.llm.base import text_cut
 
 # json_object_extract statuses (model_output_parse adds "not_an_object"/"schema_invalid").
 EXTRACT_OK = "ok"
 EXTRACT_EMPTY = "empty"
 EXTRACT_INVALID_JSON = "invalid_json"
+# the text opens a JSON object that never closes, and holds no complete top-level value
+EXTRACT_UNTERMINATED = "truncated"
 
 # Bounds on the search for a JSON value inside prose, so a 10 MB answer full of
 # braces costs a bounded amount of scanning.
@@ -85,7 +94,10 @@ def _reject_constant(_name: str) -> None:
     return None
 
 
-_DECODER = json.JSONDecoder(parse_constant=_reject_constant)
+_DECODER = json.JSONDecoder(parse_constant=_reject_constant, strict=False)
+# A `{` that starts a JSON object (not a brace in prose such as "{service}").
+_OBJECT_START = re.compile(r'\{\s*["}]')
+_STRUCTURE = re.compile(r'[{}\[\]"\\]')
 
 
 def _as_text(raw: object) -> str | None:
@@ -105,14 +117,61 @@ def _decode_whole(text: str) -> tuple[bool, object]:
         return False, None
 
 
-def _scan(text: str, opener: str, want: type, before: int = -1) -> tuple[object | None, int]:
+def _closing_end(text: str, start: int) -> int | None:
+    """Where the bracketed value opened at ``start`` closes (strings respected), or None.
+
+    Only counts brackets, so it also closes values that are not valid JSON; bounded
+    by ``_MAX_SCAN_CHARS``.
+    """
+    depth = 0
+    in_string = False
+    skip_to = -1
+    for match in _STRUCTURE.finditer(text, start):
+        at = match.start()
+        if at - start > _MAX_SCAN_CHARS:
+            return None
+        if at < skip_to:
+            continue
+        char = match.group()
+        if in_string:
+            if char == "\\":
+                skip_to = at + 2
+            elif char == '"':
+                in_string = False
+        elif char == '"':
+            in_string = True
+        elif char in "{[":
+            depth += 1
+        elif char in "}]":
+            depth -= 1
+            if depth <= 0:
+                return match.end()
+    return None
+
+
+def _unterminated_before(text: str, position: int) -> bool:
+    """Does a JSON object open before ``position`` and never close (a cut-off answer)?"""
+    pos = 0
+    for _ in range(_MAX_CANDIDATES):
+        match = _OBJECT_START.search(text, pos)
+        if match is None or match.start() >= position:
+            return False
+        end = _closing_end(text, match.start())
+        if end is None:
+            return True
+        pos = end
+    return False
+
+
+def _scan(text: str, opener: str, want: type, before: int = -1) -> tuple[object | None, int, int]:
     """Longest top-level value of type ``want`` starting at an ``opener`` (before ``before``).
 
-    Returns the value (or None) and the position just after it.
+    Returns the value (or None), its start and the position just after it.
     """
     best: object | None = None
     best_len = -1
     best_end = -1
+    best_start = -1
     pos = text.find(opener)
     tries = 0
     scanned = 0
@@ -132,20 +191,21 @@ def _scan(text: str, opener: str, want: type, before: int = -1) -> tuple[object 
             continue
         scanned += end - pos
         if isinstance(value, want) and end - pos > best_len:
-            best, best_len, best_end = value, end - pos, end
+            best, best_len, best_end, best_start = value, end - pos, end, pos
         pos = text.find(opener, end)
-    return best, best_end
+    return best, best_start, best_end
 
 
 def json_object_extract(raw: str | bytes | None) -> tuple[str, dict | list | object | None]:
     """Find the JSON value in raw model text; returns ``(status, value)``.
 
-    ``status`` is ``"ok"``, ``"empty"`` or ``"invalid_json"``. Tried in order:
-    the whole text (after a BOM and surrounding whitespace), fenced blocks
+    ``status`` is ``"ok"``, ``"empty"``, ``"invalid_json"`` or ``"truncated"`` (an
+    object opens and never closes, and nothing complete stands outside it). Tried in
+    order: the whole text (after a BOM and surrounding whitespace), fenced blocks
     (```` ```json ```` first), then (in prose) an array that encloses the first ``{``,
-    the longest object starting at a ``{``, an array before any ``{``. A value that is
-    already a dict or list (a provider with structured output) is returned as
-    is. Never raises.
+    the longest object starting at a ``{`` that is not nested in an unterminated
+    object, an array before any ``{``. A value that is already a dict or list (a
+    provider with structured output) is returned as is. Never raises.
     """
     try:
         if isinstance(raw, dict | list):
@@ -171,14 +231,16 @@ def json_object_extract(raw: str | bytes | None) -> tuple[str, dict | list | obj
                     return EXTRACT_OK, value
         # An array counts when it is the outermost value, not one inside a broken object.
         first_brace = text.find("{")
-        array, array_end = _scan(text, "[", list, before=first_brace)
+        array, _array_start, array_end = _scan(text, "[", list, before=first_brace)
         if array is not None and (first_brace == -1 or array_end > first_brace):
             return EXTRACT_OK, array
-        found, _end = _scan(text, "{", dict)
-        if found is not None:
+        found, found_start, _end = _scan(text, "{", dict)
+        if found is not None and not _unterminated_before(text, found_start):
             return EXTRACT_OK, found
         if array is not None:
             return EXTRACT_OK, array
+        if _unterminated_before(text, len(text)):
+            return EXTRACT_UNTERMINATED, None
         return EXTRACT_INVALID_JSON, None
     except Exception:
         return EXTRACT_INVALID_JSON, None
@@ -188,11 +250,14 @@ def model_output_parse(raw: object, model: type[BaseModel]) -> tuple[str, BaseMo
     """Tolerant parse of a whole-object contract (verifier_v2, composer_v1, planner).
 
     Returns ``(status, parsed or None, error detail)`` with status one of
-    ``ok``, ``empty``, ``invalid_json``, ``not_an_object``, ``schema_invalid``.
-    Validation of the object is strict (the model's own rules). Never raises.
+    ``ok``, ``empty``, ``invalid_json``, ``not_an_object``, ``schema_invalid``,
+    ``truncated``. Validation of the object is strict (the model's own rules).
+    Never raises.
     """
     try:
         status, value = json_object_extract(raw)  # type: ignore[arg-type]
+        if status != EXTRACT_OK and (status == EXTRACT_UNTERMINATED or text_cut(raw)):
+            return ParseStatus.TRUNCATED.value, None, _TRUNCATED_DETAIL
         if status == EXTRACT_EMPTY:
             return "empty", None, "the output is empty"
         if status != EXTRACT_OK:
@@ -205,6 +270,9 @@ def model_output_parse(raw: object, model: type[BaseModel]) -> tuple[str, BaseMo
             return "schema_invalid", None, detail_clip(_validation_summary(exc), 1000)
     except Exception as exc:  # a model's own validator misbehaving, RecursionError, …
         return "schema_invalid", None, detail_clip(f"{type(exc).__name__}: {exc}", 1000)
+
+
+_TRUNCATED_DETAIL = "the output was cut off before its JSON object closed (max_tokens?)"
 
 
 def _validation_summary(exc: ValidationError) -> str:
@@ -568,6 +636,8 @@ def executor_output_parse(raw: str | bytes | None) -> ParsedExecutorOutput:
     obj: dict | None = None
     try:
         status, value = json_object_extract(raw)
+        if status != EXTRACT_OK and (status == EXTRACT_UNTERMINATED or text_cut(raw)):
+            return _unusable(ParseStatus.TRUNCATED, None, _TRUNCATED_DETAIL)
         if status == EXTRACT_EMPTY:
             return _unusable(ParseStatus.EMPTY, None, "the output is empty")
         if status != EXTRACT_OK:

@@ -60,3 +60,12 @@ def reviewer(django_user_model, db):
     )
     user.groups.add(reviewers_group_ensure())
     return user
+
+
+@pytest.fixture(autouse=True)
+def _llm_endpoint_memory_forgotten():
+    """What one test's fake endpoint refused must not reach the next (ports are reused)."""
+    yield
+    from diagnosis.llm.openai_provider import endpoint_capabilities_forget
+
+    endpoint_capabilities_forget()

@@ -27,6 +27,7 @@ PARSE_STATUS_LABELS = {
     "invalid_json": _("输出中没有 JSON"),
     "not_an_object": _("JSON 不是对象"),
     "schema_invalid": _("结构不符合约定"),
+    "truncated": _("输出被截断（达到 max_tokens 上限，对象不完整）"),
 }
 
 DECISION_LABELS = {**dict(DiagnosisSession.Decision.choices), "RETRY": _("要求重试")}

@@ -1,32 +1,44 @@
 """Composer input filter (seed 004): what the Composer may say, decided by code.
 
-| Verifier classification | Composer handling                                  |
-|-------------------------|----------------------------------------------------|
-| direct_observation      | allowed_claims (definite)                          |
-| reasonable_inference    | allowed_claims (bounded wording)                   |
-| overstated              | allowed_hypotheses (missing_info under REJECT)     |
-| unsupported             | missing_info                                       |
-| external_unknown        | missing_info                                       |
-| contradicted            | missing_info                                       |
+- Gatekeeper accepted:
+  ``direct_observation`` → allowed_claims (definite);
+  ``reasonable_inference`` → allowed_claims (bounded wording);
+  ``overstated`` → allowed_hypotheses, with its basis (the verified excerpts);
+  anything else → missing_info ("not confirmed: …").
+- Gatekeeper demoted because its evidence was invented or wrong
+  (``EVIDENCE_FAILURE_CODES``), whatever the Verifier said → missing_info: a gap
+  worded by the evidence it lacks, repeating none of its numbers, names or times.
+- Gatekeeper demoted otherwise (its bindings hold: runbook only, not specific):
+  ``overstated`` → allowed_hypotheses; anything else → missing_info.
 
 A claim the Gatekeeper demoted is never an allowed claim, whatever the Verifier
-said. Under REJECT the allowed hypotheses are always empty.
+said, and only a claim with valid bindings may become a hypothesis. Under
+REJECT the allowed hypotheses are always empty. The Executor's own hypotheses
+pass with ``claim_id`` unset: only those, with a basis, may lead the conclusion.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from django.utils import translation
+from django.utils.translation import gettext as _
+
 from diagnosis.contracts import (
     ALLOWED_CLASSIFICATIONS,
+    EVIDENCE_FAILURE_CODES,
     AllowedClaim,
     AllowedHypothesis,
+    Claim,
     ClaimCheck,
+    ClaimType,
     Classification,
     ComposerAction,
     ComposerInput,
     Decision,
     ExecutorEvidenceV2,
+    FindingCode,
+    GatekeeperClaimResult,
     GatekeeperReport,
     Verdict,
     VerifierOutput,
@@ -34,7 +46,7 @@ from diagnosis.contracts import (
 )
 from diagnosis.flow.renderer import language_key
 
-_NOT_CONFIRMED = {"zh": "未能证实：{}", "en": "Not confirmed: {}"}
+_BASIS_EXCERPT_CHARS = 160
 
 
 @dataclass
@@ -43,6 +55,58 @@ class FilterResult:
     # claim_id -> what happened to it, for the audit trail and the evidence view
     placements: dict[str, str] = field(default_factory=dict)
     disagreements: list[dict[str, str]] = field(default_factory=list)
+
+
+def _about(claim_type: str) -> str:
+    """What kind of statement a claim was, in words that name nothing it said."""
+    if claim_type in (ClaimType.ROOT_CAUSE, ClaimType.CONTRIBUTING_FACTOR):
+        return _("一条关于原因的说法")
+    if claim_type == ClaimType.IMPACT:
+        return _("一条关于影响范围的说法")
+    if claim_type == ClaimType.TIMELINE:
+        return _("一条关于时间线的说法")
+    return _("一条关于现象的说法")
+
+
+def evidence_gap(*, claim_type: str, codes: set[str]) -> str:
+    """The missing-info line for a claim whose evidence was invented or wrong.
+
+    Worded by what evidence is missing; it repeats none of the claim's numbers,
+    names or times, which nothing verified.
+    """
+    about = _about(claim_type)
+    if FindingCode.EXCERPT_IS_INSTRUCTION in codes:
+        return _(
+            "{about}未被采用：它引用的文本是写给模型的指令，而不是观测数据；"
+            "需要真实的日志或指标证据。"
+        ).format(about=about)
+    if codes & {FindingCode.CLAIM_FACT_UNBOUND, FindingCode.NUMBER_MISMATCH}:
+        return _(
+            "{about}未被采用：它陈述的数值、时间或名称不在所引用的工具输出中；"
+            "需要包含这些数值的日志或指标。"
+        ).format(about=about)
+    if FindingCode.INVOCATION_FAILED in codes:
+        return _(
+            "{about}未被采用：它引用的工具调用没有成功返回数据；需要重新查询相关的日志或指标。"
+        ).format(about=about)
+    return _(
+        "{about}未被采用：它引用的证据在本次工具输出中找不到；需要能直接显示该现象的日志或指标。"
+    ).format(about=about)
+
+
+def _basis(claim: Claim, result: GatekeeperClaimResult | None) -> str:
+    """The Gatekeeper-verified excerpts a claim rests on (its basis as a hypothesis)."""
+    valid = set(range(len(claim.evidence_bindings)))
+    if result is not None:
+        valid -= {f.binding for f in result.findings if f.binding is not None}
+    excerpts = []
+    for index, binding in enumerate(claim.evidence_bindings):
+        text = " ".join((binding.evidence_excerpt or "").split())
+        if index in valid and text:
+            if len(text) > _BASIS_EXCERPT_CHARS:
+                text = text[: _BASIS_EXCERPT_CHARS - 1] + "…"
+            excerpts.append(text)
+    return _("；").join(dict.fromkeys(excerpts))
 
 
 def composer_input_build(
@@ -54,13 +118,33 @@ def composer_input_build(
     gatekeeper: GatekeeperReport,
     verifier: VerifierOutput | None,
 ) -> FilterResult:
-    lang = language_key(language)
+    with translation.override("en" if language_key(language) == "en" else "zh-hans"):
+        return _build(
+            question=question,
+            language=language,
+            decision=decision,
+            executor_output=executor_output,
+            gatekeeper=gatekeeper,
+            verifier=verifier,
+        )
+
+
+def _build(
+    *,
+    question: str,
+    language: str,
+    decision: Decision,
+    executor_output: ExecutorEvidenceV2 | None,
+    gatekeeper: GatekeeperReport,
+    verifier: VerifierOutput | None,
+) -> FilterResult:
     checks: dict[str, ClaimCheck] = {}
     if verifier is not None:
         for claim_check in verifier.claim_checks:
             checks.setdefault(claim_check.claim_id, claim_check)
     claims: list[AllowedClaim] = []
     hypotheses: list[AllowedHypothesis] = []
+    gaps: list[str] = []
     missing: list[str] = []
     placements: dict[str, str] = {}
     disagreements: list[dict[str, str]] = []
@@ -74,7 +158,9 @@ def composer_input_build(
         seen.add(claim.claim_id)
         check = checks.get(claim.claim_id)
         classification = check.classification if check else Classification.UNSUPPORTED
-        accepted = gatekeeper.verdict_for(claim.claim_id) == Verdict.ACCEPTED
+        result = gatekeeper.result_for(claim.claim_id)
+        accepted = result is not None and result.verdict == Verdict.ACCEPTED
+        codes = {f.code for f in result.findings} if result is not None else set()
         text = claim.claim_text.strip()
         if not text:
             placements[claim.claim_id] = "dropped"
@@ -87,7 +173,8 @@ def composer_input_build(
                     "gatekeeper": "demoted",
                 }
             )
-        if classification in ALLOWED_CLASSIFICATIONS and accepted:
+        evidence_failed = not accepted and (result is None or bool(codes & EVIDENCE_FAILURE_CODES))
+        if accepted and classification in ALLOWED_CLASSIFICATIONS:
             wording = (
                 Wording.DEFINITE
                 if classification == Classification.DIRECT_OBSERVATION
@@ -100,33 +187,35 @@ def composer_input_build(
                     wording=wording,
                     entity=claim.entity,
                     claim_type=claim.claim_type,
-                    root_cause_kind=claim.root_cause_kind,
                 )
             )
             placements[claim.claim_id] = "allowed_claim"
-        elif (
-            classification == Classification.OVERSTATED
-            or (classification in ALLOWED_CLASSIFICATIONS and not accepted)
-        ) and decision != Decision.REJECT:
+        elif evidence_failed:
+            gaps.append(evidence_gap(claim_type=claim.claim_type, codes=codes))
+            placements[claim.claim_id] = "evidence_gap"
+        elif classification == Classification.OVERSTATED and decision != Decision.REJECT:
             hypotheses.append(
                 AllowedHypothesis(
-                    text=text, entity=claim.entity, root_cause_kind=claim.root_cause_kind
+                    text=text,
+                    basis=_basis(claim, result),
+                    entity=claim.entity,
+                    claim_id=claim.claim_id,
                 )
             )
             placements[claim.claim_id] = "hypothesis"
         else:
-            missing.append(_NOT_CONFIRMED[lang].format(text))
+            missing.append(_("未能证实：{}").format(text))
             placements[claim.claim_id] = "missing_info"
 
+    own: list[AllowedHypothesis] = []
     if decision != Decision.REJECT:
         for hypothesis in output.hypotheses:
             if hypothesis.hypothesis_text.strip():
-                hypotheses.append(
+                own.append(
                     AllowedHypothesis(
                         text=hypothesis.hypothesis_text.strip(),
                         basis=hypothesis.basis.strip(),
                         entity=hypothesis.entity,
-                        root_cause_kind=hypothesis.root_cause_kind,
                     )
                 )
     missing.extend(item.strip() for item in output.missing_info if item and item.strip())
@@ -140,8 +229,9 @@ def composer_input_build(
         language=language,
         question=question,
         allowed_claims=claims,
-        allowed_hypotheses=hypotheses,
-        missing_info=_dedupe(missing),
+        # the Executor's own hypotheses first: they are what a conclusion may lead with
+        allowed_hypotheses=own + hypotheses,
+        missing_info=_dedupe(gaps + missing),
         recommended_actions=actions,
     )
     return FilterResult(

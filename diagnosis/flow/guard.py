@@ -1,18 +1,21 @@
 """Composer guard: the composed answer may add nothing the Composer input lacks.
 
 It rejects an answer that is JSON or quotes raw Executor fields, and one that
-introduces a number, a time, an identifier or a known service name absent from
-the Composer input. Comparison is on NFKC-casefolded text.
+introduces a fact absent from the Composer input: a number, a time, a date,
+an identifier or a known service name, read by the one extractor the
+Gatekeeper uses (``diagnosis.facts``: numbers compared whole and by value,
+``10:21`` found in a timestamp holding it, identifiers as whole tokens).
+List markers (``1.``) are not numbers.
 """
 
 from __future__ import annotations
 
 import json
 import re
-import unicodedata
 from collections.abc import Iterable
 
 from diagnosis.contracts import ComposerInput
+from diagnosis.facts import FactKind, fact_source_of, facts_extract, text_normalize
 
 _RAW_FIELDS = (
     "answer_version",
@@ -30,17 +33,14 @@ _RAW_FIELDS = (
     "composer_v1",
     "verifier_v2",
 )
-# Times like 10:20 or 10:20:05, dates, and ISO timestamps.
-_TIME = re.compile(r"\d{1,2}:\d{2}(?::\d{2})?")
-_DATE = re.compile(r"\d{4}-\d{2}-\d{2}(?:[t ]\d{2}:\d{2}(?::\d{2})?(?:\.\d+)?z?)?")
-_NUMBER = re.compile(r"(?<![\w.])\d+(?:[.,]\d+)*%?")
-# Identifier-like tokens: contain a digit, hyphen, underscore, dot or slash between word chars.
-_IDENT = re.compile(r"[a-z0-9]+(?:[-_./:][a-z0-9]+)+|[a-z]+\d+[a-z0-9]*")
-_LIST_MARKER = re.compile(r"^\s*(?:\d+[.)]|[-*+])\s+", re.MULTILINE)
-
-
-def _norm(text: str) -> str:
-    return unicodedata.normalize("NFKC", text).casefold()
+_LIST_MARKER = re.compile(r"^(\s*)(?:\d+[.)]|[-*+])(?=\s)", re.MULTILINE)
+_LABEL = {
+    FactKind.NUMBER: "new_number",
+    FactKind.TIME: "new_time",
+    FactKind.DATE: "new_date",
+    FactKind.IDENTIFIER: "new_identifier",
+    FactKind.SERVICE: "new_service",
+}
 
 
 def _looks_like_json(text: str) -> bool:
@@ -56,6 +56,18 @@ def _looks_like_json(text: str) -> bool:
     return False
 
 
+def _texts(value: object) -> Iterable[str]:
+    """Every string value of the Composer input (its keys and enums are no source)."""
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for item in value.values():
+            yield from _texts(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _texts(item)
+
+
 def composer_guard(
     *, answer: str, composer_input: ComposerInput, known_services: Iterable[str] = ()
 ) -> list[str]:
@@ -65,34 +77,16 @@ def composer_guard(
         return ["empty_answer"]
     if _looks_like_json(answer):
         findings.append("answer_is_json")
-    text = _norm(answer)
+    text = text_normalize(answer)
     for field_name in _RAW_FIELDS:
         if field_name in text:
             findings.append(f"raw_field:{field_name}")
-    source = _norm(composer_input.model_dump_json())
-    # json escapes non-ASCII; compare against the readable form too.
-    source += "\n" + _norm(json.dumps(composer_input.model_dump(mode="json"), ensure_ascii=False))
-    body = _LIST_MARKER.sub("", text)
-
-    for pattern, label in ((_DATE, "date"), (_TIME, "time")):
-        for match in pattern.finditer(body):
-            if match.group(0) not in source:
-                findings.append(f"new_{label}:{match.group(0)}")
-        body = pattern.sub(" ", body)
-    for match in _IDENT.finditer(body):
-        token = match.group(0).strip("./:-_")
-        if token and token not in source:
-            findings.append(f"new_identifier:{token}")
-    for match in _NUMBER.finditer(_IDENT.sub(" ", body)):
-        number = match.group(0)
-        if number not in source:
-            findings.append(f"new_number:{number}")
-    for service in known_services:
-        name = _norm(service)
-        if (
-            name
-            and re.search(rf"(?<![\w-]){re.escape(name)}(?![\w-])", text)
-            and name not in source
-        ):
-            findings.append(f"new_service:{service}")
+    data = composer_input.model_dump(mode="json")
+    source = fact_source_of(
+        _texts({k: v for k, v in data.items() if k not in ("decision", "language")})
+    )
+    body = _LIST_MARKER.sub(lambda m: m.group(1) + " ", answer)
+    for fact in facts_extract(body, services=known_services):
+        if not source.contains(fact):
+            findings.append(f"{_LABEL[fact.kind]}:{text_normalize(fact.text)}")
     return list(dict.fromkeys(findings))

@@ -98,3 +98,28 @@ class AgentProvider(Protocol):
     def verify(self, payload: VerifierPayload, *, recorder: CallRecorder) -> str: ...
 
     def compose(self, composer_input: ComposerInput, *, recorder: CallRecorder) -> str: ...
+
+
+class ModelText(str):
+    """A model's raw text, and how the reply ended (the server's ``finish_reason``).
+
+    A ``str``, so every provider keeps returning text and the flow keeps storing it;
+    the parser reads ``cut`` so that a reply stopped by ``max_tokens`` counts only
+    when its whole top-level object arrived.
+    """
+
+    finish_reason: str
+
+    def __new__(cls, text: str, *, finish_reason: str = "") -> ModelText:
+        made = super().__new__(cls, text)
+        made.finish_reason = finish_reason
+        return made
+
+    @property
+    def cut(self) -> bool:
+        return self.finish_reason == "length"
+
+
+def text_cut(raw: object) -> bool:
+    """Was this model text stopped by ``max_tokens``?"""
+    return isinstance(raw, ModelText) and raw.cut

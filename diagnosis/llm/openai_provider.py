@@ -4,6 +4,25 @@ The SDK's own retries are off (``max_retries=0``) so that every attempt is one
 recorded LLMCall row and the backoff is ours: exponential with jitter on 429,
 5xx, timeouts and connection errors, at most ``LLM_MAX_RETRIES`` retries. No SDK
 exception leaves this module other than as ``LLMError``.
+
+Real servers differ, so the provider adapts and remembers per endpoint (base URL
+and model) for the life of the process:
+
+- Structured output goes down a ladder: ``json_schema`` (the contract's schema,
+  ``diagnosis.llm.schemas``), ``json_object`` carrying the schema (the form
+  llama-cpp-python compiles into a grammar), plain ``json_object``, then plain
+  prompting. A refused level is not asked for again.
+- ``tool_choice: "required"`` (first Executor turn only) falls back to ``auto``
+  on a server that refuses it.
+- Tool calls are read tolerantly: arguments as a JSON string (raw control
+  characters allowed, JSON-in-a-string unwrapped), as an object, or missing; ids
+  missing; several calls a turn; an unknown tool becomes an error invocation.
+- When the Executor stops calling tools without a complete answer (no content,
+  prose, a cut object), it is asked once more for the answer alone, without tools
+  and with the schema, so a grammar-constrained server makes it schema-valid.
+
+Every role returns a ``ModelText`` carrying the reply's ``finish_reason``, so the
+parser knows a reply cut by ``max_tokens``.
 """
 
 from __future__ import annotations
@@ -11,6 +30,7 @@ from __future__ import annotations
 import email.utils
 import json
 import random
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -20,11 +40,12 @@ import openai
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
-from diagnosis.contracts import ComposerInput, VerifierPayload
+from diagnosis.contracts import ComposerInput, ParseStatus, VerifierPayload
 from diagnosis.llm.base import (
     CallRecorder,
     ExecutorRequest,
     LLMError,
+    ModelText,
     PlannerRequest,
     Role,
     ToolRunner,
@@ -36,6 +57,8 @@ from diagnosis.llm.prompts import (
     prompt_render,
     verifier_messages,
 )
+from diagnosis.llm.schemas import role_response_schema
+from diagnosis.parsing import executor_output_parse
 from diagnosis.tokens import estimate_tokens
 
 PROVIDER_NAME = "openai"
@@ -44,6 +67,32 @@ RETRY_AFTER_MAX_SECONDS = 30.0
 _RETRYABLE_STATUS = {408, 409, 429}
 # Local servers (Ollama, vLLM, llama.cpp) need no key, but the SDK insists on one.
 _NO_KEY = "not-needed"
+
+# The structured-output ladder, strongest first; "json_object_schema" is
+# {"type": "json_object", "schema": …}, llama-cpp-python's own form.
+_FORMAT_LADDERS = {
+    "json_schema": ("json_schema", "json_object_schema", "json_object", "none"),
+    "json_object": ("json_object", "none"),
+    "none": ("none",),
+}
+# Words in an error body that say the server refused the response_format or the
+# tool_choice we sent (rather than failing for another reason).
+_FORMAT_WORDS = ("response_format", "json_schema", "schema", "grammar", "json_object")
+_TOOL_CHOICE_WORDS = ("tool_choice", "required")
+_REFUSAL_STATUS = {400, 422, 500, 501}
+_ANSWERED = {ParseStatus.PARSED_V2, ParseStatus.PARSED_V1}
+
+# What each endpoint (base URL, model) refused, for the life of the process.
+_refused_formats: dict[tuple[str, str], set[str]] = {}
+_refused_required: set[tuple[str, str]] = set()
+_capabilities_lock = threading.Lock()
+
+
+def endpoint_capabilities_forget() -> None:
+    """Forget what endpoints refused (a new deployment, or between tests)."""
+    with _capabilities_lock:
+        _refused_formats.clear()
+        _refused_required.clear()
 
 
 @dataclass
@@ -59,6 +108,9 @@ class _Reply:
     finish_reason: str
     tool_calls: list[_ToolCall] = field(default_factory=list)
 
+    def text(self) -> ModelText:
+        return ModelText(self.content, finish_reason=self.finish_reason)
+
 
 @dataclass
 class _Attempt:
@@ -73,6 +125,7 @@ class _Attempt:
     retryable: bool = False
     retry_after: float | None = None
     format_rejected: bool = False
+    tool_choice_rejected: bool = False
 
 
 def _retry_after_seconds(headers: Any) -> float | None:
@@ -125,18 +178,71 @@ def _tool_message_content(result: Any) -> str:
     return f"[{trace_ref} {status}]\n{output}"
 
 
+# Real servers put raw newlines and tabs inside argument strings (a grammar allows them).
+_ARGUMENTS_DECODER = json.JSONDecoder(strict=False)
+
+
 def _arguments_for_runner(raw: Any) -> object:
     """A dict when the model sent a JSON object; otherwise the raw value, so the
-    registry records an error invocation that shows what the model sent."""
+    registry records an error invocation that shows what the model sent.
+
+    Missing or empty arguments are ``{}``; a JSON string that itself holds the
+    JSON object (double-encoded) is unwrapped once.
+    """
+    if raw is None:
+        return {}
     if isinstance(raw, dict):
         return raw
-    if isinstance(raw, str):
+    if not isinstance(raw, str):
+        return raw
+    text = raw.strip()
+    for _ in range(2):
+        if not text:
+            return {}
         try:
-            parsed = json.loads(raw) if raw.strip() else {}
+            value, end = _ARGUMENTS_DECODER.raw_decode(text)
         except ValueError:
             return raw
-        return parsed if isinstance(parsed, dict) else raw
+        if text[end:].strip():
+            return raw  # something after the object: show the model what it sent
+        if isinstance(value, str):
+            text = value.strip()
+            continue
+        return value if isinstance(value, dict) else raw
     return raw
+
+
+def _endpoint(base_url: str | None, model: str) -> tuple[str, str]:
+    return (base_url or "default", model)
+
+
+def _response_format(level: str, role: Role) -> dict[str, Any] | None:
+    if level == "none":
+        return None
+    if level == "json_object":
+        return {"type": "json_object"}
+    name, schema = role_response_schema(role)
+    if level == "json_object_schema":
+        return {"type": "json_object", "schema": schema}
+    return {"type": "json_schema", "json_schema": {"name": name, "schema": schema, "strict": True}}
+
+
+def _recorded_format(response_format: dict[str, Any]) -> dict[str, Any]:
+    """The response_format as stored on the LLMCall row: the schema by name only."""
+    recorded = dict(response_format)
+    if "schema" in recorded:
+        recorded["schema"] = "<contract schema>"
+    if isinstance(recorded.get("json_schema"), dict):
+        recorded["json_schema"] = {
+            k: v for k, v in recorded["json_schema"].items() if k != "schema"
+        }
+    return recorded
+
+
+def _answered(reply: _Reply) -> bool:
+    """Is this reply's content a complete Executor answer (not prose, not a cut object)?"""
+    text = ModelText(reply.content, finish_reason=reply.finish_reason)
+    return executor_output_parse(text).status in _ANSWERED
 
 
 class OpenAIProvider:
@@ -150,6 +256,10 @@ class OpenAIProvider:
         base_url: str | None,
         api_key: str,
         model: str,
+        max_tokens: int | None = None,
+        tool_choice: str | None = None,
+        response_format: str | None = None,
+        tool_result_role: str | None = None,
         backoff_base: float = 0.5,
         backoff_max: float = 8.0,
         sleep: Callable[[float], None] = time.sleep,
@@ -157,12 +267,15 @@ class OpenAIProvider:
         self.base_url = base_url or None
         self._api_key = api_key or _NO_KEY
         self.model = model
+        self.max_tokens = max_tokens or settings.LLM_MAX_TOKENS
+        self.tool_choice = tool_choice or settings.LLM_TOOL_CHOICE
+        self.response_format = response_format or settings.LLM_RESPONSE_FORMAT
+        self.tool_result_role = tool_result_role or settings.LLM_TOOL_RESULT_ROLE
         self.backoff_base = backoff_base
         self.backoff_max = backoff_max
         self._sleep = sleep
         self._client: openai.OpenAI | None = None
-        # Set to False once the server rejects response_format; kept per instance.
-        self.json_mode_supported = True
+        self._endpoint = _endpoint(self.base_url, model)
 
     def __repr__(self) -> str:  # never the key
         return f"OpenAIProvider(base_url={self.base_url!r}, model={self.model!r})"
@@ -170,9 +283,9 @@ class OpenAIProvider:
     @classmethod
     def for_role(cls, role: Role | str, **kwargs: Any) -> OpenAIProvider:
         role = Role(role)
-        config = settings.LLM_ROLE_SETTINGS.get(role.value, {})
-        base_url = config.get("base_url") or ""
-        api_key = config.get("api_key") or ""
+        config: dict[str, Any] = dict(settings.LLM_ROLE_SETTINGS.get(role.value, {}))
+        base_url = str(config.get("base_url") or "")
+        api_key = str(config.get("api_key") or "")
         if not base_url and not api_key:
             upper = role.value.upper()
             raise ImproperlyConfigured(
@@ -180,11 +293,15 @@ class OpenAIProvider:
                 f"(or LLM_{upper}_BASE_URL) to an OpenAI-compatible server, and LLM_API_KEY "
                 f"if it needs one; or use LLM_PROVIDER=offline."
             )
+        options = {
+            key: config.get(key)
+            for key in ("max_tokens", "tool_choice", "response_format", "tool_result_role")
+        }
         return cls(
             base_url=base_url or None,
             api_key=api_key,
-            model=config.get("model") or settings.LLM_MODEL,
-            **kwargs,
+            model=str(config.get("model") or settings.LLM_MODEL),
+            **{**options, **kwargs},
         )
 
     def close(self) -> None:
@@ -192,28 +309,51 @@ class OpenAIProvider:
             self._client.close()
             self._client = None
 
+    # --- what this endpoint accepts (shared by every provider of the process) ------
+
+    def format_level(self) -> str:
+        """The strongest structured-output level this endpoint has not refused."""
+        ladder = _FORMAT_LADDERS.get(self.response_format, _FORMAT_LADDERS["json_schema"])
+        with _capabilities_lock:
+            refused = _refused_formats.get(self._endpoint, set())
+            return next((level for level in ladder if level not in refused), "none")
+
+    def _format_refused(self, level: str) -> None:
+        with _capabilities_lock:
+            _refused_formats.setdefault(self._endpoint, set()).add(level)
+
+    def _first_tool_choice(self) -> str:
+        if self.tool_choice == "required":
+            with _capabilities_lock:
+                if self._endpoint in _refused_required:
+                    return "auto"
+        return self.tool_choice
+
     # --- the four roles ------------------------------------------------------
 
-    def plan(self, request: PlannerRequest, *, recorder: CallRecorder) -> str:
+    def plan(self, request: PlannerRequest, *, recorder: CallRecorder) -> ModelText:
         return self._chat(
-            role=Role.PLANNER, messages=planner_messages(request), recorder=recorder, json_mode=True
-        ).content
+            role=Role.PLANNER,
+            messages=planner_messages(request),
+            recorder=recorder,
+            structured=True,
+        ).text()
 
-    def verify(self, payload: VerifierPayload, *, recorder: CallRecorder) -> str:
+    def verify(self, payload: VerifierPayload, *, recorder: CallRecorder) -> ModelText:
         return self._chat(
             role=Role.VERIFIER,
             messages=verifier_messages(payload),
             recorder=recorder,
-            json_mode=True,
-        ).content
+            structured=True,
+        ).text()
 
-    def compose(self, composer_input: ComposerInput, *, recorder: CallRecorder) -> str:
+    def compose(self, composer_input: ComposerInput, *, recorder: CallRecorder) -> ModelText:
         return self._chat(
             role=Role.COMPOSER,
             messages=composer_messages(composer_input),
             recorder=recorder,
-            json_mode=True,
-        ).content
+            structured=True,
+        ).text()
 
     def execute(
         self,
@@ -222,34 +362,48 @@ class OpenAIProvider:
         tools: ToolRunner,
         tool_specs: list[dict[str, Any]],
         recorder: CallRecorder,
-    ) -> str:
+    ) -> ModelText:
         specs = [_function_spec(spec) for spec in tool_specs]
         messages: list[dict[str, Any]] = list(executor_messages(request))
         max_rounds = settings.LLM_EXECUTOR_MAX_TOOL_ROUNDS
-        for round_no in range(max_rounds + 1):
-            offer_tools = bool(specs) and round_no < max_rounds
-            if specs and round_no == max_rounds:
-                final_turn = prompt_render("executor_final_turn", max_tool_rounds=str(max_rounds))
-                messages.append({"role": "user", "content": final_turn.strip()})
+        rounds_spent = not specs
+        for round_no in range(max_rounds if specs else 0):
+            choice = self._first_tool_choice() if round_no == 0 else self._later_tool_choice()
             reply = self._chat(
                 role=Role.EXECUTOR,
                 messages=messages,
                 recorder=recorder,
-                tools=specs if offer_tools else None,
+                tools=specs,
+                tool_choice=choice,
             )
-            if not (offer_tools and reply.tool_calls):
-                return reply.content
+            if not reply.tool_calls:
+                if _answered(reply):
+                    return reply.text()
+                if reply.content.strip():
+                    messages.append({"role": "assistant", "content": reply.content})
+                messages.append({"role": "user", "content": prompt_render("executor_answer_turn")})
+                break
             messages.append(self._assistant_turn(reply, round_no))
             for call in reply.tool_calls:
                 result = tools(call.name, _arguments_for_runner(call.arguments))
-                messages.append(
-                    {
-                        "role": "tool",
-                        "tool_call_id": call.id,
-                        "content": _tool_message_content(result),
-                    }
-                )
-        raise AssertionError("unreachable: the last round offers no tools")  # pragma: no cover
+                messages.append(self._tool_result_message(call, result))
+        else:
+            rounds_spent = True
+        if rounds_spent and specs:
+            final_turn = prompt_render("executor_final_turn", max_tool_rounds=str(max_rounds))
+            messages.append({"role": "user", "content": final_turn.strip()})
+        return self._chat(
+            role=Role.EXECUTOR, messages=messages, recorder=recorder, structured=True
+        ).text()
+
+    def _later_tool_choice(self) -> str:
+        return "none" if self.tool_choice == "none" else "auto"
+
+    def _tool_result_message(self, call: _ToolCall, result: Any) -> dict[str, Any]:
+        content = _tool_message_content(result)
+        if self.tool_result_role == "user":
+            return {"role": "user", "content": content}
+        return {"role": "tool", "tool_call_id": call.id, "content": content}
 
     @staticmethod
     def _assistant_turn(reply: _Reply, round_no: int) -> dict[str, Any]:
@@ -294,27 +448,37 @@ class OpenAIProvider:
         messages: list[dict[str, Any]],
         recorder: CallRecorder,
         tools: list[dict[str, Any]] | None = None,
-        json_mode: bool = False,
+        tool_choice: str = "auto",
+        structured: bool = False,
     ) -> _Reply:
+        """One model call. With ``tools``, a reply without calls or content is returned
+        (the model chose to stop); without, it is an ``empty`` error."""
         failures = 0
+        required_refused = False
         while True:
-            use_json = json_mode and self.json_mode_supported
+            level = self.format_level() if structured else "none"
+            response_format = _response_format(level, role)
             body: dict[str, Any] = {
                 "model": self.model,
                 "messages": messages,
-                "max_tokens": settings.LLM_MAX_TOKENS,
+                "max_tokens": self.max_tokens,
                 "temperature": settings.LLM_TEMPERATURE,
             }
             if tools:
                 body["tools"] = tools
-            if use_json:
-                body["response_format"] = {"type": "json_object"}
+                body["tool_choice"] = tool_choice
+            if response_format is not None:
+                body["response_format"] = response_format
             started = time.monotonic()
-            attempt = self._attempt(body, tools_offered=bool(tools), use_json=use_json)
+            attempt = self._attempt(
+                body, tools_offered=bool(tools), format_level=level, tool_choice=tool_choice
+            )
             latency_ms = int((time.monotonic() - started) * 1000)
             recorded_request = dict(body)
             if tools:
                 recorded_request["tools"] = [_tool_name(spec) for spec in tools]
+            if response_format is not None:
+                recorded_request["response_format"] = _recorded_format(response_format)
             recorder(
                 role=role,
                 provider=self.name,
@@ -328,16 +492,24 @@ class OpenAIProvider:
                 error=attempt.error,
             )
             if attempt.reply is not None:
+                if required_refused:
+                    with _capabilities_lock:
+                        _refused_required.add(self._endpoint)
                 return attempt.reply
             if attempt.format_rejected:
-                self.json_mode_supported = False  # ask again at once, without it
+                self._format_refused(level)  # ask again at once, one level down
+                continue
+            if attempt.tool_choice_rejected and not required_refused:
+                tool_choice, required_refused = "auto", True
                 continue
             failures += 1
             if not attempt.retryable or failures > settings.LLM_MAX_RETRIES:
                 raise LLMError(attempt.status, attempt.error)
             self._sleep(self._backoff(failures, attempt.retry_after))
 
-    def _attempt(self, body: dict[str, Any], *, tools_offered: bool, use_json: bool) -> _Attempt:
+    def _attempt(
+        self, body: dict[str, Any], *, tools_offered: bool, format_level: str, tool_choice: str
+    ) -> _Attempt:
         try:
             response = self._client_get().chat.completions.with_raw_response.create(
                 **body, timeout=settings.LLM_TIMEOUT_SECONDS
@@ -352,21 +524,35 @@ class OpenAIProvider:
         except openai.APIConnectionError as exc:
             return _Attempt(status="error", error=f"connection error: {exc}", retryable=True)
         except openai.APIStatusError as exc:
-            return self._status_error(exc, use_json=use_json)
+            return self._status_error(
+                exc,
+                format_sent=format_level != "none",
+                required_sent=tools_offered and tool_choice == "required",
+            )
         except openai.OpenAIError as exc:
             return _Attempt(status="error", error=f"{type(exc).__name__}: {exc}")
         return self._reply_from_body(raw, body, tools_offered=tools_offered)
 
     @staticmethod
-    def _status_error(exc: openai.APIStatusError, *, use_json: bool) -> _Attempt:
+    def _status_error(
+        exc: openai.APIStatusError, *, format_sent: bool, required_sent: bool
+    ) -> _Attempt:
         code = exc.status_code
         try:
             raw = exc.response.text
         except Exception:  # a body we cannot read is still an error row
             raw = ""
         message = f"HTTP {code}: {exc.message}"
-        if use_json and (code == 422 or (code == 400 and "response_format" in raw + message)):
+        said = (raw + message).lower()
+        if format_sent and (
+            code == 422 or (code in _REFUSAL_STATUS and any(w in said for w in _FORMAT_WORDS))
+        ):
             return _Attempt(status="rejected", raw=raw, error=message, format_rejected=True)
+        # llama-cpp-python answers an unsupported "required" with a bare HTTP 500.
+        if required_sent and (
+            code in {422, 500, 501} or (code == 400 and any(w in said for w in _TOOL_CHOICE_WORDS))
+        ):
+            return _Attempt(status="rejected", raw=raw, error=message, tool_choice_rejected=True)
         retryable = code in _RETRYABLE_STATUS or code >= 500
         return _Attempt(
             status="error" if retryable else "rejected",
@@ -390,10 +576,11 @@ class OpenAIProvider:
             tool_calls = [
                 _ToolCall(
                     id=str(call.get("id") or ""),
-                    name=str((call.get("function") or {}).get("name") or ""),
-                    arguments=(call.get("function") or {}).get("arguments", ""),
+                    name=str((call.get("function") or {}).get("name") or "").strip(),
+                    arguments=(call.get("function") or {}).get("arguments"),
                 )
                 for call in (message.get("tool_calls") or [])
+                if isinstance(call, dict)
             ]
         except (KeyError, IndexError, TypeError, AttributeError):
             detail = ""
@@ -429,5 +616,12 @@ class OpenAIProvider:
         if finish_reason == "content_filter" and not content.strip():
             return _Attempt(status="rejected", error="blocked by the content filter", **counts)
         if not content.strip() and not usable_calls:
-            return _Attempt(status="empty", error="the model returned no content", **counts)
+            # Offered tools, a model may stop with nothing to say: the caller asks for the
+            # answer next. Otherwise an empty reply is a failed call.
+            return _Attempt(
+                status="empty",
+                error="the model returned no content",
+                reply=reply if tools_offered else None,
+                **counts,
+            )
         return _Attempt(status="ok", reply=reply, **counts)

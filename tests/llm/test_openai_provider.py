@@ -154,10 +154,10 @@ def test_a_model_that_calls_tools_after_they_were_withdrawn_gets_an_empty_status
     assert len(fake_tools.calls) == 1
 
 
-# --- JSON mode -------------------------------------------------------------------
+# --- structured output (more in test_structured_output.py) -------------------------
 
 
-def test_the_planner_asks_for_a_json_object_and_returns_the_content(
+def test_the_planner_asks_for_its_contract_schema_and_returns_the_content(
     provider_for, openai_server, recorder, session
 ):
     openai_server.enqueue(Reply.text(PLAN))
@@ -166,13 +166,18 @@ def test_the_planner_asks_for_a_json_object_and_returns_the_content(
 
     assert json.loads(answer) == PLAN
     (request,) = openai_server.chat_requests
-    assert request["response_format"] == {"type": "json_object"}
+    response_format = request["response_format"]
+    assert response_format["type"] == "json_schema"
+    assert response_format["json_schema"]["name"] == "planner_v1"
+    assert "services" in response_format["json_schema"]["schema"]["required"]
     assert request["model"] == "fake-planner-model"
     assert [m["role"] for m in request["messages"]] == ["system", "user"]
     assert "payment-service 从 10:20 开始大量超时" in request["messages"][1]["content"]
     (row,) = calls(session)
     assert (row.role, row.status, row.attempt, row.sequence) == ("planner", "ok", 1, 1)
-    assert row.request["response_format"] == {"type": "json_object"}
+    # the row names the schema; the schema itself is the code's, not stored per call
+    assert row.request["response_format"]["json_schema"]["name"] == "planner_v1"
+    assert "schema" not in row.request["response_format"]["json_schema"]
 
 
 def test_the_verifier_and_composer_send_only_their_payloads(
@@ -191,32 +196,6 @@ def test_the_verifier_and_composer_send_only_their_payloads(
     assert '"allowed_claims"' in composer_request["messages"][1]["content"]
     assert "`en`" in composer_request["messages"][0]["content"]
     assert [(r.role, r.status) for r in calls(session)] == [("verifier", "ok"), ("composer", "ok")]
-
-
-@pytest.mark.parametrize(
-    "rejection",
-    [
-        pytest.param(None, id="400 naming response_format"),
-        pytest.param("422", id="422"),
-    ],
-)
-def test_a_server_that_rejects_json_mode_is_asked_again_without_it_and_that_is_remembered(
-    provider_for, openai_server, recorder, session, rejection
-):
-    if rejection is None:
-        openai_server.reject_response_format = True
-    else:
-        openai_server.enqueue(Reply.failing(rejection))
-    openai_server.enqueue(Reply.text(PLAN), Reply.text(PLAN))
-    provider = provider_for(Role.PLANNER)
-
-    provider.plan(planner_request(), recorder=recorder)
-    provider.plan(planner_request(), recorder=recorder)
-
-    sent_format = ["response_format" in r for r in openai_server.chat_requests]
-    assert sent_format == [True, False, False]
-    assert statuses(session) == ["rejected", "ok", "ok"]
-    assert provider.json_mode_supported is False
 
 
 # --- failures and retries ----------------------------------------------------------

@@ -33,6 +33,7 @@ ROLE_VARIABLES = {
     "verifier": {"payload"},
     "composer": {"language", "composer_input"},
     "executor_final_turn": {"max_tool_rounds"},
+    "executor_answer_turn": set(),
 }
 
 

@@ -10,6 +10,7 @@ claims. It reads only what the real provider sends.
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from tests.support.openai_server import Reply
@@ -52,10 +53,21 @@ def _embedded_object(text: str, key: str) -> dict[str, Any] | None:
     return None
 
 
+_IDENTIFIER = re.compile(r"\b[a-z][a-z0-9]*(?:-[a-z0-9]+)+\b")
+
+
+def _claim_text(line: str) -> str:
+    """A claim that names something its excerpt shows (the Gatekeeper binds its facts)."""
+    named = _IDENTIFIER.search(line)
+    return f"{named.group()} 日志中出现错误" if named else "日志中出现错误"
+
+
 def _evidence_line(output: str) -> str:
     lines = [line.strip() for line in output.splitlines()[1:] if len(line.strip()) >= 20]
+    # a log line of a named service first ("… payment-service ERROR …"), then any error line
+    named = [line for line in lines if re.search(_IDENTIFIER.pattern + " ERROR ", line)]
     preferred = [line for line in lines if "ERROR" in line or "error" in line]
-    return (preferred or lines or [""])[0][:300]
+    return (named or preferred or lines or [""])[0][:300]
 
 
 def role_responder(body: dict[str, Any]) -> Reply:
@@ -78,7 +90,7 @@ def role_responder(body: dict[str, Any]) -> Reply:
                     {
                         "claim_id": "claim-1",
                         "claim_type": "symptom",
-                        "claim_text": "日志中出现错误",
+                        "claim_text": _claim_text(line),
                         "support_level": "direct",
                         "evidence_bindings": [
                             {

@@ -20,7 +20,13 @@ A reply can carry a fault:
 
 ``reject_response_format=True`` on the server rejects every request that carries
 ``response_format`` without consuming the queue, as a server without JSON mode
-does. ``latency`` delays every answer (for benchmarks).
+does; ``response_formats={"json_object", …}`` accepts only those kinds
+(``json_schema``, ``json_object_schema`` for a json_object carrying a schema,
+``json_object``) and answers any other with a 400 naming ``response_format``.
+``tool_choices={"auto", "none"}`` answers any other ``tool_choice`` with a bare
+HTTP 500, as llama-cpp-python does for ``required``. ``Reply.raw_tool_calls``
+sends tool calls exactly as given (ids missing, arguments as objects, raw
+control characters). ``latency`` delays every answer (for benchmarks).
 """
 
 from __future__ import annotations
@@ -46,6 +52,7 @@ class Reply:
     fault: str | None = None
     retry_after: str = "1"
     usage: bool = True  # False: no usage block (the client must estimate)
+    raw_tool_calls: list[dict[str, Any]] | None = None  # sent as they are
 
     @classmethod
     def text(cls, content: str | dict[str, Any], **kwargs: Any) -> Reply:
@@ -77,12 +84,16 @@ class FakeOpenAIServer:
         latency: float = 0.0,
         hang_seconds: float = 5.0,
         reject_response_format: bool = False,
+        response_formats: set[str] | None = None,
+        tool_choices: set[str] | None = None,
     ) -> None:
         self.replies: deque[Reply] = deque()
         self.responder = responder
         self.latency = latency
         self.hang_seconds = hang_seconds
         self.reject_response_format = reject_response_format
+        self.response_formats = response_formats
+        self.tool_choices = tool_choices
         self.requests: list[RecordedRequest] = []
         self._lock = threading.Lock()
         self._stopping = threading.Event()
@@ -207,6 +218,16 @@ class _Handler(BaseHTTPRequestHandler):
         if owner.reject_response_format and wants_json:
             self._error(400, "Unsupported parameter: 'response_format' is not supported")
             return
+        if wants_json and owner.response_formats is not None:
+            kind = response_format_kind(body["response_format"])
+            if kind not in owner.response_formats:
+                self._error(400, f"Invalid parameter: response_format of type {kind}")
+                return
+        choice = body.get("tool_choice") if isinstance(body, dict) else None
+        if choice is not None and owner.tool_choices is not None:
+            if choice not in owner.tool_choices:
+                self._error(500, "")
+                return
         reply = owner._next_reply(body)
         if reply is None:
             self._error(500, "fake server: no scripted reply left")
@@ -247,7 +268,10 @@ class _Handler(BaseHTTPRequestHandler):
         elif fault == "huge":
             content = "x" * HUGE_CHARS
         message: dict[str, Any] = {"role": "assistant", "content": content}
-        if reply.tool_calls:
+        if reply.raw_tool_calls is not None:
+            message["tool_calls"] = reply.raw_tool_calls
+            finish_reason = reply.finish_reason or "tool_calls"
+        elif reply.tool_calls:
             message["tool_calls"] = [
                 {
                     "id": f"call_{index}",
@@ -279,6 +303,16 @@ class _Handler(BaseHTTPRequestHandler):
             marker = json.dumps(content, ensure_ascii=False)[1:-1].encode("utf-8")
             payload = payload.replace(marker, marker + b"\xff\xfe\xc3(", 1)
         self._send(200, payload)
+
+
+def response_format_kind(response_format: Any) -> str:
+    """``json_schema``, ``json_object_schema`` (json_object with a schema) or ``json_object``."""
+    if not isinstance(response_format, dict):
+        return "invalid"
+    kind = str(response_format.get("type"))
+    if kind == "json_object" and "schema" in response_format:
+        return "json_object_schema"
+    return kind
 
 
 @contextmanager
