@@ -61,7 +61,8 @@ OPERATIONS: list[tuple[str, str, str, type[APIView]]] = [
 
 def method_dispatch(views: dict[str, Callable[..., Any]]) -> Callable[..., Any]:
     """One URL, one APIView per method; other methods get the API's 405."""
-    allowed = ", ".join(sorted(views))
+    methods = set(views) | {"OPTIONS"} | ({"HEAD"} if "GET" in views else set())
+    allowed = ", ".join(sorted(methods))
 
     @csrf_exempt  # SessionAuthentication enforces CSRF inside the API views
     def dispatch(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
@@ -69,7 +70,9 @@ def method_dispatch(views: dict[str, Callable[..., Any]]) -> Callable[..., Any]:
         if view is None and request.method == "HEAD" and "GET" in views:
             view = views["GET"]
         if view is None and request.method == "OPTIONS":
-            view = next(iter(views.values()))
+            response = next(iter(views.values()))(request, *args, **kwargs)
+            response["Allow"] = allowed  # every method of the path, not the first view's
+            return response
         if view is None:
             response = JsonResponse(
                 # DRF's own (translated) wording, the same as a 405 from inside a view.

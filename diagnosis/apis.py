@@ -7,7 +7,7 @@ Every lookup is owner-checked: another owner's object is a 404, never a 403.
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Any
+from typing import Any, ClassVar
 
 from django.conf import settings
 from django.core.validators import URLValidator
@@ -78,6 +78,52 @@ class ApiView(APIView):
         super().initial(request, *args, **kwargs)
 
 
+class StrictInputSerializer(serializers.Serializer):
+    """Request bodies say what they mean: an unknown field or a non-string text is a 400.
+
+    DRF ignores unknown keys and turns ``123`` into ``"123"``; an integrator who
+    misspells ``callback_url`` or sends the wrong type would never learn of it.
+    """
+
+    components: ClassVar[set[str]] = set()  # their schema names, for the schema hook below
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        meta = getattr(cls, "Meta", None)
+        name = getattr(meta, "ref_name", None) or cls.__name__.removesuffix("Serializer")
+        StrictInputSerializer.components.add(name)
+
+    def to_internal_value(self, data: Any) -> Any:
+        if isinstance(data, dict):
+            errors: dict[str, list[str]] = {}
+            for key in data:
+                if key not in self.fields:
+                    errors[str(key)] = [_("未知字段。")]
+            for name, field in self.fields.items():
+                value = data.get(name)
+                text_field = isinstance(field, serializers.CharField)
+                if text_field and value is not None and not isinstance(value, str):
+                    errors[name] = [_("必须是字符串。")]
+            if errors:
+                raise serializers.ValidationError(errors)
+        return super().to_internal_value(data)
+
+
+def strict_request_bodies(result: dict, generator: Any, request: Any, public: bool) -> dict:
+    """drf-spectacular hook: the schema says what StrictInputSerializer enforces."""
+    schemas = result.get("components", {}).get("schemas", {})
+    for name in StrictInputSerializer.components:
+        for component in (name, f"{name}Request"):
+            if isinstance(schemas.get(component), dict):
+                schemas[component]["additionalProperties"] = False
+    return result
+
+
+class WindowSerializer(StrictInputSerializer):
+    start = serializers.DateTimeField()
+    end = serializers.DateTimeField()
+
+
 def _diagnosis_or_404(request: Request, public_id) -> DiagnosisSession:
     session = diagnosis_get_for_user(user=request.user, public_id=public_id)
     if session is None:
@@ -116,11 +162,6 @@ class DiagnosisSummarySerializer(serializers.Serializer):
     created_at = serializers.DateTimeField()
     started_at = serializers.DateTimeField(allow_null=True)
     finished_at = serializers.DateTimeField(allow_null=True)
-
-
-class WindowSerializer(serializers.Serializer):
-    start = serializers.DateTimeField()
-    end = serializers.DateTimeField()
 
 
 class DiagnosisContextSerializer(serializers.Serializer):
@@ -342,8 +383,8 @@ ID_PARAMETER = OpenApiParameter(
 
 
 class DiagnosisCreateApi(ApiView):
-    class InputSerializer(serializers.Serializer):
-        class ContextInputSerializer(serializers.Serializer):
+    class InputSerializer(StrictInputSerializer):
+        class ContextInputSerializer(StrictInputSerializer):
             services = serializers.ListField(
                 child=serializers.CharField(max_length=100), max_length=20, required=False
             )
@@ -663,7 +704,7 @@ class ToolInvocationDetailApi(ApiView):
 
 
 class ApiKeyCreateApi(ApiView):
-    class InputSerializer(serializers.Serializer):
+    class InputSerializer(StrictInputSerializer):
         name = serializers.RegexField(NOT_BLANK, max_length=100, error_messages=NOT_BLANK_ERROR)
 
         class Meta:

@@ -116,6 +116,9 @@ def test_idempotency_keys_are_per_owner(api, outsider_api, environment):
             "context",
         ),
         ({"question": "q", "context": {"services": "not-a-list"}}, "context"),
+        ({"question": 123}, "question"),
+        ({"question": "q", "callbackurl": "https://ops.example.com/hook"}, "callbackurl"),
+        ({"question": "q", "context": {"service": ["payment-service"]}}, "context"),
     ],
 )
 def test_invalid_input_is_a_400_naming_the_field(api, environment, body, field):

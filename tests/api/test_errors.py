@@ -84,3 +84,10 @@ def test_an_unexpected_error_is_a_500_in_the_error_shape(api, owner, environment
     assert response.status_code == 500
     error = _shape(response)
     assert error["code"] == "server_error" and "boom" not in error["message"]
+
+
+@pytest.mark.parametrize("url", ["/api/v1/diagnoses", "/api/v1/api-keys"])
+def test_options_names_every_method_a_path_takes(api, url):
+    response = api.options(url)
+    assert response.status_code == 200
+    assert set(response["Allow"].replace(" ", "").split(",")) == {"GET", "HEAD", "OPTIONS", "POST"}
