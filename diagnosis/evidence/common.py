@@ -78,6 +78,33 @@ class BackendOutput:
     summary: dict[str, Any] = field(default_factory=dict)
 
 
+def clamp_record(
+    clamps: dict[str, dict[str, Any]], name: str, *, given: Any, used: Any, why: str
+) -> None:
+    """Note that argument ``name`` was used as ``used`` instead of ``given`` (and why)."""
+    clamps[name] = {"given": given, "used": used, "reason": why}
+
+
+def clamp_lines(clamps: dict[str, Any]) -> list[str]:
+    """One line per clamped argument (items that are not clamp records are skipped)."""
+    return [
+        f"clamped: {name} given {item.get('given')}, used {item.get('used')} ({item.get('reason')})"
+        for name, item in clamps.items()
+        if isinstance(item, dict)
+    ]
+
+
+def clamps_apply(result: BackendOutput, clamps: dict[str, dict[str, Any]]) -> BackendOutput:
+    """State the clamps in the output (after its first line) and in ``summary["clamped"]``."""
+    if not clamps:
+        return result
+    head, _, rest = result.output.partition("\n")
+    output = "\n".join([head, *clamp_lines(clamps), *([rest] if rest else [])])
+    return BackendOutput(
+        status=result.status, output=output, summary={**result.summary, "clamped": clamps}
+    )
+
+
 def num_format(value: float | None) -> str:
     """A short, stable rendering of a measurement (no exponent for ordinary magnitudes)."""
     if value is None:

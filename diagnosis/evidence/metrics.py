@@ -63,6 +63,7 @@ from diagnosis.evidence.common import (
     QueryWindow,
     ToolFailure,
     ToolTimeout,
+    clamp_record,
     num_format,
     num_value,
     quantity_format,
@@ -176,6 +177,8 @@ class Grid:
     def for_window(cls, window: QueryWindow, step: timedelta | None) -> Grid:
         span = (window.end - window.baseline_start).total_seconds()
         seconds = step.total_seconds() if step else float(DEFAULT_STEP_SECONDS)
+        # A step longer than the window would leave it without points to compare.
+        seconds = min(seconds, max((window.end - window.start).total_seconds(), 1.0))
         if span / seconds > MAX_GRID_POINTS:
             # Coarsen to whole minutes so long ranges stay within Prometheus' point limit.
             seconds = math.ceil(span / MAX_GRID_POINTS / 60) * 60
@@ -818,11 +821,24 @@ def metrics_query(
     files: tuple[Path, ...] | None = None,
     prometheus_url: str | None = None,
     prometheus_token_env: str = "",
+    clamps: dict[str, dict[str, Any]] | None = None,
 ) -> BackendOutput:
-    """Run query_metrics against files (``files``) or Prometheus (``prometheus_url``)."""
+    """Run query_metrics against files (``files``) or Prometheus (``prometheus_url``).
+
+    A ``step`` the grid cannot use (longer than the window, or too fine for the range) is
+    clamped and recorded in ``clamps``.
+    """
     if not metric and not service:
         raise ToolFailure("give a service, a metric, or both (for example service=payment-service)")
     grid = Grid.for_window(window, step)
+    if step is not None and clamps is not None and grid.step != step.total_seconds():
+        clamp_record(
+            clamps,
+            "step",
+            given=duration_format(step),
+            used=duration_format(timedelta(seconds=grid.step)),
+            why=f"at most the window and at most {MAX_GRID_POINTS} points over the range",
+        )
     selector = selector_build(metric=metric, service=service, labels=labels)
     described = " ".join(f"{k}={v}" for k, v in (("service", service), ("metric", metric)) if v)
     if labels:

@@ -29,6 +29,8 @@ from diagnosis.evidence.common import (
     QueryWindow,
     ToolFailure,
     ToolTimeout,
+    clamp_record,
+    clamps_apply,
 )
 from diagnosis.evidence.knowledge import DEFAULT_K, MAX_K, knowledge_lookup
 from diagnosis.evidence.logs import (
@@ -74,6 +76,13 @@ class Arg:
     minimum: int | None = None
     maximum: int | None = None
 
+    def range_text(self) -> str:
+        if self.minimum is not None and self.maximum is not None:
+            return f"allowed {self.minimum} to {self.maximum}"
+        if self.maximum is not None:
+            return f"at most {self.maximum}"
+        return f"at least {self.minimum}"
+
     def schema(self) -> dict[str, Any]:
         if self.kind == "integer":
             out: dict[str, Any] = {"type": "integer", "description": self.description}
@@ -93,7 +102,7 @@ class Arg:
             out["format"] = "date-time"
         return out
 
-    def clean(self, value: Any, tool: str) -> Any:
+    def clean(self, value: Any, tool: str, clamps: dict[str, dict[str, Any]]) -> Any:
         where = f"argument {self.name!r} of {tool}"
         if self.kind in {"string", "time"}:
             if not isinstance(value, str):
@@ -116,11 +125,15 @@ class Arg:
                 value = int(value)
             if isinstance(value, bool) or not isinstance(value, int):
                 raise ToolFailure(f"{where} must be an integer, got {value!r}")
-            if self.minimum is not None and value < self.minimum:
-                raise ToolFailure(f"{where} must be at least {self.minimum}, got {value}")
-            if self.maximum is not None and value > self.maximum:
-                raise ToolFailure(f"{where} must be at most {self.maximum}, got {value}")
-            return value
+            # Out of range is clamped, not refused: the call still answers, and says so.
+            used = value
+            if self.minimum is not None and used < self.minimum:
+                used = self.minimum
+            if self.maximum is not None and used > self.maximum:
+                used = self.maximum
+            if used != value:
+                clamp_record(clamps, self.name, given=value, used=used, why=self.range_text())
+            return used
         if self.kind == "labels":
             if not isinstance(value, dict):
                 raise ToolFailure(
@@ -156,6 +169,7 @@ class ToolCall:
     given: dict[str, Any]  # as the model sent them
     args: dict[str, Any]  # cleaned; absent arguments missing
     deadline: Deadline
+    clamps: dict[str, dict[str, Any]] = field(default_factory=dict)
     _pack: ScenarioPack | None = field(default=None, repr=False)
 
     @property
@@ -210,11 +224,25 @@ class ToolCall:
         elif end is None:
             end = default_end if default_end > start else start + length
         assert start is not None and end is not None
-        if start >= end:
-            raise ToolFailure(f"start {time_format(start)} must be before end {time_format(end)}")
+        if start > end:
+            self._clamp_times(start, end, end, start, "start was after end: swapped")
+            start, end = end, start
+        elif start == end:
+            self._clamp_times(start, end, end - length, end, "an empty range: the default length")
+            start = end - length
         if end - start > MAX_RANGE:
-            raise ToolFailure("the time range may span at most 31 days; narrow start/end")
+            self._clamp_times(start, end, end - MAX_RANGE, end, "at most 31 days")
+            start = end - MAX_RANGE
         return QueryWindow.around(start=start, end=end)
+
+    def _clamp_times(
+        self, start: datetime, end: datetime, new_start: datetime, new_end: datetime, why: str
+    ) -> None:
+        for name, given, used in (("start", start, new_start), ("end", end, new_end)):
+            if given != used:
+                clamp_record(
+                    self.clamps, name, given=time_format(given), used=time_format(used), why=why
+                )
 
 
 # --- backends ---------------------------------------------------------------
@@ -227,11 +255,37 @@ def _no_files(call: ToolCall, what: str) -> ToolFailure:
     )
 
 
+def _source_missing(call: ToolCall, source: str, empty: dict[str, Any]) -> BackendOutput | None:
+    """``no_data`` when the environment has no ``source`` ("metrics" or "logs") at all.
+
+    Absent data is a gap, not a failure: the summary marks it with ``missing_source``
+    so an answer can name the missing source once. A replay pack (with ``recorded/``)
+    that lacks the call stays an error: something was asked that was not recorded.
+    """
+    env = call.environment
+    if env.kind == Environment.Kind.LIVE:
+        configured = env.prometheus_url if source == "metrics" else env.loki_url
+        if configured:
+            return None
+    else:
+        paths = call.pack.paths
+        if (paths.metrics if source == "metrics" else paths.logs) or paths.recorded:
+            return None
+    reason = f"no {source} source configured for environment {env.slug}"
+    described = " ".join(f"{k}={v}" for k, v in call.given.items() if v is not None)
+    return BackendOutput(
+        status=ToolInvocation.Status.NO_DATA,
+        output=f"{call.tool_name} {described}".rstrip() + f"\nno data: {reason}",
+        summary={**empty, "missing_source": source, "reason": reason},
+    )
+
+
 def _run_query_metrics(call: ToolCall) -> BackendOutput:
+    missing = _source_missing(call, "metrics", _metrics_empty())
+    if missing is not None:
+        return missing
     env = call.environment
     live = env.kind == Environment.Kind.LIVE
-    if live and not env.prometheus_url:
-        raise ToolFailure(f"environment {env.slug} has no Prometheus URL configured")
     if not live and not call.pack.paths.metrics:
         raise _no_files(call, "metrics files")
     return metrics_query(
@@ -244,6 +298,7 @@ def _run_query_metrics(call: ToolCall) -> BackendOutput:
         files=None if live else call.pack.paths.metrics,
         prometheus_url=env.prometheus_url if live else None,
         prometheus_token_env=env.prometheus_token_env if live else "",
+        clamps=call.clamps,
     )
 
 
@@ -253,10 +308,11 @@ def _run_query_logs(call: ToolCall) -> BackendOutput:
     )
     limit = call.args.get("limit", DEFAULT_SAMPLE_LIMIT)
     window = call.window()
+    missing = _source_missing(call, "logs", _logs_empty())
+    if missing is not None:
+        return missing
     env = call.environment
     if env.kind == Environment.Kind.LIVE:
-        if not env.loki_url:
-            raise ToolFailure(f"environment {env.slug} has no Loki URL configured")
         return logs_from_loki(
             base_url=env.loki_url,
             token_env=env.loki_token_env,
@@ -307,7 +363,11 @@ class ToolDefinition:
             },
         }
 
-    def clean(self, given: dict[str, Any]) -> dict[str, Any]:
+    def clean(
+        self, given: dict[str, Any], clamps: dict[str, dict[str, Any]] | None = None
+    ) -> dict[str, Any]:
+        """The arguments checked and typed; numbers out of range clamped into ``clamps``."""
+        clamps = clamps if clamps is not None else {}
         known = {a.name: a for a in self.args}
         unknown = sorted(k for k in given if k not in known)
         if unknown:
@@ -320,7 +380,7 @@ class ToolDefinition:
         for arg in self.args:
             value = given.get(arg.name)
             if value is not None:
-                value = arg.clean(value, self.name)
+                value = arg.clean(value, self.name, clamps)
             if value is None:
                 if arg.required:
                     raise ToolFailure(
@@ -565,7 +625,8 @@ def tool_invoke(
             )
         given = _arguments_read(arguments)
         stored_args = given
-        cleaned = definition.clean(given)
+        clamps: dict[str, dict[str, Any]] = {}
+        cleaned = definition.clean(given, clamps)
         call = ToolCall(
             session=session,
             environment=session.environment,
@@ -573,8 +634,10 @@ def tool_invoke(
             given=given,
             args=cleaned,
             deadline=deadline,
+            clamps=clamps,
         )
-        result = _replay(call, definition) or definition.run(call)
+        replayed = _replay(call, definition)
+        result = replayed or clamps_apply(definition.run(call), call.clamps)
         deadline.check()
         status, output, summary = result.status, result.output, result.summary
         if status in {ToolInvocation.Status.ERROR, ToolInvocation.Status.TIMEOUT}:

@@ -15,6 +15,7 @@ from typing import Any
 
 from django.conf import settings
 
+from diagnosis.evidence.common import clamp_lines
 from diagnosis.models import DiagnosisSession, ToolInvocation
 from diagnosis.tokens import estimate_tokens
 
@@ -76,6 +77,8 @@ def invocation_facts(invocation: ToolInvocation) -> list[str]:
     if not facts:
         lines = [line for line in invocation.output.splitlines() if line.strip()]
         facts = lines[1:] or lines  # the first line repeats the call
+    elif isinstance(summary.get("clamped"), dict):
+        facts = clamp_lines(summary["clamped"]) + facts
     if invocation.truncated:
         facts.append(f"(output truncated from {invocation.output_size} characters)")
     return [f for f in facts if f]
