@@ -15,6 +15,7 @@ from typing import Any
 from diagnosis.contracts import (
     ALLOWED_CLASSIFICATIONS,
     Decision,
+    FindingCode,
     GatekeeperReport,
     Verdict,
     VerifierOutput,
@@ -28,12 +29,41 @@ class RouteResult:
     notes: list[str] = field(default_factory=list)
 
 
+_MAX_PROBLEMS = 6
+
+
 def _demoted_summary(gatekeeper: GatekeeperReport) -> list[dict[str, Any]]:
-    return [
-        {"claim_id": c.claim_id, "findings": sorted({f.code for f in c.findings})}
-        for c in gatekeeper.claims
-        if c.verdict == Verdict.DEMOTED
-    ]
+    """Per demoted claim: its finding codes, each finding in words, and its unbound facts.
+
+    The Executor reads this on a retry: ``unbound_facts`` are the numbers, times
+    and names its excerpts did not hold, ``problems`` say what each finding was
+    ("'900' is in no excerpt of claim-3").
+    """
+    summary = []
+    for result in gatekeeper.claims:
+        if result.verdict != Verdict.DEMOTED:
+            continue
+        unbound = [
+            f.fact for f in result.findings if f.code == FindingCode.CLAIM_FACT_UNBOUND and f.fact
+        ]
+        problems = [
+            f"{fact!r} is in no excerpt of {result.claim_id}" for fact in dict.fromkeys(unbound)
+        ]
+        for item in result.findings:
+            if item.code == FindingCode.CLAIM_FACT_UNBOUND:
+                continue
+            where = f"binding {item.binding}: " if item.binding is not None else ""
+            problems.append(f"{item.code}: {where}{item.detail}".strip())
+        entry: dict[str, Any] = {
+            "claim_id": result.claim_id,
+            "findings": sorted({f.code for f in result.findings}),
+        }
+        if unbound:
+            entry["unbound_facts"] = list(dict.fromkeys(unbound))
+        if problems:
+            entry["problems"] = problems[:_MAX_PROBLEMS]
+        summary.append(entry)
+    return summary
 
 
 def route(

@@ -106,3 +106,44 @@ def test_reject_stays_reject():
         max_retries=1,
     )
     assert result.decision == Decision.REJECT
+
+
+def test_a_retry_names_each_unbound_fact_of_each_demoted_claim():
+    gatekeeper = GatekeeperReport.model_validate(
+        {
+            "parse_status": "parsed_v2",
+            "claims": [
+                {"claim_id": "claim-1", "verdict": "accepted", "valid_bindings": 1},
+                {
+                    "claim_id": "claim-3",
+                    "verdict": "demoted",
+                    "valid_bindings": 1,
+                    "findings": [
+                        {
+                            "code": "claim_fact_unbound",
+                            "detail": "'900' is in no bound excerpt (binding 0)",
+                            "fact": "900",
+                        },
+                        {
+                            "code": "excerpt_not_found",
+                            "binding": 1,
+                            "detail": "trace-2: excerpt not found in the output: 'x'",
+                        },
+                    ],
+                },
+            ],
+            "counts": {"claims": 2, "accepted": 1, "demoted": 1},
+        }
+    )
+    result = route(
+        verifier=_verifier("RETRY"),
+        verifier_status="ok",
+        gatekeeper=gatekeeper,
+        retries_used=0,
+        max_retries=1,
+    )
+    [demoted] = result.retry_context["demoted_claims"]
+    assert demoted["claim_id"] == "claim-3"
+    assert demoted["unbound_facts"] == ["900"]
+    assert demoted["problems"][0] == "'900' is in no excerpt of claim-3"
+    assert demoted["problems"][1].startswith("excerpt_not_found: binding 1: trace-2")
