@@ -187,6 +187,7 @@ def _build(
                     wording=wording,
                     entity=claim.entity,
                     claim_type=claim.claim_type,
+                    root_cause_kind=claim.root_cause_kind,
                 )
             )
             placements[claim.claim_id] = "allowed_claim"
@@ -200,6 +201,7 @@ def _build(
                     basis=_basis(claim, result),
                     entity=claim.entity,
                     claim_id=claim.claim_id,
+                    root_cause_kind=claim.root_cause_kind,
                 )
             )
             placements[claim.claim_id] = "hypothesis"
@@ -216,6 +218,7 @@ def _build(
                         text=hypothesis.hypothesis_text.strip(),
                         basis=hypothesis.basis.strip(),
                         entity=hypothesis.entity,
+                        root_cause_kind=hypothesis.root_cause_kind,
                     )
                 )
     missing.extend(item.strip() for item in output.missing_info if item and item.strip())
