@@ -189,3 +189,83 @@ def test_unparsable_output_is_retried_and_a_schema_invalid_retry_is_rejected():
     assert second["decision"] == "REJECT"
     third, _ = _verify([], {}, status=ParseStatus.EMPTY, retry_context={"attempt": 1})
     assert third["decision"] == "LOW_CONFID"
+
+
+ENTRY_ERRORS = (
+    "trace-1",
+    "query_metrics",
+    'http_requests_total{service="payment-service",status="503"}: error ratio 0.41 (up)',
+)
+
+
+def test_universal_scope_the_excerpts_do_not_carry_is_overstated_and_the_reason_says_so():
+    for text, word in [
+        ("payment-service 所有连接请求都超时", "所有"),
+        ("整个 payment-service 集群 HikariPool-1 连接不可用", "整个"),
+        ("every payment-service pod times out after 30004ms", "every"),
+        ("the whole cluster shows HikariPool-1 timeouts", "whole"),
+    ]:
+        _, checks = _verify([_claim("claim-1", text, LOG)], {"claim-1": "accepted"})
+        assert checks["claim-1"]["classification"] == "overstated", text
+        assert word in checks["claim-1"]["reason"]
+        assert checks["claim-1"]["reason"].startswith("范围越界")
+
+
+def test_a_universal_word_the_excerpt_carries_is_not_overstated():
+    excerpt = ("trace-2", "query_logs", "all 3 replicas of payment-service are not ready")
+    _, checks = _verify(
+        [_claim("claim-1", "payment-service: all 3 replicas are not ready", excerpt)],
+        {"claim-1": "accepted"},
+    )
+    assert checks["claim-1"]["classification"] == "direct_observation"
+
+
+def test_user_impact_from_one_components_symptom_is_overstated():
+    for text in [
+        "payment-service 连接池超时已导致全站用户无法访问",
+        "用户无法支付：HikariPool-1 连接不可用",
+        "users cannot pay because HikariPool-1 timed out",
+    ]:
+        _, checks = _verify([_claim("claim-1", text, LOG)], {"claim-1": "accepted"})
+        assert checks["claim-1"]["classification"] == "overstated", text
+        # "全站" is a universal scope too: either rule names why
+        assert checks["claim-1"]["reason"].startswith(("影响缺少证据", "范围越界"))
+    _, checks = _verify([_claim("claim-1", "用户无法支付", LOG)], {"claim-1": "accepted"})
+    assert checks["claim-1"]["reason"].startswith("影响缺少证据")
+
+
+def test_user_impact_with_failing_requests_at_the_entry_is_an_observation():
+    _, checks = _verify(
+        [_claim("claim-1", "用户请求失败：payment-service 的 503 错误率为 0.41", ENTRY_ERRORS)],
+        {"claim-1": "accepted"},
+    )
+    assert checks["claim-1"]["classification"] == "direct_observation"
+
+
+def test_a_component_that_cannot_reach_another_is_no_user_impact_claim():
+    _, checks = _verify(
+        [_claim("claim-1", "payment-service HikariPool-1 连接不可用", LOG)],
+        {"claim-1": "accepted"},
+    )
+    assert checks["claim-1"]["classification"] == "direct_observation"
+
+
+def test_the_rule_is_named_in_english_for_an_english_session():
+    report = GatekeeperReport(
+        parse_status=ParseStatus.PARSED_V2,
+        claims=[GatekeeperClaimResult(claim_id="claim-1", verdict="accepted")],
+    )
+    payload = VerifierPayload(
+        original_query="why does payment-service time out?",
+        executor_final_answer="{}",
+        executor_structured_output={
+            "claims": [_claim("claim-1", "all payment-service requests time out", LOG)]
+        },
+        executor_output_parse_status=ParseStatus.PARSED_V2,
+        gatekeeper=report,
+        tool_trace_summary=TRACES,
+    )
+    output = json.loads(OfflineProvider().verify(payload, recorder=Recorder()))
+    [check] = output["claim_checks"]
+    assert check["classification"] == "overstated"
+    assert check["reason"].startswith("universal scope")

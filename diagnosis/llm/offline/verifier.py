@@ -3,6 +3,16 @@
 
 It reads only what the payload carries: the Executor's structured output, the
 Gatekeeper report and the bounded tool trace summary. It never calls a tool.
+
+Rules beyond the evidence bindings, each named in its reason:
+
+- universal scope ("所有", "全部", "整个", "全站", "all", "every", "entire",
+  "whole", …) that the claim's own excerpts do not carry is ``overstated``;
+- a claim that users are affected ("用户无法访问", "users cannot …", "outage")
+  needs an excerpt showing requests failing (an error rate, failed or rejected
+  requests, 5xx): a symptom of one component is ``overstated``;
+- absolute wording ("宕机", "down", "completely") the evidence lacks is
+  ``overstated``.
 """
 
 from __future__ import annotations
@@ -10,6 +20,9 @@ from __future__ import annotations
 import json
 import re
 from typing import Any
+
+from django.utils import translation
+from django.utils.translation import gettext as _
 
 from diagnosis.contracts import (
     ALLOWED_CLASSIFICATIONS,
@@ -73,44 +86,60 @@ UP_WORDS = (
 DOWN_WORDS = ("下降", "降低", "减少", "回落", "fell", "fall", "drop", "decrease", "lower")
 HEDGES = ("可能", "也许", "或许", "疑似", "likely", "may ", "might", "possibly", "probably")
 
-T = {
-    "zh": {
-        "demoted": "Gatekeeper 降级了该声明（{codes}），它没有有效的证据绑定",
-        "contradicted": "工具轨迹显示 {metric} 的方向是 {direction}，与声明相反",
-        "external": "声明涉及的 {entity} 不在本次工具轨迹中",
-        "overstated": "声明使用了证据中没有的绝对措辞（{word}）",
-        "direct": "证据绑定有效，摘录直接支持该观察",
-        "root_direct": "同一服务的指标与日志证据都直接支持该根因",
-        "root_inference": "证据有效但不足以直接证明因果，只能作为推断",
-        "indirect": "支持程度为间接，只能作为推断",
-        "bounded": "可能：{text}",
-        "missing_claims": "没有被接受的直接证据声明",
-        "missing_metrics": "相关服务的指标查询结果（query_metrics）",
-        "missing_logs": "相关服务的 ERROR/WARN 日志（query_logs）",
-        "retry_instructions": "请补充查询相关服务的指标和日志，并只用工具输出中逐字出现的摘录作为证据",
-        "parse_retry": "Executor 输出无法解析（{status}），请输出合法的 executor_evidence_v2 JSON",
-        "summary": "{n} 条声明：{detail}；决定 {decision}",
-        "none": "没有可核验的声明",
-    },
-    "en": {
-        "demoted": "the Gatekeeper demoted this claim ({codes}); it has no valid evidence binding",
-        "contradicted": "the tool trace shows {metric} going {direction}, the opposite of the claim",
-        "external": "{entity} does not appear in this session's tool trace",
-        "overstated": "the claim uses absolute wording ({word}) its evidence does not contain",
-        "direct": "valid binding; the excerpt directly shows this observation",
-        "root_direct": "metric and log evidence of the same service directly support this cause",
-        "root_inference": "the evidence is valid but does not prove causation directly",
-        "indirect": "support is indirect; an inference only",
-        "bounded": "Likely: {text}",
-        "missing_claims": "no accepted claim with direct evidence",
-        "missing_metrics": "metric results (query_metrics) for the services involved",
-        "missing_logs": "ERROR/WARN logs (query_logs) for the services involved",
-        "retry_instructions": "query the metrics and logs of the services involved and use only excerpts copied verbatim from tool output",
-        "parse_retry": "the Executor output could not be parsed ({status}); emit valid executor_evidence_v2 JSON",
-        "summary": "{n} claims: {detail}; decision {decision}",
-        "none": "no claims to check",
-    },
-}
+# A claim whose scope is universal: its excerpts must carry the same scope word.
+UNIVERSAL_ZH = ("所有", "全部", "整个", "全站", "全体", "全量", "每个", "每一个", "一律")
+UNIVERSAL_EN = ("all", "every", "entire", "whole", "everything", "everyone", "everybody")
+# A claim that says users are affected: it needs evidence of failing requests at the entry.
+IMPACT_WORDING = re.compile(
+    r"(?:用户|客户|访客)[^。，,]{0,8}?(?:无法|不能|访问不了|登录不了|受到?影响|请求失败|打不开)|全站|"
+    r"影响(?:所有|全部)?用户|"
+    r"\b(?:users?|customers?|clients?)\b[^.。]{0,40}?\b(?:cannot|can't|can not|unable|fail|affected|impacted)|"
+    r"\b(?:outage|site[- ]wide|down for (?:users|everyone|customers))\b",
+    re.IGNORECASE,
+)
+# Evidence of impact at the entry: requests (or an endpoint) failing, not one part's symptom.
+_REQUESTS = re.compile(
+    r"request|requests|http|grpc|status|code=|uri|route|endpoint|api|availability|"
+    r"请求|接口|可用率|成功率|错误率",
+    re.IGNORECASE,
+)
+_FAILING = re.compile(
+    r"error|errors|fail|failed|failure|5xx|\b5\d\d\b|reject|refused|unavailable|"
+    r"失败|错误|拒绝|不可用|成功率",
+    re.IGNORECASE,
+)
+
+
+def _texts() -> dict[str, str]:
+    """The Verifier's wording in the active language (its reasons name the rule)."""
+    return {
+        "demoted": _("Gatekeeper 降级了该声明（{codes}），它没有有效的证据绑定"),
+        "contradicted": _("工具轨迹显示 {metric} 的方向是 {direction}，与声明相反"),
+        "external": _("声明涉及的 {entity} 不在本次工具轨迹中"),
+        "overstated": _("绝对措辞：声明使用了证据中没有的绝对措辞（{word}）"),
+        "universal": _("范围越界：声明说“{word}”，但它引用的摘录没有这个范围"),
+        "impact": _(
+            "影响缺少证据：声明说用户受到影响，但摘录只显示单个组件的症状，"
+            "没有入口处的错误率或失败请求"
+        ),
+        "direct": _("证据绑定有效，摘录直接支持该观察"),
+        "root_direct": _("同一服务的指标与日志证据都直接支持该根因"),
+        "root_inference": _("证据有效但不足以直接证明因果，只能作为推断"),
+        "indirect": _("支持程度为间接，只能作为推断"),
+        "bounded": _("可能：{text}"),
+        "missing_metrics": _("相关服务的指标查询结果（query_metrics）"),
+        "missing_logs": _("相关服务的 ERROR/WARN 日志（query_logs）"),
+        "retry_instructions": _(
+            "请补充查询相关服务的指标和日志，并只用工具输出中逐字出现的摘录作为证据；"
+            "声明中的每个数值、时间和名称都要出现在它引用的摘录里"
+        ),
+        "parse_retry": _(
+            "Executor 输出无法解析（{status}），请输出合法的 executor_evidence_v2 JSON"
+        ),
+        "summary": _("{n} 条声明：{detail}；决定 {decision}"),
+        "none": _("没有可核验的声明"),
+    }
+
 
 _CJK = re.compile(r"[\u4e00-\u9fff]")
 
@@ -188,6 +217,25 @@ def _absolute_word(text: str, excerpts: str) -> str | None:
     return None
 
 
+def _universal_word(text: str, excerpts: str) -> str | None:
+    """A universal scope word of the claim that none of its excerpts carries."""
+    lowered = text.lower()
+    excerpt_text = excerpts.lower()
+    for word in UNIVERSAL_ZH:
+        if word in lowered and word not in excerpt_text:
+            return word
+    for word in UNIVERSAL_EN:
+        pattern = rf"(?<![a-z-]){word}(?![a-z-])"
+        if re.search(pattern, lowered) and not re.search(pattern, excerpt_text):
+            return word
+    return None
+
+
+def _shows_impact(excerpts: str) -> bool:
+    """Some excerpt shows requests failing (error rate, failed requests, 5xx)."""
+    return any(_REQUESTS.search(line) and _FAILING.search(line) for line in excerpts.splitlines())
+
+
 def _claims(payload: VerifierPayload) -> list[dict[str, Any]]:
     output = payload.executor_structured_output or {}
     claims = output.get("claims") if isinstance(output, dict) else None
@@ -199,7 +247,7 @@ def _bindings(claim: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def claim_check(claim: dict[str, Any], payload: VerifierPayload, lang: str) -> ClaimCheck:
-    t = T[lang]
+    t = _texts()
     claim_id = str(claim.get("claim_id"))
     text = str(claim.get("claim_text") or "")
     entity = str(claim.get("entity") or "")
@@ -248,6 +296,17 @@ def claim_check(claim: dict[str, Any], payload: VerifierPayload, lang: str) -> C
             classification=Classification.EXTERNAL_UNKNOWN,
             reason=t["external"].format(entity=entity),
         )
+    scope = _universal_word(text, excerpts)
+    if scope:
+        return ClaimCheck(
+            claim_id=claim_id,
+            classification=Classification.OVERSTATED,
+            reason=t["universal"].format(word=scope),
+        )
+    if IMPACT_WORDING.search(text) and not _shows_impact(excerpts):
+        return ClaimCheck(
+            claim_id=claim_id, classification=Classification.OVERSTATED, reason=t["impact"]
+        )
     word = _absolute_word(text, excerpts)
     if word:
         return ClaimCheck(
@@ -290,7 +349,7 @@ def claim_check(claim: dict[str, Any], payload: VerifierPayload, lang: str) -> C
 
 
 def _missing_evidence(payload: VerifierPayload, lang: str) -> list[str]:
-    t = T[lang]
+    t = _texts()
     wanted: list[str] = []
     output = payload.executor_structured_output or {}
     for hypothesis in (output.get("hypotheses") or []) if isinstance(output, dict) else []:
@@ -329,7 +388,12 @@ def _extra_facts(payload: VerifierPayload) -> list[str]:
 
 def verify_run(payload: VerifierPayload) -> VerifierOutput:
     lang = _lang(payload)
-    t = T[lang]
+    with translation.override("en" if lang == "en" else "zh-hans"):
+        return _verify(payload, lang)
+
+
+def _verify(payload: VerifierPayload, lang: str) -> VerifierOutput:
+    t = _texts()
     status = payload.executor_output_parse_status
     first_attempt = payload.retry_context is None
     checks = [claim_check(c, payload, lang) for c in _claims(payload)]
