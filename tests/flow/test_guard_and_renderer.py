@@ -118,3 +118,52 @@ def test_a_faithful_rephrasing_passes_the_guard(composer_input):
     assert (
         composer_guard(answer=answer, composer_input=composer_input, known_services=SERVICES) == []
     )
+
+
+def test_the_renderer_lists_an_accepted_observation_as_confirmed_under_low_confidence(
+    composer_input,
+):
+    answer = answer_render(composer_input.model_copy(update={"decision": "LOW_CONFID"}))
+    confirmed = answer.split("**已确认（有工具证据）**")[1].split("\n\n")[0]
+    assert "- payment-service hikaricp_connections_active 在 10:21 达到 20\n" in confirmed + "\n"
+    assert "置信度较低" not in answer
+
+
+def test_the_renderer_says_the_root_cause_is_undetermined_when_nothing_may_lead(composer_input):
+    bare = composer_input.model_copy(
+        update={"allowed_claims": [], "allowed_hypotheses": [AllowedHypothesis(text="泄漏")]}
+    )
+    assert "根因尚未确定" in answer_render(bare)
+    english = answer_render(bare.model_copy(update={"language": "en"}))
+    assert "The root cause is undetermined" in english
+    assert "根因尚未确定" not in answer_render(composer_input)
+
+
+def test_the_guard_finds_a_time_of_the_input_inside_a_timestamp():
+    composer_input = ComposerInput(
+        decision="PASS",
+        question="q",
+        allowed_claims=[
+            AllowedClaim(
+                claim_id="c1",
+                text="首个错误出现在 2026-03-02T10:21:03Z，共 12,000 次",
+                wording="definite",
+            )
+        ],
+    )
+    assert (
+        composer_guard(answer="10:21 起出现错误，共 12000 次", composer_input=composer_input) == []
+    )
+    findings = composer_guard(
+        answer="10:22 起出现错误，共 12001 次，HikariPool-2 耗尽", composer_input=composer_input
+    )
+    assert findings == [
+        "new_time:10:22",
+        "new_number:12001",
+        "new_identifier:hikaripool-2",
+    ]
+
+
+def test_a_list_marker_is_not_a_new_number(composer_input):
+    answer = "1. payment-service 在 10:21 达到 20\n2. 检查 HikariCP 配置\n"
+    assert composer_guard(answer=answer, composer_input=composer_input) == []

@@ -97,3 +97,56 @@ def test_a_rejected_session_lists_no_hypotheses():
     answer = _compose(_input(decision=Decision.REJECT))
     assert "order-service 的异常可能" not in answer
     assert "核验发现" in answer
+
+
+def _conclusion(answer):
+    """The text up to the second heading: what the answer states first."""
+    sections = answer.split("\n\n**")
+    return sections[0]
+
+
+def test_an_accepted_observation_is_stated_as_confirmed_under_low_confidence():
+    answer = _compose(_input(decision=Decision.LOW_CONFID))
+    conclusion = _conclusion(answer)
+    assert "根据本次取证，payment-service 的连接池耗尽是本次故障的根因" in conclusion
+    assert "可能：payment-service 的连接池耗尽" not in answer
+    assert "- payment-service 出现新的 ERROR 日志，共 829 次" in answer
+
+
+def test_an_overstated_claim_as_a_hypothesis_never_leads_the_conclusion():
+    composer_input = _input(decision=Decision.LOW_CONFID).model_copy(
+        update={
+            "allowed_claims": [],
+            "allowed_hypotheses": [
+                AllowedHypothesis(
+                    text="frontend 故障已导致全站用户无法访问",
+                    basis="Back-off restarting failed container",
+                    claim_id="claim-3",
+                )
+            ],
+        }
+    )
+    answer = _compose(composer_input)
+    conclusion = _conclusion(answer)
+    assert "全站用户无法访问" not in conclusion
+    assert "根因尚未确定" in conclusion
+    assert "- 可能：frontend 故障已导致全站用户无法访问" in answer
+    assert composer_guard(answer=answer, composer_input=composer_input) == []
+
+
+def test_the_executors_hypothesis_with_a_basis_may_lead_and_one_without_may_not():
+    with_basis = _input(decision=Decision.LOW_CONFID).model_copy(update={"allowed_claims": []})
+    assert "最可能的方向是：order-service 的异常" in _conclusion(_compose(with_basis))
+    without = with_basis.model_copy(
+        update={"allowed_hypotheses": [AllowedHypothesis(text="mysql 慢查询占满连接")]}
+    )
+    conclusion = _conclusion(_compose(without))
+    assert "mysql" not in conclusion
+    assert "根因尚未确定" in conclusion
+
+
+def test_with_nothing_allowed_the_conclusion_says_the_root_cause_is_undetermined_in_english():
+    empty = ComposerInput(decision=Decision.LOW_CONFID, language="en", question="why?")
+    answer = _compose(empty)
+    assert "The root cause is undetermined" in answer
+    assert "would settle it" in answer
