@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 from typing import Any
 
@@ -42,6 +43,17 @@ class JSONParser(parsers.JSONParser):
             return super().parse(stream, media_type, parser_context)
         except RecursionError:
             raise exceptions.ParseError(gettext("JSON 解析错误：嵌套太深。")) from None
+        except exceptions.ParseError as exc:
+            # DRF's text is English whatever the language, and quotes the decoder.
+            cause = exc.__cause__ or exc.__context__
+            if isinstance(cause, json.JSONDecodeError):
+                message = gettext("请求体不是有效的 JSON（第 %(line)s 行第 %(column)s 列）。") % {
+                    "line": cause.lineno,
+                    "column": cause.colno,
+                }
+            else:
+                message = gettext("请求体不是有效的 JSON。")
+            raise exceptions.ParseError(message) from None
 
 
 def error_body(code: str, message: str, details: Any = None) -> dict[str, Any]:

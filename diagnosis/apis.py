@@ -22,6 +22,7 @@ from rest_framework.pagination import CursorPagination
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.request import Request
 from rest_framework.response import Response
+from rest_framework.settings import api_settings
 from rest_framework.views import APIView
 
 from chat.models import Conversation
@@ -93,6 +94,14 @@ class StrictInputSerializer(serializers.Serializer):
         name = getattr(meta, "ref_name", None) or cls.__name__.removesuffix("Serializer")
         StrictInputSerializer.components.add(name)
 
+    def run_validation(self, data: Any = serializers.empty) -> Any:
+        if self.parent is None and not isinstance(data, dict):
+            # DRF says "No data provided" (untranslated) for null, another text for a list.
+            raise serializers.ValidationError(
+                {api_settings.NON_FIELD_ERRORS_KEY: [_("请求体必须是一个 JSON 对象。")]}
+            )
+        return super().run_validation(data)
+
     def to_internal_value(self, data: Any) -> Any:
         if isinstance(data, dict):
             errors: dict[str, list[str]] = {}
@@ -101,12 +110,25 @@ class StrictInputSerializer(serializers.Serializer):
                     errors[str(key)] = [_("未知字段。")]
             for name, field in self.fields.items():
                 value = data.get(name)
-                text_field = isinstance(field, serializers.CharField)
-                if text_field and value is not None and not isinstance(value, str):
+                if not isinstance(field, serializers.CharField) or value is None:
+                    continue
+                if not isinstance(value, str):
                     errors[name] = [_("必须是字符串。")]
+                elif "\x00" in value:  # one message, not DRF's two
+                    errors[name] = [_("不能包含 NUL 字符。")]
             if errors:
                 raise serializers.ValidationError(errors)
         return super().to_internal_value(data)
+
+
+class HttpUrlField(serializers.URLField):
+    """An http(s) URL, with one message when it is not one (URLField alone adds a second)."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        serializers.CharField.__init__(self, **kwargs)
+        self.validators.append(
+            URLValidator(schemes=["http", "https"], message=self.error_messages["invalid"])
+        )
 
 
 def strict_request_bodies(result: dict, generator: Any, request: Any, public: bool) -> dict:
@@ -318,6 +340,8 @@ class ToolInvocationSerializer(serializers.Serializer):
 
 
 class ToolInvocationListSerializer(serializers.Serializer):
+    next = serializers.URLField(allow_null=True)
+    previous = serializers.URLField(allow_null=True)
     results = ToolInvocationSerializer(many=True)
 
 
@@ -414,11 +438,10 @@ class DiagnosisCreateApi(ApiView):
         conversation = serializers.IntegerField(
             required=False, allow_null=True, help_text="A conversation id of yours."
         )
-        callback_url = serializers.URLField(
+        callback_url = HttpUrlField(
             required=False,
             allow_blank=True,
             max_length=500,
-            validators=[URLValidator(schemes=["http", "https"])],
             help_text="http(s) URL that receives the signed result when the diagnosis ends "
             "(API key authentication only).",
         )
@@ -548,8 +571,27 @@ class DiagnosisCursorPagination(CursorPagination):
             raise exceptions.ValidationError({"cursor": [_("无效的游标。")]}) from None
 
 
+class ToolInvocationCursorPagination(DiagnosisCursorPagination):
+    ordering = ("sequence", "id")
+
+
+class PageFilterSerializer(serializers.Serializer):
+    cursor = serializers.CharField(
+        required=False, help_text="Opaque; from the `next`/`previous` link."
+    )
+    page_size = serializers.IntegerField(
+        required=False,
+        min_value=1,
+        max_value=settings.API_PAGE_SIZE_MAX,
+        help_text=f"Default {settings.API_PAGE_SIZE}.",
+    )
+
+    class Meta:
+        ref_name = "PageFilter"
+
+
 class DiagnosisListApi(ApiView):
-    class FilterSerializer(serializers.Serializer):
+    class FilterSerializer(PageFilterSerializer):
         status = serializers.ChoiceField(choices=DiagnosisSession.Status.choices, required=False)
         decision = serializers.ChoiceField(
             choices=DiagnosisSession.Decision.choices, required=False
@@ -558,15 +600,6 @@ class DiagnosisListApi(ApiView):
         environment = serializers.SlugField(required=False, help_text="Environment slug.")
         created_after = serializers.DateTimeField(required=False, help_text="Inclusive.")
         created_before = serializers.DateTimeField(required=False, help_text="Exclusive.")
-        cursor = serializers.CharField(
-            required=False, help_text="Opaque; from the `next`/`previous` link."
-        )
-        page_size = serializers.IntegerField(
-            required=False,
-            min_value=1,
-            max_value=settings.API_PAGE_SIZE_MAX,
-            help_text=f"Default {settings.API_PAGE_SIZE}.",
-        )
 
         class Meta:
             ref_name = "DiagnosisListFilter"
@@ -644,17 +677,20 @@ class DiagnosisToolInvocationListApi(ApiView):
         operation_id="diagnosis_tool_invocations",
         tags=[TAG_DIAGNOSES],
         summary="The tool invocations of a diagnosis, with outputs",
-        parameters=[ID_PARAMETER],
-        responses={200: ToolInvocationListSerializer, **error_responses(401, 404, 429)},
+        description="In call order, cursor-paginated like the diagnosis list.",
+        parameters=[ID_PARAMETER, PageFilterSerializer],
+        responses={200: ToolInvocationListSerializer, **error_responses(400, 401, 404, 429)},
     )
     def get(self, request: Request, public_id) -> Response:
+        PageFilterSerializer(data=request.query_params).is_valid(raise_exception=True)
         session = _diagnosis_or_404(request, public_id)
         public = str(session.public_id)
-        results = [
-            tool_invocation_data(i, session_public_id=public)
-            for i in tool_invocations_for_session(session=session)
-        ]
-        return Response(self.OutputSerializer({"results": results}).data)
+        paginator = ToolInvocationCursorPagination()
+        page = paginator.paginate_queryset(
+            tool_invocations_for_session(session=session), request, view=self
+        )
+        results = [tool_invocation_data(i, session_public_id=public) for i in page or []]
+        return paginator.get_paginated_response(ToolInvocationSerializer(results, many=True).data)
 
 
 class DiagnosisCallbackAttemptListApi(ApiView):

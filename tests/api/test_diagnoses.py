@@ -240,6 +240,18 @@ def test_the_tool_invocations_of_a_diagnosis_come_with_their_outputs(api, owner,
     assert body["results"][1]["status"] == "no_data"
 
 
+def test_the_tool_invocations_of_a_diagnosis_page_like_the_diagnosis_list(api, owner, environment):
+    session = completed_session_make(owner=owner, environment=environment)
+    url = f"/api/v1/diagnoses/{session.public_id}/tool-invocations"
+    first = api.get(f"{url}?page_size=1").json()
+    assert [i["trace_ref"] for i in first["results"]] == ["trace-1"]
+    assert first["previous"] is None and first["next"]
+    second = api.get(first["next"]).json()
+    assert [i["trace_ref"] for i in second["results"]] == ["trace-2"]
+    assert second["next"] is None
+    assert api.get(f"{url}?cursor=nonsense").status_code == 400
+
+
 def test_one_tool_invocation_is_owner_checked_through_its_session(
     api, outsider_api, owner, environment
 ):

@@ -62,7 +62,11 @@ def test_a_submitted_diagnosis_runs_to_an_answer_whose_claims_cite_real_invocati
         assert valid, "the offline engine should confirm at least one claim on this pack"
         for binding in valid:
             assert invocations[binding["invocation_id"]].status == "ok"
-        listed = api.get(f"{response['Location']}/tool-invocations").json()["results"]
+        listed, url = [], f"{response['Location']}/tool-invocations"
+        while url:  # cursor pages, in call order
+            page = api.get(url).json()
+            listed.extend(page["results"])
+            url = page["next"]
         assert [i["id"] for i in listed] == sorted(
             invocations, key=lambda pk: invocations[pk].sequence
         )

@@ -91,3 +91,61 @@ def test_options_names_every_method_a_path_takes(api, url):
     response = api.options(url)
     assert response.status_code == 200
     assert set(response["Allow"].replace(" ", "").split(",")) == {"GET", "HEAD", "OPTIONS", "POST"}
+
+
+@pytest.mark.parametrize(
+    ("language", "expected"),
+    [
+        ("zh-hans", "请求体不是有效的 JSON（第 1 行第 2 列）。"),
+        ("en", "The body is not valid JSON"),
+    ],
+)
+def test_invalid_json_is_explained_in_the_requests_language(api, environment, language, expected):
+    response = api.generic(
+        "POST",
+        "/api/v1/diagnoses",
+        "{bad",
+        content_type="application/json",
+        HTTP_ACCEPT_LANGUAGE=language,
+    )
+    assert response.status_code == 400
+    error = _shape(response)
+    assert error["code"] == "parse_error"
+    assert error["message"].startswith(expected)
+    assert "Expecting" not in error["message"]
+
+
+@pytest.mark.parametrize("body", ["null", "[1, 2]", '"question"'])
+def test_a_body_that_is_not_an_object_gets_one_translated_message(api, environment, body):
+    response = api.generic(
+        "POST",
+        "/api/v1/diagnoses",
+        body,
+        content_type="application/json",
+        HTTP_ACCEPT_LANGUAGE="en",
+    )
+    assert response.status_code == 400
+    fields = _shape(response)["details"]["fields"]
+    assert fields == {"non_field_errors": ["The request body must be a JSON object."]}
+
+
+def test_a_bad_callback_url_is_one_message(api, environment):
+    response = api.post(
+        "/api/v1/diagnoses",
+        {"question": "q", "environment": "shop", "callback_url": "not a url"},
+        format="json",
+        HTTP_ACCEPT_LANGUAGE="en",
+    )
+    assert _shape(response)["details"]["fields"] == {"callback_url": ["Enter a valid URL."]}
+
+
+def test_a_nul_in_a_question_is_one_message(api, environment):
+    response = api.post(
+        "/api/v1/diagnoses",
+        {"question": "a\u0000b", "environment": "shop"},
+        format="json",
+        HTTP_ACCEPT_LANGUAGE="en",
+    )
+    assert _shape(response)["details"]["fields"] == {
+        "question": ["Must not contain NUL characters."]
+    }
