@@ -24,8 +24,12 @@ class PackResult:
     expected_root_cause: str | None = None
     hit_at_1: bool | None = None
     hit_at_3: bool | None = None
+    expected_kind: str | None = None
+    root_cause_kind: str | None = None
+    kind_ok: bool | None = None
     must_mention: int = 0
     must_mention_hits: int = 0
+    confirmed_mention_hits: int = 0
     leaked: int = 0
     leaked_phrases: list[str] = field(default_factory=list)
     decision_ok: bool | None = None
@@ -46,6 +50,7 @@ class EvaluationReport:
     def totals(self) -> dict[str, Any]:
         scored = [p for p in self.packs if p.hit_at_1 is not None]
         mention = [p for p in self.packs if p.must_mention]
+        kinds = [p for p in self.packs if p.kind_ok is not None]
         decisions: dict[str, int] = {}
         for p in self.packs:
             decisions[p.decision or p.status] = decisions.get(p.decision or p.status, 0) + 1
@@ -53,8 +58,12 @@ class EvaluationReport:
             "packs": len(self.packs),
             "ac_at_1": _ratio(sum(bool(p.hit_at_1) for p in scored), len(scored)),
             "ac_at_3": _ratio(sum(bool(p.hit_at_3) for p in scored), len(scored)),
+            "kind_accuracy": _ratio(sum(bool(p.kind_ok) for p in kinds), len(kinds)),
             "must_mention_rate": _ratio(
                 sum(p.must_mention_hits / p.must_mention for p in mention), len(mention)
+            ),
+            "confirmed_mention_rate": _ratio(
+                sum(p.confirmed_mention_hits / p.must_mention for p in mention), len(mention)
             ),
             "leaks": sum(p.leaked for p in self.packs),
             "unsupported_in_answer": sum(p.unsupported_in_answer for p in self.packs),
@@ -106,6 +115,29 @@ def root_cause_candidates(*, composer_input: ComposerInput, services: list[str])
     return ranked
 
 
+RESOURCE_KINDS = {"cpu", "memory", "disk"}  # each also counts as resource_exhaustion
+
+
+def kind_matches(*, given: str | None, expected: str) -> bool:
+    if not given:
+        return False
+    return given == expected or (expected == "resource_exhaustion" and given in RESOURCE_KINDS)
+
+
+def first_root_cause_kind(*, composer_input: ComposerInput, first: str | None) -> str | None:
+    """The kind the answer gives for its first root-cause candidate (claims, then hypotheses)."""
+    items = [
+        (c.entity, c.root_cause_kind)
+        for c in composer_input.allowed_claims
+        if c.claim_type == "root_cause"
+    ]
+    items += [(h.entity, h.root_cause_kind) for h in composer_input.allowed_hypotheses]
+    for entity, kind in items:
+        if kind and (first is None or entity in (None, first)):
+            return kind
+    return None
+
+
 def session_score(
     *, session: DiagnosisSession, expected: dict[str, Any], result: PackResult
 ) -> PackResult:
@@ -128,9 +160,19 @@ def session_score(
         result.expected_root_cause = expected_service
         result.hit_at_1 = expected_service in result.root_cause_candidates[:1]
         result.hit_at_3 = expected_service in result.root_cause_candidates[:3]
+    expected_kind = expected.get("root_cause_kind")
+    if expected_kind:
+        first = result.root_cause_candidates[0] if result.root_cause_candidates else None
+        result.expected_kind = str(expected_kind)
+        result.root_cause_kind = first_root_cause_kind(composer_input=composer_input, first=first)
+        result.kind_ok = kind_matches(given=result.root_cause_kind, expected=str(expected_kind))
     must_mention = [str(p) for p in expected.get("must_mention") or []]
     result.must_mention = len(must_mention)
     result.must_mention_hits = sum(1 for p in must_mention if _norm(p) in answer)
+    confirmed = [_norm(c.text) for c in composer_input.allowed_claims]
+    result.confirmed_mention_hits = sum(
+        1 for p in must_mention if any(_norm(p) in text for text in confirmed)
+    )
     input_text = _norm(composer_input.model_dump_json()) + _norm(
         " ".join(
             [c.text for c in composer_input.allowed_claims]

@@ -487,6 +487,7 @@ def _claim_parse(item: object, index: int) -> tuple[Claim | None, ClaimNotes, li
         "claim_type": claim_type,
         "claim_text": claim_text,
         "entity": entity,
+        "root_cause_kind": _kind_read(item.get("root_cause_kind")),
         "support_level": support_level,
         "evidence_bindings": bindings,
     }
@@ -497,6 +498,13 @@ def _claim_parse(item: object, index: int) -> tuple[Claim | None, ClaimNotes, li
         return None, ClaimNotes(), [finding(FindingCode.MALFORMED_CLAIM, detail)]
     notes = ClaimNotes(findings=tuple(findings), binding_origins=tuple(origins), demote=demote)
     return claim, notes, []
+
+
+def _kind_read(value: object) -> str | None:
+    """A root_cause_kind as given (lower-case word); anything else is no kind."""
+    if isinstance(value, str) and 0 < len(value.strip()) <= 40:
+        return value.strip().lower()
+    return None
 
 
 def _strings(value: object) -> list[str]:
@@ -518,6 +526,7 @@ def _hypothesis_parse(item: object) -> tuple[Hypothesis | None, str]:
         "hypothesis_text": text,
         "basis": basis if isinstance(basis, str) else "",
         "entity": entity if isinstance(entity, str) and entity.strip() else None,
+        "root_cause_kind": _kind_read(item.get("root_cause_kind")),
         "needed_evidence": _strings(item.get("needed_evidence")),
     }
     return Hypothesis.model_validate(data), ""

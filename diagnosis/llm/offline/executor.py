@@ -105,11 +105,12 @@ def _fleet_view(tools: ToolRunner, evidence: Evidence) -> None:
         fallback = _call(tools, evidence, "query_metrics", {"metric": FLEET_SELECTOR})
         if fallback.status != "error":
             evidence.superseded.append(first)
-    errors = _call(tools, evidence, "query_logs", {"level": "ERROR"})
-    if errors.status in {"error", "timeout"} and not errors.summary.get("templates"):
+    every = _call(tools, evidence, "query_logs", {})
+    if not every.summary.get("templates"):
+        # no log source, or nothing logged at all: no per-service log query can find more
         evidence.logs_available = False
         return
-    _call(tools, evidence, "query_logs", {})
+    _call(tools, evidence, "query_logs", {"level": "ERROR"})
 
 
 def _planned(request: ExecutorRequest) -> list[str]:

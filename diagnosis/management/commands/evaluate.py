@@ -52,6 +52,7 @@ class Command(BaseCommand):
             "candidates",
             "@1",
             "@3",
+            "kind",
             "mention",
             "leaked",
             "unsupported",
@@ -68,7 +69,10 @@ class Command(BaseCommand):
                 ", ".join(r.root_cause_candidates[:3]),
                 _mark(r.hit_at_1),
                 _mark(r.hit_at_3),
-                f"{r.must_mention_hits}/{r.must_mention}",
+                _mark(r.kind_ok)
+                if r.kind_ok is None
+                else f"{_mark(r.kind_ok)} {r.root_cause_kind}",
+                f"{r.must_mention_hits}/{r.confirmed_mention_hits}/{r.must_mention}",
                 str(r.leaked),
                 str(r.unsupported_in_answer),
                 str(r.tool_calls),
@@ -80,7 +84,8 @@ class Command(BaseCommand):
         totals = report.totals
         console.print(
             f"AC@1 {totals['ac_at_1']}  AC@3 {totals['ac_at_3']}  "
-            f"must-mention {totals['must_mention_rate']}  leaks {totals['leaks']}  "
+            f"kind {totals['kind_accuracy']}  must-mention {totals['must_mention_rate']}  "
+            f"confirmed-mention {totals['confirmed_mention_rate']}  leaks {totals['leaks']}  "
             f"unsupported {totals['unsupported_in_answer']}  decisions {totals['decisions']}"
         )
         if json_out:

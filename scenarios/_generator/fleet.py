@@ -1,0 +1,251 @@
+#!/usr/bin/env python3
+"""Synthetic fleets of any size with one injected fault on a random call graph.
+
+    .venv/bin/python scenarios/_generator/fleet.py OUT_DIR --services 200 --seed 7 \
+        [--kind latency|errors|cpu|memory] [--depth 3]
+
+writes one scenario pack to OUT_DIR (scenario.yaml, metrics/<service>.om, topology.json).
+Deterministic for a seed. The root cause is a service ``depth`` calls below the entry
+service; every transitive caller of it inherits its latency (seconds add up along the
+calls) or part of its errors, at the same moment; its own callees stay quiet. Unrelated
+services carry noise and, now and then, one stray sample (a spike that is no incident).
+Metric names follow one of several naming schemes, picked by the seed, so nothing that
+reads these packs can depend on one scheme. Used by tests and bench/fleet.py, generated
+into a temporary folder (a 1,000-service pack is ~40 MB), never committed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+STEP = 60
+BASELINE_S = 2 * 3600
+WINDOW_S = 30 * 60
+ONSET_S = 12 * 60  # into the window
+NOW = datetime(2026, 3, 2, 10, 40, tzinfo=UTC)
+KINDS = ("latency", "errors", "cpu", "memory")
+
+# (latency metric and its labels, error metric, cpu metric, cpu limit, memory, memory limit)
+SCHEMES = (
+    {
+        "latency": ("http_server_request_duration_seconds", {"quantile": "0.99"}),
+        "errors": "http_server_error_ratio",
+        "cpu": "process_cpu_usage_cores",
+        "cpu_limit": "container_cpu_limit_cores",
+        "memory": "container_memory_working_set_bytes",
+        "memory_limit": "container_spec_memory_limit_bytes",
+    },
+    {
+        "latency": ("rpc_server_latency_seconds", {"percentile": "p95"}),
+        "errors": "rpc_server_failure_ratio",
+        "cpu": "cpu_usage_cores",
+        "cpu_limit": "cpu_limit_cores",
+        "memory": "jvm_memory_used_bytes",
+        "memory_limit": "jvm_memory_max_bytes",
+    },
+    {
+        "latency": ("service_response_time_seconds", {"stat": "p90"}),
+        "errors": "service_errors_ratio",
+        "cpu": "pod_cpu_cores",
+        "cpu_limit": "pod_cpu_limit_cores",
+        "memory": "pod_memory_rss_bytes",
+        "memory_limit": "pod_memory_limit_bytes",
+    },
+)
+WORDS = (
+    "cart", "order", "pay", "ledger", "search", "price", "stock", "user", "auth", "mail",
+    "ship", "quote", "promo", "review", "media", "geo", "feed", "rank", "bill", "tax",
+)  # fmt: skip
+SUFFIXES = ("api", "svc", "worker", "db", "cache", "gateway", "store", "engine")
+
+
+@dataclass(frozen=True)
+class FleetPack:
+    path: Path
+    services: tuple[str, ...]
+    root: str
+    kind: str
+    depth: int
+    entry: str
+    calls: tuple[tuple[str, str], ...]
+
+
+def _names(count: int, rng: random.Random) -> list[str]:
+    names: list[str] = []
+    for index in range(count):
+        word = rng.choice(WORDS)
+        suffix = rng.choice(SUFFIXES)
+        names.append(f"{word}-{suffix}-{index:04d}")
+    return names
+
+
+def _graph(names: list[str], rng: random.Random) -> tuple[dict[str, int], list[tuple[str, str]]]:
+    """A random layered call DAG from names[0] (the entry); a few extra edges per layer."""
+    level = {names[0]: 0}
+    edges: set[tuple[str, str]] = set()
+    for index, name in enumerate(names[1:], start=1):
+        caller = names[rng.randrange(0, index)]
+        # bias towards shallow callers so the graph stays a few levels deep, as fleets are
+        if rng.random() < 0.6:
+            caller = names[rng.randrange(0, max(1, min(index, 1 + index // 8)))]
+        edges.add((caller, name))
+        level[name] = level[caller] + 1
+    for _ in range(len(names) // 5):
+        a, b = rng.sample(names, 2)
+        if level[a] < level[b]:
+            edges.add((a, b))
+    return level, sorted(edges)
+
+
+def _ancestors(edges: list[tuple[str, str]], start: str) -> set[str]:
+    callers: dict[str, list[str]] = {}
+    for a, b in edges:
+        callers.setdefault(b, []).append(a)
+    seen: set[str] = set()
+    stack = [start]
+    while stack:
+        for caller in callers.get(stack.pop(), []):
+            if caller not in seen:
+                seen.add(caller)
+                stack.append(caller)
+    return seen
+
+
+def fleet_pack_write(
+    *, out: Path, services: int, seed: int, kind: str | None = None, depth: int | None = None
+) -> FleetPack:
+    rng = random.Random(seed)
+    names = _names(max(services, 3), rng)
+    level, edges = _graph(names, rng)
+    kind = kind or KINDS[seed % len(KINDS)]
+    deepest = max(level.values())
+    wanted = depth if depth is not None else rng.randint(1, max(1, min(deepest, 4)))
+    at_depth = [n for n in names if level[n] == min(wanted, deepest)]
+    with_callees = [n for n in at_depth if any(a == n for a, _ in edges)]
+    root = rng.choice(with_callees or at_depth)
+    scheme = SCHEMES[seed % len(SCHEMES)]
+    affected = _ancestors(edges, root)
+    end = int(NOW.timestamp())
+    start = end - WINDOW_S - BASELINE_S
+    onset = end - WINDOW_S + ONSET_S
+    (out / "metrics").mkdir(parents=True, exist_ok=True)
+    latency_name, latency_labels = scheme["latency"]
+    added_latency = rng.choice((0.4, 0.8, 1.5))
+    error_rate = rng.choice((0.05, 0.2, 0.5))
+    for name in names:
+        srng = random.Random(f"{seed}-{name}")
+        base_latency = srng.uniform(0.02, 0.3)
+        base_errors = srng.uniform(0.0005, 0.004)
+        cpu_limit = float(srng.choice((1, 2, 4)))
+        base_cpu = cpu_limit * srng.uniform(0.15, 0.4)
+        memory_limit = float(srng.choice((1, 2, 4)) * 1024**3)
+        base_memory = memory_limit * srng.uniform(0.3, 0.5)
+        stray = srng.random() < 0.05  # one spike sample in an unrelated service
+        stray_at = srng.randrange(end - WINDOW_S, end, STEP)
+        lines: dict[str, list[str]] = {k: [] for k in ("lat", "err", "cpu", "cpul", "mem", "meml")}
+        for t in range(start, end, STEP):
+            on = t >= onset
+            latency = base_latency * srng.uniform(0.93, 1.07)
+            errors = base_errors * srng.uniform(0.7, 1.3)
+            cpu = base_cpu * srng.uniform(0.9, 1.1)
+            memory = base_memory * srng.uniform(0.98, 1.02)
+            if on and name == root:
+                if kind == "latency":
+                    latency += added_latency
+                elif kind == "errors":
+                    errors = error_rate
+                elif kind == "cpu":
+                    cpu = cpu_limit * srng.uniform(0.98, 1.0)
+                    latency += added_latency
+                elif kind == "memory":
+                    progress = min((t - onset) / 600, 1.0)
+                    memory = base_memory + (memory_limit - base_memory) * progress
+                    errors = error_rate * progress
+            elif on and name in affected:
+                if kind in {"latency", "cpu"}:
+                    latency += added_latency * srng.uniform(0.95, 1.05)
+                else:
+                    progress = 1.0 if kind == "errors" else min((t - onset) / 600, 1.0)
+                    errors = base_errors + error_rate * 0.6 * progress
+            if stray and t == stray_at:
+                latency *= 4
+            labels = ",".join(
+                [f'service="{name}"', *(f'{k}="{v}"' for k, v in latency_labels.items())]
+            )
+            lines["lat"].append(f"{latency_name}{{{labels}}} {latency:.6g} {t}")
+            lines["err"].append(f'{scheme["errors"]}{{service="{name}"}} {errors:.6g} {t}')
+            lines["cpu"].append(f'{scheme["cpu"]}{{service="{name}"}} {cpu:.6g} {t}')
+            lines["cpul"].append(f'{scheme["cpu_limit"]}{{service="{name}"}} {cpu_limit:g} {t}')
+            lines["mem"].append(f'{scheme["memory"]}{{service="{name}"}} {memory:.0f} {t}')
+            lines["meml"].append(
+                f'{scheme["memory_limit"]}{{service="{name}"}} {memory_limit:.0f} {t}'
+            )
+        families = (
+            ("lat", latency_name),
+            ("err", scheme["errors"]),
+            ("cpu", scheme["cpu"]),
+            ("cpul", scheme["cpu_limit"]),
+            ("mem", scheme["memory"]),
+            ("meml", scheme["memory_limit"]),
+        )
+        text = []
+        for key, family in families:
+            text.append(f"# TYPE {family} gauge")
+            text.extend(lines[key])
+        text.append("# EOF")
+        (out / "metrics" / f"{name}.om").write_text("\n".join(text) + "\n", encoding="utf-8")
+    entry = names[0]
+    symptom = "延迟升高" if kind in {"latency", "cpu"} else "错误率升高"
+    onset_text = datetime.fromtimestamp(onset, UTC).strftime("%H:%M")
+    expected_kind = {"latency": "latency", "errors": "errors", "cpu": "cpu", "memory": "memory"}
+    scenario = {
+        "id": f"fleet-{len(names)}-{seed}",
+        "title": f"{entry} {symptom}",
+        "question": f"{entry} 从 {onset_text} 开始{symptom}，帮我定位根因服务",
+        "now": NOW.strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "window": {
+            "start": datetime.fromtimestamp(end - WINDOW_S, UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "end": NOW.strftime("%Y-%m-%dT%H:%M:%SZ"),
+        },
+        "language": "zh-CN",
+        "services": names,
+        "expected": {"root_cause_service": root, "root_cause_kind": expected_kind[kind]},
+    }
+    (out / "scenario.yaml").write_text(json.dumps(scenario, ensure_ascii=False), encoding="utf-8")
+    calls = [{"caller": a, "callee": b} for a, b in edges]
+    (out / "topology.json").write_text(
+        json.dumps({"calls": calls}, indent=0) + "\n", encoding="utf-8"
+    )
+    return FleetPack(
+        path=out,
+        services=tuple(names),
+        root=root,
+        kind=kind,
+        depth=level[root],
+        entry=entry,
+        calls=tuple(edges),
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("out", type=Path)
+    parser.add_argument("--services", type=int, default=50)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--kind", choices=KINDS)
+    parser.add_argument("--depth", type=int)
+    args = parser.parse_args()
+    pack = fleet_pack_write(
+        out=args.out, services=args.services, seed=args.seed, kind=args.kind, depth=args.depth
+    )
+    size = len(pack.services)
+    print(f"{pack.path}: {size} services, root {pack.root} ({pack.kind}, depth {pack.depth})")
+
+
+if __name__ == "__main__":
+    main()
