@@ -9,7 +9,7 @@ from django.db import transaction
 
 from chat.models import Conversation, Feedback
 from diagnosis.models import DiagnosisSession, Environment
-from diagnosis.services import diagnosis_submit
+from diagnosis.services import answer_language_pick, diagnosis_submit
 
 TITLE_MAX_CHARS = 60
 
@@ -49,11 +49,6 @@ def conversation_history(
     return kept
 
 
-def session_language(language_code: str) -> str:
-    """The answer language for the UI language: English UI gets English answers."""
-    return "en" if language_code.lower().startswith("en") else "zh-CN"
-
-
 @transaction.atomic
 def conversation_ask(
     *, conversation: Conversation, question: str, user, language_code: str
@@ -66,7 +61,7 @@ def conversation_ask(
         environment=conversation.environment,
         owner=user,
         source=DiagnosisSession.Source.CHAT,
-        language=session_language(language_code),
+        language=answer_language_pick(question=question, ui_language=language_code),
         context=context,
         conversation=conversation,
     )

@@ -52,7 +52,12 @@ from diagnosis.api_services import (
     diagnosis_api_submit,
 )
 from diagnosis.models import ApiKey, DiagnosisSession, Environment
-from diagnosis.services import FAILURE_CODES, diagnosis_cancel, environment_default
+from diagnosis.services import (
+    FAILURE_CODES,
+    answer_language_pick,
+    diagnosis_cancel,
+    environment_default,
+)
 
 LANGUAGES = ("zh-CN", "en")
 MAX_WINDOW = timedelta(days=7)
@@ -434,7 +439,13 @@ class DiagnosisCreateApi(ApiView):
             help_text="Environment slug; default: the conversation's, else the configured default.",
         )
         context = ContextInputSerializer(required=False)
-        language = serializers.ChoiceField(choices=LANGUAGES, default="zh-CN")
+        language = serializers.ChoiceField(
+            choices=LANGUAGES,
+            required=False,
+            help_text="The answer's language. Default: the question's language (Chinese when "
+            "it has CJK script, English when it is plain English words), else Accept-Language, "
+            "else zh-CN.",
+        )
         conversation = serializers.IntegerField(
             required=False, allow_null=True, help_text="A conversation id of yours."
         )
@@ -535,7 +546,10 @@ class DiagnosisCreateApi(ApiView):
             api_key=request.auth if isinstance(request.auth, ApiKey) else None,
             question=data["question"],
             environment=data["environment"],
-            language=data["language"],
+            language=data.get("language")
+            or answer_language_pick(
+                question=data["question"], ui_language=request.headers.get("Accept-Language")
+            ),
             services=list(context.get("services") or []),
             window={k: v.isoformat().replace("+00:00", "Z") for k, v in window.items()}
             if window

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import socket
 import time
 from datetime import UTC, datetime, timedelta
@@ -31,6 +32,26 @@ CANCELLED_ANSWER = {
     "en": "**The diagnosis was cancelled**\n\nIt was cancelled before it finished; no "
     "conclusion was given.\n",
 }
+
+
+_HAN = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]")
+_PLAIN_WORD = re.compile(r"(?<![\w-])[A-Za-z]{2,}(?![\w-])")
+
+
+def answer_language_pick(*, question: str, ui_language: str | None = None) -> str:
+    """The answer's language: the question's, else the UI's, else the default (Chinese).
+
+    A question with CJK script is Chinese; one with at least two plain Latin words
+    (identifiers such as ``payment-service`` or ``10:20`` are no evidence either way)
+    is English; anything else follows the UI language.
+    """
+    if _HAN.search(question):
+        return "zh-CN"
+    if len(_PLAIN_WORD.findall(question)) >= 2:
+        return "en"
+    if ui_language and ui_language.lower().startswith("en"):
+        return "en"
+    return "zh-CN"
 
 
 def runner_identity() -> str:

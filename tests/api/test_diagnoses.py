@@ -418,3 +418,13 @@ def test_a_session_only_the_browser_can_see_is_visible_with_a_session_login(owne
     client.force_login(owner)
     assert client.get(f"/api/v1/diagnoses/{session.public_id}").status_code == 200
     assert client_for(None).get(f"/api/v1/diagnoses/{session.public_id}").status_code == 401
+
+
+@pytest.mark.parametrize(
+    ("question", "expected"),
+    [("why does payment-service time out?", "en"), ("payment-service 为什么超时", "zh-CN")],
+)
+def test_without_a_language_the_answer_follows_the_question(api, environment, question, expected):
+    response = _create(api, {"question": question, "environment": "shop"})
+    assert response.status_code == 202
+    assert response.json()["language"] == expected
