@@ -48,8 +48,8 @@ import itertools
 import math
 import os
 import re
-from bisect import bisect_right
-from collections.abc import Iterable
+from array import array
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
@@ -68,14 +68,17 @@ from diagnosis.evidence.common import (
     num_value,
     quantity_format,
 )
-from diagnosis.evidence.formats import openmetrics_line_parse
+from diagnosis.evidence.formats import Labels, openmetrics_line_parse
 from diagnosis.evidence.timeutil import duration_format, unix_format
 
 LOOKBACK_SECONDS = 300.0  # Prometheus' default lookback delta
 DEFAULT_STEP_SECONDS = 60
 MAX_GRID_POINTS = 1500
+SWEEP_MAX_POINTS = 80  # grid points over baseline and window for the whole-fleet sweep
 MAX_SERIES_SHOWN = 12
-MAX_SERIES_READ = 2000
+MAX_SERIES_PER_SERVICE = 3  # in the fleet view, so that one service cannot fill the list
+MAX_SERVICES_SHOWN = 10
+MAX_SERIES_READ = 50_000
 TREND_POINTS = 12
 ANOMALY_THRESHOLD = 3.0  # robust-scale units a level must move to count as a shift
 ANOMALY_CAP = 1000.0
@@ -174,14 +177,16 @@ class Grid:
     step: float
 
     @classmethod
-    def for_window(cls, window: QueryWindow, step: timedelta | None) -> Grid:
+    def for_window(
+        cls, window: QueryWindow, step: timedelta | None, max_points: int = MAX_GRID_POINTS
+    ) -> Grid:
         span = (window.end - window.baseline_start).total_seconds()
         seconds = step.total_seconds() if step else float(DEFAULT_STEP_SECONDS)
         # A step longer than the window would leave it without points to compare.
         seconds = min(seconds, max((window.end - window.start).total_seconds(), 1.0))
-        if span / seconds > MAX_GRID_POINTS:
+        if span / seconds > max_points:
             # Coarsen to whole minutes so long ranges stay within Prometheus' point limit.
-            seconds = math.ceil(span / MAX_GRID_POINTS / 60) * 60
+            seconds = math.ceil(span / max_points / 60) * 60
         # One extra step before the baseline so a counter's first rate lands on the baseline start.
         start = math.floor(window.baseline_start.timestamp() / seconds) * seconds - seconds
         end = math.floor(window.end.timestamp() / seconds) * seconds
@@ -269,11 +274,12 @@ def unit_detect(name: str, labels: dict[str, str], *, rate: bool) -> tuple[str, 
 def grid_evaluate(samples: list[tuple[float, float]], grid: Grid) -> list[tuple[float, float]]:
     """Prometheus instant-vector semantics at each grid time: the latest sample within lookback."""
     samples.sort(key=lambda p: p[0])
-    stamps = [t for t, _ in samples]
     points: list[tuple[float, float]] = []
+    index, last = -1, len(samples) - 1
     for t in grid.times():
-        index = bisect_right(stamps, t) - 1
-        if index >= 0 and stamps[index] >= t - LOOKBACK_SECONDS:
+        while index < last and samples[index + 1][0] <= t:
+            index += 1
+        if index >= 0 and samples[index][0] >= t - LOOKBACK_SECONDS:
             points.append((t, samples[index][1]))
     return points
 
@@ -292,8 +298,7 @@ def counter_to_rate(points: list[tuple[float, float]]) -> list[tuple[float, floa
 # --- analysis ---------------------------------------------------------------
 
 
-def _quantile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
+def _quantile_sorted(ordered: list[float], q: float) -> float:
     position = (len(ordered) - 1) * q
     low = math.floor(position)
     high = math.ceil(position)
@@ -301,12 +306,13 @@ def _quantile(values: list[float], q: float) -> float:
 
 
 def _median(values: list[float]) -> float:
-    return _quantile(values, 0.5)
+    return _quantile_sorted(sorted(values), 0.5)
 
 
 def _robust_scale(values: list[float], median: float) -> float:
     """Spread of ``values`` (MAD or IQR, as a standard deviation), never below 1 % of the level."""
-    iqr = _quantile(values, 0.75) - _quantile(values, 0.25)
+    ordered = sorted(values)
+    iqr = _quantile_sorted(ordered, 0.75) - _quantile_sorted(ordered, 0.25)
     mad = _median([abs(v - median) for v in values])
     return max(iqr / 1.349, 1.4826 * mad, RELATIVE_SCALE_FLOOR * abs(median), 1e-9)
 
@@ -321,13 +327,14 @@ def _strongest_run(deviations: list[float], length: int) -> tuple[float, int, in
 
     A run's strength is its least extreme point, so one spike cannot make a run strong.
     """
-    best = (-math.inf, 1, 0)
-    for sign in (1, -1):
-        for start in range(len(deviations) - length + 1):
-            strength = min(sign * d for d in deviations[start : start + length])
-            if strength > best[0]:
-                best = (strength, sign, start)
-    return best
+    shifted = [deviations[i:] for i in range(length)]
+    lows = [min(run) for run in zip(*shifted, strict=False)]
+    highs = [max(run) for run in zip(*shifted, strict=False)]
+    up_at = max(range(len(lows)), key=lows.__getitem__)
+    down_at = min(range(len(highs)), key=highs.__getitem__)
+    if lows[up_at] >= -highs[down_at]:
+        return lows[up_at], 1, up_at
+    return -highs[down_at], -1, down_at
 
 
 @dataclass
@@ -502,10 +509,13 @@ def _trend(
     buckets = max(min(math.ceil((end - start) / width), TREND_POINTS), 1)
     sums = [0.0] * buckets
     counts = [0] * buckets
+    top = buckets - 1
     for t, v in points:
-        if t < start or math.isnan(v):
+        if t < start or v != v:  # v != v: NaN
             continue
-        index = min(int((t - start) // width), buckets - 1)
+        index = int((t - start) // width)
+        if index > top:
+            index = top
         sums[index] += v
         counts[index] += 1
     return [s / c if c else None for s, c in zip(sums, counts, strict=True)], width
@@ -636,26 +646,104 @@ def series_analyse(series: RawSeries, window: QueryWindow, step: float) -> Serie
     )
 
 
+def _count(number: int, noun: str) -> str:
+    return f"{number} {noun}" + ("" if number == 1 else "s")
+
+
+def _ranking_key(fact: SeriesFacts) -> tuple[Any, ...]:
+    return (
+        -fact.anomaly_score,
+        -fact.relative_change,
+        fact.service,
+        fact.metric,
+        sorted(fact.labels.items()),
+    )
+
+
+@dataclass
+class ServiceRank:
+    service: str
+    series: int = 0
+    anomalous: int = 0
+    top: SeriesFacts | None = None
+
+    def line(self) -> str:
+        top = self.top
+        assert top is not None
+        return (
+            f"service {self.service}: {self.anomalous} of {self.series} series anomalous, "
+            f"top {top.metric} {top.direction} anomaly score {num_format(top.anomaly_score)}"
+        )
+
+    def summary(self) -> dict[str, Any]:
+        top = self.top
+        assert top is not None
+        return {
+            "service": self.service,
+            "series": self.series,
+            "anomalous": self.anomalous,
+            "top_metric": top.metric,
+            "top_direction": top.direction,
+            "top_score": num_value(top.anomaly_score) or 0.0,
+            "line": self.line(),
+        }
+
+
+def _fleet_rank(facts: list[SeriesFacts]) -> list[ServiceRank]:
+    """Services with an anomalous series, most anomalous first (facts are ranked already)."""
+    ranks: dict[str, ServiceRank] = {}
+    for fact in facts:
+        rank = ranks.setdefault(fact.service, ServiceRank(fact.service))
+        rank.series += 1
+        if fact.anomalous:
+            rank.anomalous += 1
+            if rank.top is None:
+                rank.top = fact
+    anomalous = [r for r in ranks.values() if r.top is not None]
+
+    def order(rank: ServiceRank) -> tuple[Any, ...]:
+        assert rank.top is not None
+        return (*_ranking_key(rank.top)[:2], -rank.anomalous, rank.service)
+
+    anomalous.sort(key=order)
+    return anomalous
+
+
+def _shown(facts: list[SeriesFacts], *, per_service: int | None) -> list[SeriesFacts]:
+    """The top MAX_SERIES_SHOWN, at most ``per_service`` of one service (so more are seen)."""
+    if per_service is None:
+        return facts[:MAX_SERIES_SHOWN]
+    taken: dict[str, int] = {}
+    shown: list[SeriesFacts] = []
+    for fact in facts:
+        if len(shown) == MAX_SERIES_SHOWN:
+            break
+        if taken.get(fact.service, 0) < per_service:
+            taken[fact.service] = taken.get(fact.service, 0) + 1
+            shown.append(fact)
+    return shown
+
+
 def metrics_render(
     *,
-    series: list[RawSeries],
+    series: Iterable[RawSeries],
     window: QueryWindow,
     grid: Grid,
     description: str,
     notes: Iterable[str] = (),
+    fleet: bool = False,
 ) -> BackendOutput:
+    """Rank the series (most anomalous first) into bounded, excerptable lines.
+
+    ``fleet`` (no service asked for): totals over every series of every service, the
+    most anomalous services, and the top series with at most MAX_SERIES_PER_SERVICE of
+    one service, so one noisy service cannot hide the others.
+    """
+    # Analysed one at a time: the points of a series are dropped once its facts are known.
     facts = [series_analyse(s, window, grid.step) for s in series]
     facts = [f for f in facts if f.window_points or f.baseline_points]
-    facts.sort(
-        key=lambda f: (
-            -f.anomaly_score,
-            -f.relative_change,
-            f.service,
-            f.metric,
-            sorted(f.labels.items()),
-        )
-    )
-    shown = facts[:MAX_SERIES_SHOWN]
+    facts.sort(key=_ranking_key)
+    shown = _shown(facts, per_service=MAX_SERIES_PER_SERVICE if fleet else None)
     omitted = len(facts) - len(shown)
     step = duration_format(timedelta(seconds=grid.step))
     lines = [f"query_metrics {description}", f"{window.describe()}; step {step}"]
@@ -670,7 +758,33 @@ def metrics_render(
     if not facts:
         lines.append("no data: no series matched in this time range")
         return BackendOutput(status="no_data", output="\n".join(lines), summary=summary)
-    lines.append(f"{len(facts)} series matched, most anomalous first:")
+    if fleet:
+        ranked = _fleet_rank(facts)
+        services = len({f.service for f in facts})
+        anomalous = sum(1 for f in facts if f.anomalous)
+        totals = (
+            f"fleet totals: {_count(services, 'service')}, {len(facts)} series, "
+            f"{anomalous} anomalous (in {_count(len(ranked), 'service')})"
+        )
+        lines.append(totals)
+        top = ranked[:MAX_SERVICES_SHOWN]
+        if top:
+            lines.append("most anomalous services:")
+            lines.extend(r.line() for r in top)
+        if len(ranked) > len(top):
+            lines.append(f"{len(ranked) - len(top)} more services with anomalous series omitted")
+        summary["fleet"] = {
+            "services": services,
+            "series": len(facts),
+            "anomalous": anomalous,
+            "anomalous_services": len(ranked),
+            "line": totals,
+            "services_ranked": [r.summary() for r in top],
+            "services_omitted": len(ranked) - len(top),
+        }
+        lines.append(f"most anomalous series (at most {MAX_SERIES_PER_SERVICE} per service):")
+    else:
+        lines.append(f"{len(facts)} series matched, most anomalous first:")
     for fact in shown:
         lines.append(fact.line())
         lines.append(fact.trend_line())
@@ -683,63 +797,102 @@ def metrics_render(
 # --- file backend -----------------------------------------------------------
 
 
+def _head_key(head: str, selector: Selector) -> tuple[str, Labels] | None:
+    """The series key of a sample head (``name{labels}``) when it matches ``selector``."""
+    try:
+        parsed = openmetrics_line_parse(head + " 0")
+    except ValueError:
+        return None
+    if parsed is None or not selector.matches(parsed.name, dict(parsed.labels)):
+        return None
+    return parsed.name, parsed.labels
+
+
 def metrics_from_files(
     *,
     files: Iterable[Path],
     selector: Selector,
     grid: Grid,
     deadline: Deadline,
-) -> tuple[list[RawSeries], list[str]]:
-    """Read OpenMetrics files as a stream; keep only samples of matching series in range."""
+) -> tuple[Iterator[RawSeries], list[str]]:
+    """Read OpenMetrics files in one pass; keep only samples of matching series in range.
+
+    Samples are kept compactly (two float arrays per series) and each series is put on
+    the grid only when it is consumed, so a whole fleet fits in memory.
+    """
     earliest = grid.start - LOOKBACK_SECONDS
-    collected: dict[tuple[str, tuple[tuple[str, str], ...]], list[tuple[float, float]]] = {}
+    collected: dict[tuple[str, Labels], tuple[array[float], array[float]]] = {}
+    # head text -> the series key, or None when the series does not match the selector
+    heads: dict[str, tuple[str, Labels] | None] = {}
     notes: list[str] = []
     too_many = False
+    latest = grid.end
     for path in files:
         with path.open(encoding="utf-8", errors="replace") as handle:
             for number, line in enumerate(handle, start=1):
-                if number % 20_000 == 0:
+                if number % 50_000 == 0:
                     deadline.check()
+                if line[:1] == "#":
+                    continue
+                # The common line, "name{labels} value timestamp", splits from the right (the
+                # value and timestamp hold no spaces); its head is parsed once per series.
+                # Anything else (exemplars, no timestamp, odd spacing) takes the full parser.
+                parts = line.rsplit(None, 2)
                 try:
-                    sample = openmetrics_line_parse(line)
+                    if len(parts) != 3 or " # " in line:
+                        raise ValueError
+                    head = parts[0]
+                    timestamp = float(parts[2])
+                    value = float(parts[1])
                 except ValueError:
+                    try:
+                        sample = openmetrics_line_parse(line)
+                    except ValueError:
+                        continue
+                    if sample is None or sample.timestamp is None:
+                        continue
+                    head = "\0" + repr((sample.name, sample.labels))  # never a real head
+                    value, timestamp = sample.value, sample.timestamp
+                    if timestamp < earliest or timestamp > latest:
+                        continue
+                    if head not in heads:
+                        matched = selector.matches(sample.name, dict(sample.labels))
+                        heads[head] = (sample.name, sample.labels) if matched else None
+                else:
+                    if timestamp < earliest or timestamp > latest:
+                        continue
+                    if head not in heads:
+                        heads[head] = _head_key(head, selector)
+                key = heads[head]
+                if key is None:
                     continue
-                if sample is None or sample.timestamp is None:
-                    continue
-                if sample.timestamp < earliest or sample.timestamp > grid.end:
-                    continue
-                labels = dict(sample.labels)
-                if not selector.matches(sample.name, labels):
-                    continue
-                key = (sample.name, sample.labels)
                 bucket = collected.get(key)
                 if bucket is None:
                     if len(collected) >= MAX_SERIES_READ:
                         too_many = True
                         continue
-                    bucket = collected[key] = []
-                bucket.append((sample.timestamp, sample.value))
+                    bucket = collected[key] = (array("d"), array("d"))
+                bucket[0].append(timestamp)
+                bucket[1].append(value)
     if too_many:
         notes.append(f"more than {MAX_SERIES_READ} series matched; narrow the selector")
-    series = []
-    for (name, label_pairs), samples in sorted(collected.items()):
-        points = grid_evaluate(samples, grid)
-        if not points:
-            continue
-        series.append(RawSeries(name=name, labels=dict(label_pairs), points=points))
-    return series, notes
+
+    def evaluated() -> Iterator[RawSeries]:
+        for name, label_pairs in sorted(collected):
+            times, values = collected.pop((name, label_pairs))
+            points = grid_evaluate(list(zip(times, values, strict=True)), grid)
+            if points:
+                yield RawSeries(name=name, labels=dict(label_pairs), points=points)
+
+    return evaluated(), notes
 
 
-def rates_apply(series: list[RawSeries]) -> list[RawSeries]:
-    out = []
+def rates_apply(series: Iterable[RawSeries]) -> Iterator[RawSeries]:
     for item in series:
         if is_counter_name(item.name):
-            out.append(
-                RawSeries(item.name, item.labels, counter_to_rate(item.points), is_rate=True)
-            )
+            yield RawSeries(item.name, item.labels, counter_to_rate(item.points), is_rate=True)
         else:
-            out.append(item)
-    return out
+            yield item
 
 
 # --- Prometheus backend -----------------------------------------------------
@@ -763,14 +916,19 @@ def metrics_from_prometheus(
     query: str,
     grid: Grid,
     deadline: Deadline,
-) -> list[RawSeries]:
-    """One ``/api/v1/query_range`` call on the grid; the series as Prometheus evaluated them."""
+) -> tuple[list[RawSeries], list[str]]:
+    """One ``/api/v1/query_range`` call on the grid; the series as Prometheus evaluated them.
+
+    ``limit`` asks Prometheus (3.x; older versions ignore it) for at most one series more
+    than MAX_SERIES_READ, so a fleet-wide selector cannot return the whole TSDB.
+    """
     url = base_url.rstrip("/") + "/api/v1/query_range"
     params = {
         "query": query,
         "start": f"{grid.start:.3f}",
         "end": f"{grid.end:.3f}",
         "step": f"{grid.step:g}",
+        "limit": str(MAX_SERIES_READ + 1),
         # Prometheus durations take no fractions: whole milliseconds.
         "timeout": f"{max(int(deadline.remaining() * 1000), 100)}ms",
     }
@@ -807,7 +965,15 @@ def metrics_from_prometheus(
         points = [(float(t), float(v)) for t, v in item.get("values") or []]
         series.append(RawSeries(name=name, labels=labels, points=points))
     series.sort(key=lambda s: (s.name, sorted(s.labels.items())))
-    return series
+    notes = []
+    if len(series) > MAX_SERIES_READ:
+        series = series[:MAX_SERIES_READ]
+        notes.append(f"more than {MAX_SERIES_READ} series matched; narrow the selector")
+    return series, notes
+
+
+# Every series that names its service: the whole fleet, in one query.
+FLEET_SELECTOR = Selector(name=None, matchers=(Matcher("service", "!=", ""),))
 
 
 def metrics_query(
@@ -825,12 +991,19 @@ def metrics_query(
 ) -> BackendOutput:
     """Run query_metrics against files (``files``) or Prometheus (``prometheus_url``).
 
+    Without ``service`` the call ranks across the whole environment (fleet view): with
+    no ``metric`` either, every series that has a ``service`` label. Either way it is one
+    pass over the files or one range query, whatever the number of services.
+
     A ``step`` the grid cannot use (longer than the window, or too fine for the range) is
     clamped and recorded in ``clamps``.
     """
-    if not metric and not service:
-        raise ToolFailure("give a service, a metric, or both (for example service=payment-service)")
-    grid = Grid.for_window(window, step)
+    sweep = not service and not metric
+    # The whole-environment sweep runs on a coarser grid (unless a step is asked for): its
+    # cost is every series of the fleet; a drill-down into one service gets full resolution.
+    grid = Grid.for_window(
+        window, step, SWEEP_MAX_POINTS if sweep and step is None else MAX_GRID_POINTS
+    )
     if step is not None and clamps is not None and grid.step != step.total_seconds():
         clamp_record(
             clamps,
@@ -839,24 +1012,32 @@ def metrics_query(
             used=duration_format(timedelta(seconds=grid.step)),
             why=f"at most the window and at most {MAX_GRID_POINTS} points over the range",
         )
-    selector = selector_build(metric=metric, service=service, labels=labels)
+    fleet = not service
+    if metric:
+        selector = selector_build(metric=metric, service=service, labels=labels)
+    else:
+        base = FLEET_SELECTOR if fleet else Selector(name=None, matchers=())
+        selector = selector_build(metric=base.render(), service=service, labels=labels)
     described = " ".join(f"{k}={v}" for k, v in (("service", service), ("metric", metric)) if v)
     if labels:
         described += " labels=" + ",".join(f"{k}={v}" for k, v in sorted(labels.items()))
+    if fleet:
+        described = (described + " (all services)").strip()
     notes: list[str] = []
+    series: Iterable[RawSeries]
     if prometheus_url:
         if selector is not None:
-            series = metrics_from_prometheus(
+            fetched, notes = metrics_from_prometheus(
                 base_url=prometheus_url,
                 token_env=prometheus_token_env,
                 query=selector.render(),
                 grid=grid,
                 deadline=deadline,
             )
-            series = rates_apply(series)
+            series = rates_apply(fetched)
         else:
             # A PromQL expression is evaluated as written; service/labels filter its result.
-            series = metrics_from_prometheus(
+            fetched, notes = metrics_from_prometheus(
                 base_url=prometheus_url,
                 token_env=prometheus_token_env,
                 query=metric or "",
@@ -864,17 +1045,17 @@ def metrics_query(
                 deadline=deadline,
             )
             wanted = {**labels, **({"service": service} if service else {})}
-            series = [s for s in series if all(s.labels.get(k) == v for k, v in wanted.items())]
+            series = [s for s in fetched if all(s.labels.get(k) == v for k, v in wanted.items())]
     else:
         if selector is None:
             raise ToolFailure(
                 f"metric {metric!r} is not a metric name or selector such as "
                 'hikaricp_connections_active{pool="main"}; PromQL functions need a live Prometheus'
             )
-        series, notes = metrics_from_files(
+        read, notes = metrics_from_files(
             files=files or (), selector=selector, grid=grid, deadline=deadline
         )
-        series = rates_apply(series)
+        series = rates_apply(read)
     return metrics_render(
-        series=series, window=window, grid=grid, description=described, notes=notes
+        series=series, window=window, grid=grid, description=described, notes=notes, fleet=fleet
     )

@@ -414,20 +414,29 @@ TOOLS: dict[str, ToolDefinition] = {
     "query_metrics": ToolDefinition(
         name="query_metrics",
         description=(
-            "Metrics of a service compared between the query window and the baseline right "
-            "before it. One line per series: window max and when, window min and mean, baseline "
-            "mean, ratio, change point (when the series left its baseline) and an anomaly score; "
-            "then a short trend line. Series are sorted most anomalous first. Counters "
-            "(*_total, *_count, *_sum, *_bucket) are shown as per-second rates. Give a service, "
-            "a metric, or both."
+            "Metrics compared between the query window and the baseline right before it. "
+            "Without a service it ranks the whole environment in one query: a totals line "
+            "(services, series, anomalous), the most anomalous services, and the most anomalous "
+            "series (at most 3 per service) - start there on a large fleet, then drill into "
+            "the top suspects with service=... . One line per series: direction (up/down since "
+            "the change point, or no sustained shift), level vs baseline median, ratio, anomaly "
+            "score, then window max/min/mean; bytes and seconds also in human units; then a "
+            "short trend line. Counters (*_total, *_count, *_sum, *_bucket) are shown as "
+            "per-second rates. Out-of-range arguments are clamped and the output says so."
         ),
         args=(
-            Arg("service", "string", "Service name (the 'service' label), e.g. payment-service."),
+            Arg(
+                "service",
+                "string",
+                "Service name (the 'service' label), e.g. payment-service. Omit to rank "
+                "across all services of the environment.",
+            ),
             Arg(
                 "metric",
                 "string",
                 'Metric name or selector, e.g. hikaricp_connections_active{pool="main"}; '
-                "any PromQL on a live Prometheus. Omit to get all metrics of the service.",
+                "any PromQL on a live Prometheus. Omit to get all metrics (of the service, "
+                "or of every service).",
             ),
             Arg("labels", "labels", 'Extra label matchers, e.g. {"pool": "main"}.'),
             *_TIME_ARGS,
@@ -456,7 +465,8 @@ TOOLS: dict[str, ToolDefinition] = {
             Arg(
                 "limit",
                 "integer",
-                f"Sample lines per template (default {DEFAULT_SAMPLE_LIMIT}).",
+                f"Sample lines per template (default {DEFAULT_SAMPLE_LIMIT}; "
+                f"larger values are clamped to {MAX_SAMPLE_LIMIT}).",
                 minimum=1,
                 maximum=MAX_SAMPLE_LIMIT,
             ),

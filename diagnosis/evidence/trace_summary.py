@@ -56,7 +56,12 @@ def invocation_facts(invocation: ToolInvocation) -> list[str]:
         ]
     facts: list[str] = []
     if invocation.tool_name == "query_metrics" and summary.get("series"):
-        facts = [s.get("line", "") for s in summary["series"]]
+        fleet = summary.get("fleet") if isinstance(summary.get("fleet"), dict) else {}
+        if fleet:
+            facts = [str(fleet.get("line") or "")]
+            ranked = fleet.get("services_ranked") or []
+            facts += [str(r.get("line") or "") for r in ranked if isinstance(r, dict)]
+        facts += [s.get("line", "") for s in summary["series"]]
         if summary.get("omitted"):
             facts.append(f"{summary['omitted']} more series omitted")
     elif (

@@ -134,3 +134,82 @@ def recorded_write(root: Path, records: list[dict]) -> Path:
         "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records), encoding="utf-8"
     )
     return path
+
+
+FLEET_YAML = """\
+id: {pack_id}
+title: fleet of {count} services
+question: 哪个服务出问题了？
+now: 2026-03-02T10:40:00Z
+window:
+  start: 2026-03-02T10:00:00Z
+  end: 2026-03-02T10:40:00Z
+language: zh-CN
+"""
+
+
+def fleet_service_name(index: int) -> str:
+    return f"svc-{index:04d}"
+
+
+def fleet_pack_write(
+    root: Path,
+    *,
+    services: int,
+    faulty: tuple[int, ...] = (7,),
+    pack_id: str = "fleet",
+    every: int = 60,
+    seed: int = 13,
+) -> Path:
+    """A generated fleet: ``services`` services with five noisy series each, one metric
+    family per file; the ``faulty`` services' latency, errors and memory shift at 10:19.
+    """
+    import random
+
+    rng = random.Random(seed)
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "scenario.yaml").write_text(
+        FLEET_YAML.format(pack_id=pack_id, count=services), encoding="utf-8"
+    )
+    metrics = root / "metrics"
+    metrics.mkdir(exist_ok=True)
+    stamps = [int(t.timestamp()) for t in _minutes(DATA_START, NOW, every=every)]
+    change = int(CHANGE_AT.timestamp())
+    families = {
+        "latency": ("gauge", "http_request_duration_seconds"),
+        "requests": ("counter", "http_requests_total"),
+        "errors": ("counter", "http_errors_total"),
+        "memory": ("gauge", "process_resident_memory_bytes"),
+        "cpu": ("gauge", "process_cpu_utilisation"),
+    }
+    for key, (kind, name) in families.items():
+        lines = [f"# TYPE {name} {kind}"]
+        for index in range(services):
+            svc = fleet_service_name(index)
+            broken = index in faulty
+            base = {
+                "latency": 0.05 + 0.2 * rng.random(),
+                "requests": 5 + 50 * rng.random(),
+                "errors": 0.01 * rng.random(),
+                "memory": (0.2 + rng.random()) * 1024**3,
+                "cpu": 0.1 + 0.5 * rng.random(),
+            }[key]
+            total = 0.0
+            for t in stamps:
+                after = broken and t >= change
+                noise = 1 + 0.05 * (rng.random() - 0.5)
+                if key == "latency":
+                    value = base * noise * (12 if after else 1)
+                elif key == "memory":
+                    value = base * noise * (1.8 if after else 1)
+                elif key == "cpu":
+                    value = base * noise
+                else:
+                    per_second = base * noise * (40 if after and key == "errors" else 1)
+                    total += per_second * every
+                    value = total
+                suffix = "_total" if kind == "counter" and not name.endswith("_total") else ""
+                lines.append(f'{name}{suffix}{{service="{svc}"}} {value:.6g} {t}')
+        lines.append("# EOF")
+        (metrics / f"{key}.om").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return root

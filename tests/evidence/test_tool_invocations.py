@@ -55,7 +55,6 @@ def test_an_unknown_argument_becomes_an_error_invocation_naming_it(session):
         ("query_metrics", {"labels": ["pool"]}, "must be an object of label to value"),
         ("lookup_knowledge", {}, "argument 'query' of lookup_knowledge is required"),
         ("lookup_knowledge", {"query": "x", "k": "5"}, "must be an integer"),
-        ("query_metrics", {}, "give a service, a metric, or both"),
         ("query_logs", {"limit": 2.5}, "must be an integer"),
         ("query_logs", {"query": "/(unclosed/"}, "not a valid regular expression"),
     ],

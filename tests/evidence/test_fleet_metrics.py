@@ -1,0 +1,163 @@
+"""query_metrics without a service ranks the whole environment, at a cost that does not
+grow with the number of services (one pass over the files, one Prometheus query)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import httpx
+import pytest
+
+from diagnosis.evidence import metrics as metrics_module
+from diagnosis.evidence.common import Deadline
+from diagnosis.evidence.metrics import Grid, metrics_from_files, selector_parse
+from diagnosis.evidence.registry import tool_invoke
+from diagnosis.evidence.trace_summary import trace_summary_build
+from diagnosis.models import DiagnosisSession, Environment, ToolInvocation
+from tests.evidence.packbuilder import fleet_pack_write, fleet_service_name
+
+CONTEXT = {
+    "now": "2026-03-02T10:40:00Z",
+    "window": {"start": "2026-03-02T10:00:00Z", "end": "2026-03-02T10:40:00Z"},
+}
+FAULTY = (7, 42)
+
+
+@pytest.fixture(scope="module")
+def fleet_pack(tmp_path_factory) -> Path:
+    return fleet_pack_write(tmp_path_factory.mktemp("fleet") / "fleet", services=60, faulty=FAULTY)
+
+
+def _session(owner, **environment) -> DiagnosisSession:
+    env = Environment.objects.create(slug=environment.pop("slug"), name="fleet", **environment)
+    return DiagnosisSession.objects.create(
+        owner=owner, environment=env, original_query="哪个服务坏了", context=CONTEXT
+    )
+
+
+@pytest.fixture
+def files_session(db, owner, fleet_pack):
+    return _session(owner, slug="fleet-files", kind="scenario", pack_path=str(fleet_pack))
+
+
+def _call(session, **arguments) -> ToolInvocation:
+    result = tool_invoke(session=session, attempt=1, tool_name="query_metrics", arguments=arguments)
+    return ToolInvocation.objects.get(pk=result.invocation_id)
+
+
+def test_without_a_service_it_ranks_every_service_with_totals(files_session):
+    row = _call(files_session)
+    assert row.status == "ok"
+    fleet = row.summary["fleet"]
+    assert (fleet["services"], fleet["series"]) == (60, 300)
+    assert fleet["anomalous"] == 6
+    assert fleet["anomalous_services"] == 2
+    ranked = [r["service"] for r in fleet["services_ranked"]]
+    assert sorted(ranked) == [fleet_service_name(i) for i in FAULTY]
+    assert "fleet totals: 60 services, 300 series, 6 anomalous (in 2 services)" in row.output
+    for entry in fleet["services_ranked"]:
+        assert entry["line"] in row.output
+    # bounded: the top series with the rest counted, never all 300
+    shown = row.summary["series"]
+    assert len(shown) <= metrics_module.MAX_SERIES_SHOWN
+    assert row.summary["omitted"] == 300 - len(shown)
+    assert f"{300 - len(shown)} more series omitted" in row.output
+    assert {s["service"] for s in shown[:6]} == set(ranked)
+
+
+def test_one_service_cannot_fill_the_fleet_view(files_session, monkeypatch):
+    monkeypatch.setattr(metrics_module, "MAX_SERIES_PER_SERVICE", 1)
+    row = _call(files_session)
+    services = [s["service"] for s in row.summary["series"]]
+    assert len(services) == len(set(services))
+
+
+def test_a_metric_without_a_service_is_ranked_across_the_fleet(files_session):
+    row = _call(files_session, metric="http_request_duration_seconds")
+    assert row.summary["fleet"]["series"] == 60
+    top = row.summary["series"][0]
+    assert top["service"] in {fleet_service_name(i) for i in FAULTY}
+    assert top["direction"] == "up"
+    assert "(all services)" in row.output.splitlines()[0]
+
+
+def test_a_service_drill_down_has_no_fleet_view_and_full_resolution(files_session):
+    row = _call(files_session, service=fleet_service_name(7))
+    assert "fleet" not in row.summary
+    assert row.summary["step"] == "1m"
+    assert len(row.summary["series"]) == 5
+
+
+def test_the_fleet_view_leads_the_verifier_trace_summary(files_session):
+    _call(files_session)
+    (entry,) = trace_summary_build(session=files_session)
+    assert entry["summary"].startswith("fleet totals: 60 services, 300 series")
+
+
+def test_a_whole_fleet_query_reads_each_metrics_file_once(files_session, fleet_pack, monkeypatch):
+    opened: list[str] = []
+    real_open = Path.open
+
+    def counting_open(self, *args, **kwargs):
+        if self.suffix == ".om":
+            opened.append(self.name)
+        return real_open(self, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "open", counting_open)
+    _call(files_session)
+    assert sorted(opened) == sorted(p.name for p in (fleet_pack / "metrics").glob("*.om"))
+
+
+class FakePrometheus:
+    """Answers query_range for plain selectors from the pack files, as Prometheus would
+    (the latest raw sample within the lookback at each step), and counts the requests."""
+
+    def __init__(self, pack: Path) -> None:
+        self.files = tuple(sorted((pack / "metrics").glob("*.om")))
+        self.queries: list[str] = []
+
+    def get(self, url, params=None, headers=None, timeout=None):
+        self.queries.append(params["query"])
+        selector = selector_parse(params["query"])
+        assert selector is not None
+        grid = Grid(float(params["start"]), float(params["end"]), float(params["step"]))
+        series, _ = metrics_from_files(
+            files=self.files, selector=selector, grid=grid, deadline=Deadline.after(60)
+        )
+        result = [
+            {
+                "metric": {"__name__": s.name, **s.labels},
+                "values": [[t, repr(v)] for t, v in s.points],
+            }
+            for s in series
+        ]
+        body = {"status": "success", "data": {"resultType": "matrix", "result": result}}
+        return httpx.Response(
+            200, content=json.dumps(body).encode(), request=httpx.Request("GET", url)
+        )
+
+
+@pytest.mark.parametrize("services", [20, 200])
+def test_on_prometheus_the_fleet_is_one_query_whatever_its_size(
+    db, owner, tmp_path, monkeypatch, services
+):
+    pack = fleet_pack_write(tmp_path / "fleet", services=services, faulty=(3,))
+    fake = FakePrometheus(pack)
+    monkeypatch.setattr(metrics_module.httpx, "get", fake.get)
+    session = _session(owner, slug="fleet-prom", kind="live", prometheus_url="http://prom")
+    row = _call(session)
+    assert fake.queries == ['{service!=""}']
+    assert row.summary["fleet"]["services"] == services
+    assert row.summary["fleet"]["services_ranked"][0]["service"] == fleet_service_name(3)
+
+
+def test_files_and_prometheus_name_the_same_suspects_for_the_same_pack(
+    files_session, fleet_pack, owner, monkeypatch
+):
+    fake = FakePrometheus(fleet_pack)
+    monkeypatch.setattr(metrics_module.httpx, "get", fake.get)
+    live = _session(owner, slug="fleet-live", kind="live", prometheus_url="http://prom")
+    from_files, from_prometheus = _call(files_session), _call(live)
+    assert from_files.summary["fleet"] == from_prometheus.summary["fleet"]
+    assert from_files.summary["series"] == from_prometheus.summary["series"]
