@@ -185,12 +185,63 @@ class ContextLine:
 
 
 @dataclass
+class FactSegment:
+    """A piece of a claim's text; a fact links to the binding that binds it."""
+
+    text: str
+    kind: str = ""  # "" for plain text, else the fact's kind (number, time, identifier, …)
+    binding: int | None = None  # index of the binding that binds it; None when unbound
+    via: str = ""  # "excerpt" or "argument"
+
+    @property
+    def is_fact(self) -> bool:
+        return bool(self.kind)
+
+    @property
+    def bound(self) -> bool:
+        return self.binding is not None
+
+
+def claim_fact_segments(*, text: str, facts: list[dict]) -> list[FactSegment]:
+    """The claim's text cut at its facts (gatekeeper_v2); one plain segment for a v1 report."""
+    segments: list[FactSegment] = []
+    cursor = 0
+    spans = []
+    for fact in facts:
+        start, end = fact.get("start"), fact.get("end")
+        if not (isinstance(start, int) and isinstance(end, int) and cursor <= start < end):
+            continue
+        if text[start:end] != fact.get("text"):  # a report about other text: show it plain
+            continue
+        spans.append((start, end, fact))
+        cursor = end
+    cursor = 0
+    for start, end, fact in spans:
+        if start > cursor:
+            segments.append(FactSegment(text=text[cursor:start]))
+        binding = fact.get("binding")
+        segments.append(
+            FactSegment(
+                text=text[start:end],
+                kind=str(fact.get("kind") or "fact"),
+                binding=binding if isinstance(binding, int) else None,
+                via=str(fact.get("via") or ""),
+            )
+        )
+        cursor = end
+    if cursor < len(text) or not segments:
+        segments.append(FactSegment(text=text[cursor:]))
+    return segments
+
+
+@dataclass
 class BindingEvidence:
     tool_name: str
     source_id: str
     source_type: str
     excerpt: str
     valid: bool
+    index: int = -1
     arguments: str = ""
     invocation_status: str = ""
     found: bool = False
@@ -202,12 +253,13 @@ class BindingEvidence:
 class ClaimEvidence:
     claim: ClaimView
     bindings: list[BindingEvidence]
+    segments: list[FactSegment] = field(default_factory=list)
 
 
 @dataclass
 class Evidence:
     allowed: list[ClaimEvidence]
-    not_accepted: list[ClaimView]
+    not_accepted: list[ClaimEvidence]  # without bindings: their excerpts did not hold
     hypotheses: list[Any]
     missing_info: list[str]
     actions: list[Any]
@@ -268,6 +320,7 @@ def session_evidence(*, session: DiagnosisSession) -> Evidence:
                 source_type=binding.source_type,
                 excerpt=binding.excerpt,
                 valid=binding.valid,
+                index=binding.index,
             )
             invocation = invocations.get(binding.invocation_id or 0)
             if invocation is not None:
@@ -287,11 +340,23 @@ def session_evidence(*, session: DiagnosisSession) -> Evidence:
                     item.charts = [c for c in charts if c.description not in charted]
                     charted.update(c.description for c in charts)
             bindings.append(item)
-        allowed_evidence.append(ClaimEvidence(claim=claim, bindings=bindings))
+        allowed_evidence.append(
+            ClaimEvidence(
+                claim=claim,
+                bindings=bindings,
+                segments=claim_fact_segments(text=claim.text, facts=claim.facts),
+            )
+        )
     composer_input = session_composer_input(session=session)
     return Evidence(
         allowed=allowed_evidence,
-        not_accepted=[c for c in claims if not c.allowed],
+        not_accepted=[
+            ClaimEvidence(
+                claim=c, bindings=[], segments=claim_fact_segments(text=c.text, facts=c.facts)
+            )
+            for c in claims
+            if not c.allowed
+        ],
         hypotheses=list(composer_input.allowed_hypotheses) if composer_input else [],
         missing_info=list(composer_input.missing_info) if composer_input else [],
         actions=list(composer_input.recommended_actions) if composer_input else [],

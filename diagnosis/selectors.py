@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from django.db import connection
 from django.utils.translation import gettext
@@ -70,6 +70,7 @@ class BindingView:
     excerpt: str
     invocation_id: int | None
     valid: bool
+    index: int = -1  # the binding's index as the model wrote it (what findings and facts cite)
 
 
 @dataclass(frozen=True)
@@ -83,8 +84,10 @@ class ClaimView:
     findings: list[dict]
     classification: str  # verifier; "" when the Verifier gave none
     reason: str
-    placement: str  # allowed_claim / hypothesis / missing_info / dropped
+    placement: str  # allowed_claim / hypothesis / missing_info / evidence_gap / dropped
     bindings: list[BindingView]
+    # gatekeeper_v2: each fact of the text, its span and the binding that binds it ([] for v1)
+    facts: list[dict] = field(default_factory=list)
 
     @property
     def allowed(self) -> bool:
@@ -131,6 +134,7 @@ def session_claims_view(*, session) -> list[ClaimView]:
                     excerpt=str(binding.get("evidence_excerpt") or ""),
                     invocation_id=invocation_ids.get(source_id),
                     valid=gate.get("verdict") == "accepted" and index not in bad_bindings,
+                    index=index,
                 )
             )
         check = checks.get(claim_id, {})
@@ -147,6 +151,7 @@ def session_claims_view(*, session) -> list[ClaimView]:
                 reason=str(check.get("reason", "")),
                 placement=str(placements.get(claim_id, "")),
                 bindings=bindings,
+                facts=[f for f in gate.get("facts") or [] if isinstance(f, dict)],
             )
         )
     return views

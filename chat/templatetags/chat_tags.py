@@ -48,6 +48,7 @@ PLACEMENT_LABELS = {
     "allowed_claim": _("已确认"),
     "hypothesis": _("降为假设"),
     "missing_info": _("列为待补信息"),
+    "evidence_gap": _("证据不成立，列为缺口"),
     "dropped": _("未采用"),
 }
 
@@ -68,6 +69,14 @@ FINDING_LABELS = {
     "malformed_item": _("条目格式错误"),
     "source_id_mismatch": _("来源编号不一致"),
     "unknown_source_type": _("未知的来源类型"),
+    "fragment_too_short": _("摘录片段太短"),
+    "too_many_fragments": _("摘录片段太多"),
+    "fragments_too_far_apart": _("摘录片段相距太远，不是同一条记录"),
+    "invalid_binding_beside_valid": _("有一条证据绑定无效"),
+    "claim_fact_unbound": _("陈述中的事实不在摘录中"),
+    "claim_not_specific": _("陈述没有指明具体对象"),
+    "excerpt_is_instruction": _("摘录是指令而不是证据"),
+    "internal_error": _("证据校验出错"),
 }
 
 TOOL_STATUS_LABELS = {
