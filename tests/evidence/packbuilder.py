@@ -177,8 +177,8 @@ def fleet_pack_write(
     change = int(CHANGE_AT.timestamp())
     families = {
         "latency": ("gauge", "http_request_duration_seconds"),
-        "requests": ("counter", "http_requests_total"),
-        "errors": ("counter", "http_errors_total"),
+        "requests": ("counter", "http_requests"),
+        "errors": ("counter", "http_errors"),
         "memory": ("gauge", "process_resident_memory_bytes"),
         "cpu": ("gauge", "process_cpu_utilisation"),
     }
@@ -208,7 +208,7 @@ def fleet_pack_write(
                     per_second = base * noise * (40 if after and key == "errors" else 1)
                     total += per_second * every
                     value = total
-                suffix = "_total" if kind == "counter" and not name.endswith("_total") else ""
+                suffix = "_total" if kind == "counter" else ""
                 lines.append(f'{name}{suffix}{{service="{svc}"}} {value:.6g} {t}')
         lines.append("# EOF")
         (metrics / f"{key}.om").write_text("\n".join(lines) + "\n", encoding="utf-8")

@@ -17,7 +17,7 @@ import pytest
 
 from diagnosis.evidence.registry import tool_invoke
 from diagnosis.models import DiagnosisSession, Environment, ToolInvocation
-from tests.evidence.packbuilder import pack_write
+from tests.evidence.packbuilder import fleet_pack_write, fleet_service_name, pack_write
 from tests.support.binaries import require_binary
 
 pytestmark = pytest.mark.prometheus
@@ -101,7 +101,11 @@ def prometheus_servers(tmp_path_factory):
     require_binary("prometheus")
     require_binary("promtool")
     root = tmp_path_factory.mktemp("prometheus")
-    packs = {"fixture": pack_write(root / "packs" / "fixture-pool"), "demo": DEMO_PACK}
+    packs = {
+        "fixture": pack_write(root / "packs" / "fixture-pool"),
+        "demo": DEMO_PACK,
+        "fleet": fleet_pack_write(root / "packs" / "fleet", services=60, faulty=FLEET_FAULTY),
+    }
     servers = {
         name: PrometheusServer(pack, root / f"server-{name}") for name, pack in packs.items()
     }
@@ -143,7 +147,10 @@ def _both(files_session, live_session, arguments):
     return rows
 
 
+FLEET_FAULTY = (7, 42)
+
 FIXTURE_CALLS = [
+    {},
     {"service": "pay"},
     {"metric": "pool_active"},
     {"metric": 'pool_active{pool="main"}', "step": "5m"},
@@ -152,7 +159,15 @@ FIXTURE_CALLS = [
     {"service": "gateway", "start": "2026-03-02T09:00:00Z", "end": "2026-03-02T09:45:00Z"},
 ]
 
+FLEET_CALLS = [
+    {},
+    {"metric": "http_request_duration_seconds"},
+    {"service": fleet_service_name(7)},
+    {"step": "5m"},
+]
+
 DEMO_CALLS = [
+    {},
     {"service": "payment-service"},
     {"metric": "hikaricp_connections_active"},
     {"service": "mysql"},
@@ -163,7 +178,9 @@ DEMO_CALLS = [
 @pytest.mark.django_db
 @pytest.mark.parametrize(
     ("pack_name", "arguments"),
-    [("fixture", c) for c in FIXTURE_CALLS] + [("demo", c) for c in DEMO_CALLS],
+    [("fixture", c) for c in FIXTURE_CALLS]
+    + [("demo", c) for c in DEMO_CALLS]
+    + [("fleet", c) for c in FLEET_CALLS],
 )
 def test_prometheus_and_the_files_report_the_same_facts(
     prometheus_servers, owner, pack_name, arguments
@@ -175,6 +192,20 @@ def test_prometheus_and_the_files_report_the_same_facts(
     assert from_prometheus.summary["series"], "Prometheus returned no series"
     assert from_files.summary == from_prometheus.summary
     assert from_files.output == from_prometheus.output
+
+
+@pytest.mark.django_db
+def test_prometheus_and_the_files_rank_the_same_fleet_suspects(prometheus_servers, owner):
+    pack, url = prometheus_servers["fleet"]
+    files_session, live_session = _sessions(owner, pack, url)
+    from_files, from_prometheus = _both(files_session, live_session, {})
+    suspects = [
+        [r["service"] for r in row.summary["fleet"]["services_ranked"]]
+        for row in (from_files, from_prometheus)
+    ]
+    assert suspects[0] == suspects[1]
+    assert sorted(suspects[0]) == [fleet_service_name(i) for i in FLEET_FAULTY]
+    assert from_prometheus.summary["fleet"]["services"] == 60
 
 
 @pytest.mark.django_db
