@@ -35,7 +35,12 @@ from diagnosis.flow.composer_filter import composer_input_build
 from diagnosis.flow.guard import composer_guard
 from diagnosis.flow.renderer import answer_render
 from diagnosis.flow.router import RouteResult, route
-from diagnosis.flow.scope import root_cause_status, services_unknown, unknown_services_notice
+from diagnosis.flow.scope import (
+    root_cause_status,
+    services_unknown,
+    unknown_services_notice,
+    window_notice,
+)
 from diagnosis.llm.base import AgentProvider, ExecutorRequest, LLMError, PlannerRequest, Role
 from diagnosis.models import DiagnosisSession, LLMCall, SessionEvent
 from diagnosis.services import SessionEventLog, rfc3339
@@ -404,6 +409,9 @@ class _Run:
                 language=self.session.language,
             )
             answer = f"{notice}\n\n{answer}"
+        looked_at = window_notice(window=window, language=self.session.language)
+        if looked_at:
+            answer = f"{answer.rstrip()}\n\n{looked_at}\n"
         self.finish(decision, answer, snapshot, root_cause_status(filtered.composer_input))
 
     def finish(

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from datetime import UTC, datetime
 
 from django.utils import translation
 from django.utils.translation import gettext as _
@@ -59,6 +60,30 @@ def unknown_services_notice(*, services: list[str], environment: str, language: 
             "**注意：{services} 不在环境「{environment}」中。** 本次诊断看不到它的数据，"
             "下面的内容只涉及该环境已知的服务。"
         ).format(services=names, environment=environment)
+
+
+def _moment(value: object) -> datetime | None:
+    if not isinstance(value, str):
+        return None
+    try:
+        moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return (moment if moment.tzinfo else moment.replace(tzinfo=UTC)).astimezone(UTC)
+
+
+def window_notice(*, window: dict | None, language: str) -> str:
+    """The line that closes an answer: which window it looked at, and in which timezone."""
+    start = _moment((window or {}).get("start"))
+    end = _moment((window or {}).get("end"))
+    if start is None or end is None:
+        return ""
+    same_day = start.date() == end.date()
+    shown_end = end.strftime("%H:%M") if same_day else end.strftime("%Y-%m-%d %H:%M")
+    with translation.override("en" if language.lower().startswith("en") else "zh-hans"):
+        return _("_查看的时间窗口：{start} 至 {end}（UTC），与其之前的基线时段比较。_").format(
+            start=start.strftime("%Y-%m-%d %H:%M"), end=shown_end
+        )
 
 
 def root_cause_status(composer_input: ComposerInput | None) -> str:

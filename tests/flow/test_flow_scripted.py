@@ -32,7 +32,12 @@ def test_a_passing_session_completes_with_the_composer_answer_and_a_full_audit_t
     assert session.status == DiagnosisSession.Status.COMPLETED
     assert session.decision == "PASS"
     assert session.answer_source == "composer"
-    assert session.final_answer == GOOD_ANSWER
+    answer, _, looked_at = session.final_answer.rpartition("\n\n")
+    assert answer + "\n" == GOOD_ANSWER
+    assert (
+        looked_at
+        == "_查看的时间窗口：2026-03-02 10:10 至 10:40（UTC），与其之前的基线时段比较。_\n"
+    )
     assert session.executor_output_parse_status == "parsed_v2"
     [invocation] = ToolInvocation.objects.filter(session=session)
     assert (invocation.trace_ref, invocation.tool_name, invocation.status) == (

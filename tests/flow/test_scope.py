@@ -144,3 +144,15 @@ def test_a_pass_with_only_symptoms_is_not_badged_as_a_found_root_cause(run_scrip
     )
     assert session.decision == "PASS"
     assert session.root_cause_status != "confirmed"
+
+
+def test_the_window_notice_names_the_window_and_its_timezone_in_the_answer_language():
+    from diagnosis.flow.scope import window_notice
+
+    window = {"start": "2026-03-02T10:00:00Z", "end": "2026-03-02T10:40:00Z"}
+    assert "2026-03-02 10:00 至 10:40（UTC）" in window_notice(window=window, language="zh-CN")
+    english = window_notice(window=window, language="en")
+    assert "2026-03-02 10:00 to 10:40 (UTC)" in english
+    overnight = {"start": "2026-03-01T23:30:00Z", "end": "2026-03-02T00:10:00Z"}
+    assert "2026-03-01 23:30 to 2026-03-02 00:10" in window_notice(window=overnight, language="en")
+    assert window_notice(window=None, language="en") == ""
