@@ -10,6 +10,8 @@ import math
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
+from diagnosis.evidence.common import quantity_format
+
 WIDTH = 360
 HEIGHT = 120
 PAD_LEFT = 8
@@ -71,7 +73,11 @@ def _time(value: object) -> datetime | None:
     return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
 
 
-def _num(value: float) -> str:
+def _num(value: float, unit: str = "") -> str:
+    """An axis label: in human units (1.76 GiB, 230 ms) when the series has a known unit."""
+    human = quantity_format(value, unit) if unit else ""
+    if human:
+        return human
     if abs(value) >= 100:
         return f"{value:.0f}"
     return f"{value:.3g}"
@@ -124,8 +130,8 @@ def metric_chart(*, summary: dict, series: dict) -> Chart | None:
         window_w=round(PAD_LEFT + plot_w - window_x, 1),
         plot_top=PAD_TOP,
         plot_h=plot_h,
-        y_max_label=_num(high),
-        y_min_label=_num(low),
+        y_max_label=_num(high, str(series.get("unit") or "")),
+        y_min_label=_num(low, str(series.get("unit") or "")),
         start_label=start.strftime("%H:%M"),
         window_label=window_start.strftime("%H:%M"),
         end_label=end.strftime("%H:%M"),

@@ -36,3 +36,17 @@ def test_only_the_series_whose_line_holds_the_excerpt_is_charted():
 def test_a_series_without_values_or_times_draws_nothing():
     assert metric_chart(summary=SUMMARY, series=dict(SERIES, trend_line="t: - | - | -")) is None
     assert metric_chart(summary={"series": [SERIES]}, series=SERIES) is None
+
+
+def test_a_byte_series_has_its_axis_in_human_units():
+    chart = metric_chart(summary=SUMMARY, series=dict(SERIES, unit="bytes"))
+    assert chart is not None
+    assert chart.y_max_label == "50 B"
+    big = dict(SERIES, unit="bytes", trend_line=TREND_LINE.replace("50", "1894381620"))
+    label = metric_chart(summary=SUMMARY, series=big).y_max_label
+    assert label == "1.76 GiB"
+
+
+def test_a_series_without_a_unit_keeps_plain_numbers_on_its_axis():
+    chart = metric_chart(summary=SUMMARY, series=SERIES)
+    assert chart is not None and chart.y_max_label == "50"
