@@ -1,0 +1,118 @@
+"""Benchmark: the fleet-wide query_metrics sweep as the fleet grows (10 → 1,000 services).
+
+    .venv/bin/python bench/metrics_fleet.py [--services 10,50,200,1000] [--prometheus]
+
+Each size is a generated pack (tests/evidence/packbuilder.fleet_pack_write: five series
+per service, one faulty service). Reported per size: sample lines read, series ranked,
+metric files opened (must stay at the number of files), seconds, output characters and
+tokens (must stay flat), and whether the faulty service ranks first. With
+``--prometheus`` the pack is also backfilled with promtool into a real Prometheus
+(loopback port) and the same sweep is made through it: one query_range per sweep.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+os.environ.setdefault("SECRET_KEY", "bench-secret")
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+
+FAULTY = 7
+
+
+def _sweep(files=None, prometheus_url=None):
+    from diagnosis.evidence.common import Deadline, QueryWindow
+    from diagnosis.evidence.metrics import metrics_query
+
+    window = QueryWindow.around(
+        start=datetime(2026, 3, 2, 10, 0, tzinfo=UTC), end=datetime(2026, 3, 2, 10, 40, tzinfo=UTC)
+    )
+    started = time.perf_counter()
+    out = metrics_query(
+        service=None,
+        metric=None,
+        labels={},
+        window=window,
+        step=None,
+        deadline=Deadline.after(600),
+        files=files,
+        prometheus_url=prometheus_url,
+    )
+    return out, time.perf_counter() - started
+
+
+def main() -> None:
+    import django
+
+    django.setup()
+    from diagnosis.evidence import metrics as metrics_module
+    from diagnosis.tokens import estimate_tokens
+    from tests.evidence.packbuilder import fleet_pack_write, fleet_service_name
+
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--services", default="10,50,200,1000")
+    parser.add_argument("--prometheus", action="store_true")
+    args = parser.parse_args()
+    print(
+        f"{'services':>8} {'lines':>9} {'series':>7} {'opens':>5} {'files s':>8} "
+        f"{'chars':>6} {'tokens':>6} {'first':>5} {'prom queries':>12} {'prom s':>7}"
+    )
+    for count in (int(n) for n in args.services.split(",")):
+        root = Path(tempfile.mkdtemp(prefix="rootproof-fleet-"))
+        pack = fleet_pack_write(root / "fleet", services=count, faulty=(FAULTY,))
+        files = tuple(sorted((pack / "metrics").glob("*.om")))
+        lines = sum(1 for f in files for _ in f.open())
+        opened: list[Path] = []
+        real_open = Path.open
+
+        def counting_open(self, *a, _opened=opened, _open=real_open, **k):
+            if self.suffix == ".om":
+                _opened.append(self)
+            return _open(self, *a, **k)
+
+        Path.open = counting_open  # type: ignore[method-assign]
+        try:
+            out, seconds = _sweep(files=files)
+        finally:
+            Path.open = real_open  # type: ignore[method-assign]
+        fleet = out.summary["fleet"]
+        first = fleet["services_ranked"][0]["service"] == fleet_service_name(FAULTY)
+        prom_queries, prom_seconds = "-", "-"
+        if args.prometheus:
+            from tests.evidence.test_prometheus_backend import PrometheusServer
+
+            server = PrometheusServer(pack, root / "prometheus")
+            try:
+                calls: list[str] = []
+                real_get = metrics_module.httpx.get
+
+                def counting_get(url, *a, _calls=calls, _get=real_get, **k):
+                    _calls.append(url)
+                    return _get(url, *a, **k)
+
+                metrics_module.httpx.get = counting_get  # type: ignore[assignment]
+                try:
+                    live, live_seconds = _sweep(prometheus_url=server.url)
+                finally:
+                    metrics_module.httpx.get = real_get  # type: ignore[assignment]
+                assert live.summary["fleet"] == fleet, "Prometheus and files disagree"
+                prom_queries, prom_seconds = str(len(calls)), f"{live_seconds:.2f}"
+            finally:
+                server.stop()
+        print(
+            f"{count:>8} {lines:>9} {fleet['series']:>7} {len(opened):>5} {seconds:>8.2f} "
+            f"{len(out.output):>6} {estimate_tokens(out.output):>6} {'yes' if first else 'NO':>5} "
+            f"{prom_queries:>12} {prom_seconds:>7}"
+        )
+
+
+if __name__ == "__main__":
+    main()
