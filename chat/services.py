@@ -49,6 +49,18 @@ def conversation_history(
     return kept
 
 
+def title_from_question(question: str) -> str:
+    """A conversation title: the question's first line, cut at a word with an ellipsis."""
+    first = question.strip().splitlines()[0].strip() if question.strip() else ""
+    if len(first) <= TITLE_MAX_CHARS:
+        return first
+    cut = first[: TITLE_MAX_CHARS - 1]
+    space = cut.rfind(" ")
+    if space >= TITLE_MAX_CHARS // 2:  # a word boundary that keeps most of the line
+        cut = cut[:space]
+    return cut.rstrip(" ,.;:，。；：") + "…"
+
+
 @transaction.atomic
 def conversation_ask(
     *, conversation: Conversation, question: str, user, language_code: str
@@ -66,7 +78,7 @@ def conversation_ask(
         conversation=conversation,
     )
     if not conversation.title:
-        conversation.title = question.splitlines()[0][:TITLE_MAX_CHARS] if question else ""
+        conversation.title = title_from_question(question)
     conversation.save(update_fields=["title", "updated_at"])
     return session
 

@@ -64,3 +64,14 @@ def test_the_first_question_has_no_history(owner_client, conversation):
         reverse("chat:conversation_question", args=[conversation.pk]), {"question": "第一个"}
     )
     assert conversation.sessions.get().context["history"] == []
+
+
+def test_a_long_question_becomes_a_title_cut_at_a_word_with_an_ellipsis():
+    from chat.services import TITLE_MAX_CHARS, title_from_question
+
+    question = "why does the payment-service time out " + "again and again " * 10
+    title = title_from_question(question)
+    assert len(title) <= TITLE_MAX_CHARS and title.endswith("…")
+    assert question.startswith(title[:-1]) and question[len(title) - 1] == " "
+    assert title_from_question("支付服务超时" * 20).endswith("…")
+    assert title_from_question("short\nsecond line") == "short"
