@@ -28,6 +28,7 @@ from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
 from audit.models import ClaimReview, Review
+from chat.selectors import FactSegment, claim_fact_segments
 from diagnosis.contracts import Classification
 from diagnosis.gatekeeper import excerpt_locate
 from diagnosis.models import DiagnosisSession, LLMCall, ToolInvocation
@@ -105,6 +106,7 @@ def excerpt_in_context(excerpt: str, text: str, *, lines: int = CONTEXT_LINES) -
 
 @dataclass
 class BindingRow:
+    index: int
     source_type: str
     source_id: str
     tool_name: str
@@ -118,6 +120,8 @@ class BindingRow:
 class ClaimRow:
     view: ClaimView
     bindings: list[BindingRow]
+    # the claim's text cut at its facts, each linked to its binding (gatekeeper_v2)
+    segments: list[FactSegment] = field(default_factory=list)
 
 
 @dataclass
@@ -174,6 +178,7 @@ def session_audit_view(*, session: DiagnosisSession) -> SessionAudit:
             invocation = by_id.get(binding.invocation_id) if binding.invocation_id else None
             rows.append(
                 BindingRow(
+                    index=binding.index,
                     source_type=binding.source_type,
                     source_id=binding.source_id,
                     tool_name=binding.tool_name,
@@ -185,7 +190,13 @@ def session_audit_view(*, session: DiagnosisSession) -> SessionAudit:
                     else None,
                 )
             )
-        claims.append(ClaimRow(view=view, bindings=rows))
+        claims.append(
+            ClaimRow(
+                view=view,
+                bindings=rows,
+                segments=claim_fact_segments(text=view.text, facts=view.facts),
+            )
+        )
     attempts = []
     for index, data in enumerate(_dicts(evaluation.get("attempts")), start=1):
         number = int(data.get("attempt") or index)

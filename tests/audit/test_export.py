@@ -298,7 +298,15 @@ def test_a_scripted_session_with_a_retry_replays_to_the_same_outcome(tmp_path, o
             "executor": [
                 QUERY_LOGS,
                 executor_json(log_claim(excerpt="invented excerpt that is nowhere")),
-                {"tool_calls": [{"name": "query_logs", "arguments": {"level": "ERROR"}}]},
+                # (gatekeeper_v2: the service the claim names is bound by this argument)
+                {
+                    "tool_calls": [
+                        {
+                            "name": "query_logs",
+                            "arguments": {"level": "ERROR", "service": "payment-service"},
+                        }
+                    ]
+                },
                 executor_json(log_claim(trace="trace-2")),
             ],
             "verifier": [
