@@ -28,6 +28,8 @@ class ParseStatus(StrEnum):
     INVALID_JSON = "invalid_json"
     NOT_AN_OBJECT = "not_an_object"
     SCHEMA_INVALID = "schema_invalid"
+    # cut by max_tokens before the top-level object closed (finish_reason "length")
+    TRUNCATED = "truncated"
 
 
 class ClaimType(StrEnum):
@@ -143,7 +145,10 @@ class EvidenceBinding(BaseModel):
 
     model_config = ConfigDict(extra="allow")
 
-    source_type: str = Field(description="tool_trace or lookup_evidence_block")
+    source_type: str = Field(
+        description="tool_trace or lookup_evidence_block",
+        json_schema_extra={"enum": [t.value for t in SourceType]},
+    )
     source_id: str = Field(description="trace_ref (trace-N) or knowledge chunk id")
     tool_name: str | None = Field(default=None, description="the invocation's tool, if given")
     source_invocation_ids: list[int] = Field(
@@ -156,7 +161,11 @@ class Claim(BaseModel):
     model_config = ConfigDict(extra="allow")
 
     claim_id: str
-    claim_type: str = Field(description="one of ClaimType; anything else is kept as other")
+    claim_type: str = Field(
+        description="one of ClaimType; anything else is kept as other",
+        # the schema a grammar compiles offers only the real types (parsing stays tolerant)
+        json_schema_extra={"enum": [t.value for t in ClaimType if t is not ClaimType.OTHER]},
+    )
     claim_text: str
     entity: str | None = Field(default=None, description="service or component the claim is about")
     root_cause_kind: str | None = Field(
@@ -164,7 +173,10 @@ class Claim(BaseModel):
         description="for a root-cause claim: cpu, memory, disk, network, latency, errors, code, "
         "configuration, dependency or resource_exhaustion",
     )
-    support_level: str = Field(default=SupportLevel.DIRECT.value)
+    support_level: str = Field(
+        default=SupportLevel.DIRECT.value,
+        json_schema_extra={"enum": [s.value for s in SupportLevel]},
+    )
     evidence_bindings: list[EvidenceBinding] = Field(default_factory=list)
 
 
