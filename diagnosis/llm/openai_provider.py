@@ -28,6 +28,7 @@ parser knows a reply cut by ``max_tokens``.
 from __future__ import annotations
 
 import email.utils
+import functools
 import json
 import random
 import threading
@@ -93,6 +94,17 @@ def endpoint_capabilities_forget() -> None:
     with _capabilities_lock:
         _refused_formats.clear()
         _refused_required.clear()
+
+
+@functools.lru_cache(maxsize=32)
+def _client_shared(*, base_url: str, api_key: str, timeout: float) -> openai.OpenAI:
+    """One client (one connection pool) per endpoint for the process.
+
+    A client per provider instance built an SSL context and loaded the CA bundle for
+    every role of every session: about 0.1 s each, most of a session's non-model time.
+    The SDK's client is safe to share between threads.
+    """
+    return openai.OpenAI(base_url=base_url, api_key=api_key, timeout=timeout, max_retries=0)
 
 
 @dataclass
@@ -427,11 +439,8 @@ class OpenAIProvider:
 
     def _client_get(self) -> openai.OpenAI:
         if self._client is None:
-            self._client = openai.OpenAI(
-                base_url=self.base_url,
-                api_key=self._api_key,
-                timeout=settings.LLM_TIMEOUT_SECONDS,
-                max_retries=0,
+            self._client = _client_shared(
+                base_url=self.base_url, api_key=self._api_key, timeout=settings.LLM_TIMEOUT_SECONDS
             )
         return self._client
 
