@@ -153,8 +153,9 @@ def _mask_pieces(text: str) -> list[_Piece]:
 
 
 _ONE_DIGIT = bytes.maketrans(b"0123456789", b"1111111111")
-# The masked text, or a %-template and what fills it from the message.
-_Recipe = str | tuple[str, Callable[[str], Any]]
+# The masked text, or a %-template, what fills it from the message, and the offsets of the
+# message's characters it takes (None when it masks the message itself).
+_Recipe = str | tuple[str, Callable[[str], Any], tuple[int, ...] | None]
 
 
 class MessageMasker:
@@ -174,17 +175,20 @@ class MessageMasker:
     def mask(self, message: str) -> str:
         if "0x" in message or not message.isascii():
             return message_mask(message)
-        shape = message.encode("ascii").translate(_ONE_DIGIT)
+        recipe = self.recipe(message.encode("ascii").translate(_ONE_DIGIT))
+        if isinstance(recipe, str):
+            return recipe
+        return recipe[0] % recipe[1](message)
+
+    def recipe(self, shape: bytes) -> _Recipe:
+        """How to mask ASCII messages without ``0x`` of this shape (digits written as 1)."""
         recipe = self.recipes.get(shape)
         if recipe is None:
             recipe = _recipe_learn(shape.decode("ascii"))
             if len(self.recipes) >= SHAPE_CACHE_SIZE:
                 self.recipes.clear()
             self.recipes[shape] = recipe
-        if isinstance(recipe, str):
-            return recipe
-        template, pick = recipe
-        return template % pick(message)
+        return recipe
 
 
 def _recipe_learn(shape: str) -> _Recipe:
@@ -205,9 +209,9 @@ def _recipe_learn(shape: str) -> _Recipe:
                 parts.append("%%" if shape[i] == "%" else shape[i])
     template, pick = "".join(parts), itemgetter(*positions)
     if template % pick(shape) == masked:
-        return template, pick
+        return template, pick, tuple(positions)
     # Cannot happen while the argument in _mask_pieces holds; if it did, stay right.
-    return "%s", message_mask
+    return "%s", message_mask, None
 
 
 def _regex_compile(text: str, argument: str) -> re.Pattern[str]:
@@ -842,6 +846,17 @@ def logs_from_files(
     limit: int,
     deadline: Deadline,
 ) -> BackendOutput:
+    files = list(files)
+    if log_filter.text is None and log_filter.pattern is None:
+        # Text and pattern filters are cut with str.find first: only count big unfiltered scans.
+        from diagnosis.evidence import logscan
+
+        if sum(path.stat().st_size for path in files) >= logscan.AGGREGATE_MIN_BYTES:
+            counted = logscan.files_count(
+                files=files, log_filter=log_filter, window=window, limit=limit, deadline=deadline
+            )
+            if counted is not None:
+                return logs_render(clusterer=counted, window=window, log_filter=log_filter)
     clusterer = LogClusterer(window=window, limit=limit)
     scan = _FileScan(clusterer=clusterer, log_filter=log_filter, window=window)
     for path in sorted(files):

@@ -23,6 +23,7 @@ from typing import Any
 
 import pytest
 
+from diagnosis.evidence import logscan
 from diagnosis.evidence.common import Deadline, QueryWindow
 from diagnosis.evidence.logs import LogFilter, logs_from_files
 from diagnosis.evidence.packs import pack_discover, pack_load
@@ -336,6 +337,22 @@ def test_every_pinned_case_is_still_generated(tmp_path, pins):
 
 
 def test_query_logs_output_is_byte_identical_to_the_pinned_outputs(tmp_path, pins):
+    mismatched = []
+    for case_id, files, window, arguments in all_cases(tmp_path):
+        got = run_case(files, window, arguments)
+        if got != pins.get(case_id):
+            mismatched.append(f"{case_id}: {got['totals']} (pinned: {pins[case_id]['totals']})")
+    assert not mismatched, "\n".join(mismatched)
+
+
+def test_the_counting_scan_in_parallel_chunks_gives_the_pinned_outputs(tmp_path, pins, monkeypatch):
+    # Every case through the scan big inputs take: small blocks and chunks, so lines
+    # meet block and chunk edges and groups merge across worker processes.
+    monkeypatch.setattr(logscan, "AGGREGATE_MIN_BYTES", 0)
+    monkeypatch.setattr(logscan, "PARALLEL_MIN_BYTES", 0)
+    monkeypatch.setattr(logscan, "CHUNK_BYTES", 1 << 20)
+    monkeypatch.setattr(logscan, "BLOCK_BYTES", 1 << 16)
+    monkeypatch.setattr(logscan, "_workers", lambda: 2)
     mismatched = []
     for case_id, files, window, arguments in all_cases(tmp_path):
         got = run_case(files, window, arguments)

@@ -1,0 +1,737 @@
+"""The file backend's scan of big log files: every line counted exactly, in parallel.
+
+``logs_from_files`` reads small inputs line by line (``logs._FileScan``). Past
+``AGGREGATE_MIN_BYTES`` it counts instead of clustering line by line, with the same result:
+
+1. **Count by masked line.** Each chunk of a file (in worker processes when the machine has
+   cores and the input is big) groups its lines by (service, level, masked message) and
+   keeps, per group, the window and baseline counts, first/last seen, the first sample
+   lines and where the group first occurs. Lines in ``json.dumps`` layout are read in
+   blocks with numpy (field offsets from the quote positions, a line's timestamp from its
+   digits, the masking from the message's digit shape, see ``logs.MessageMasker``); every
+   other line is parsed as the line-by-line scan parses it.
+2. **Learn the templates.** The distinct masked messages, in the order they first occur,
+   go through drain3 exactly as the line-by-line scan feeds them, so each group lands in
+   the template (or stays unclustered) where that scan would put its lines.
+3. **Add up.** Group counts, times and samples merge into the templates' statistics.
+
+Step 2 equals the line-by-line scan while the distinct masked messages fit its mask cache
+(``logs.MASK_CACHE_SIZE``): past that, that scan re-learns messages in an order only it can
+give, so such inputs are read line by line after all. Memory is bounded by the number of
+groups and one block per process, not by the file size.
+"""
+
+from __future__ import annotations
+
+import bisect
+import itertools
+import multiprocessing
+import os
+import re
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from diagnosis.evidence import logs
+from diagnosis.evidence.common import Deadline, QueryWindow, ToolTimeout
+from diagnosis.evidence.formats import (
+    jsonl_line_parse,
+    level_normalise,
+    log_time_parse,
+    plain_line_parse,
+)
+
+AGGREGATE_MIN_BYTES = 16 << 20
+PARALLEL_MIN_BYTES = 96 << 20
+CHUNK_BYTES = 48 << 20
+BLOCK_BYTES = 2 << 20
+LINE_SLOTS = 1 << 40  # positions: chunk number * LINE_SLOTS + line number in the chunk
+
+_U8 = np.uint8
+_PREFIX = np.frombuffer(b'{"ts": "', _U8)
+_SERVICE_KEY = np.frombuffer(b'", "service": "', _U8)
+_LEVEL_KEY = np.frombuffer(b'", "level": "', _U8)
+_MESSAGE_KEY = np.frombuffer(b'", "message": "', _U8)
+_STAMP_DIGITS = np.array([0, 1, 2, 3, 5, 6, 8, 9, 11, 12, 14, 15, 17, 18])
+_STAMP_PUNCT = np.array([4, 7, 10, 13, 16])
+_STAMP_PUNCT_BYTES = np.frombuffer(b"--T::", _U8)
+_MESSAGE_DIGITS = np.arange(256, dtype=_U8)
+_MESSAGE_DIGITS[48:58] = ord("1")
+_MAX_EXACT_MICROS = 2**53
+
+
+@dataclass(slots=True)
+class GroupStats:
+    """The lines of one (service, level, masked message) group."""
+
+    first: int
+    count_window: int = 0
+    count_baseline: int = 0
+    first_seen: float = float("inf")
+    last_seen: float = float("-inf")
+    samples: list[tuple[int, str]] = field(default_factory=list)
+    baseline_samples: list[tuple[int, str]] = field(default_factory=list)
+
+
+GroupKey = tuple[str, str, str]  # service, level, masked message
+Groups = dict[GroupKey, GroupStats]
+
+
+@dataclass(frozen=True)
+class ScanSpec:
+    """What every chunk needs to know (sent to worker processes)."""
+
+    window_start: float
+    window_end: float
+    baseline_start: float
+    head_low: str
+    head_high: str
+    log_filter: logs.LogFilter
+    limit: int
+    deadline: Deadline
+
+
+def _sample_keep(samples: list[tuple[int, str]], position: int, sample: str, limit: int) -> None:
+    """Keep the ``limit`` samples that come first in the files (lines may arrive out of order)."""
+    bisect.insort(samples, (position, logs._sample_text(sample)))
+    del samples[limit:]
+
+
+class _Aggregator:
+    def __init__(self, spec: ScanSpec) -> None:
+        self.spec = spec
+        self.groups: Groups = {}
+        self.masker = logs.MessageMasker()
+        self.levels: dict[str, str] = {}
+        self.needles = spec.log_filter.raw_prefilter()
+
+    def level(self, text: str) -> str:
+        level = self.levels.get(text)
+        if level is None:
+            level = self.levels[text] = level_normalise(text)
+        return level
+
+    def add_line(
+        self,
+        position: int,
+        ts: float,
+        ts_text: str,
+        service: str,
+        level: str,
+        message: str,
+        sample: str | None,
+    ) -> None:
+        """One line already known to be in range and to match the filter."""
+        key = (service, level, self.masker.mask(message))
+        stats = self.groups.get(key)
+        if stats is None:
+            stats = self.groups[key] = GroupStats(first=position)
+        elif position < stats.first:
+            stats.first = position
+        if ts < stats.first_seen:
+            stats.first_seen = ts
+        if ts > stats.last_seen:
+            stats.last_seen = ts
+        if ts >= self.spec.window_start:
+            stats.count_window += 1
+            samples = stats.samples
+        else:
+            stats.count_baseline += 1
+            samples = stats.baseline_samples
+        if len(samples) < self.spec.limit or position < samples[-1][0]:
+            if sample is None:
+                sample = f"{ts_text} {service} {level or '-'} {message}"
+            _sample_keep(samples, position, sample, self.spec.limit)
+
+    def add_record(self, position: int, record: Any) -> None:
+        spec = self.spec
+        if spec.baseline_start <= record.ts <= spec.window_end and spec.log_filter.matches(record):
+            self.add_line(
+                position,
+                record.ts,
+                record.ts_text,
+                record.service,
+                record.level,
+                record.message,
+                record.sample,
+            )
+
+    def add_common(
+        self, position: int, ts_text: str, service: str, level_text: str, message: str
+    ) -> None:
+        """A line in the common JSON layout, read as ``logs._FileScan._jsonl_common`` reads it."""
+        spec = self.spec
+        head = ts_text[:19]
+        if head < spec.head_low or head > spec.head_high:
+            return
+        try:
+            ts = datetime.fromisoformat(ts_text).timestamp()
+        except ValueError:
+            try:
+                ts = log_time_parse(ts_text)[0]
+            except ValueError:
+                return
+        if not spec.baseline_start <= ts <= spec.window_end:
+            return
+        level = self.level(level_text)
+        log_filter = spec.log_filter
+        if log_filter.selective and not log_filter.fields_match(service, level, message):
+            return
+        self.add_line(position, ts, ts_text, service, level, message, None)
+
+    def add_jsonl_line(self, position: int, line: str) -> None:
+        """A line outside the fast path, as ``logs._FileScan.jsonl_file`` reads it.
+
+        Lines without the filter's verbatim needles are dropped unread as there (so an
+        escaped service name does not match a service filter there either).
+        """
+        needles = self.needles
+        if needles and not all(n in line for n in needles):
+            return
+        match = logs._JSONL_COMMON.match(line + "\n")
+        if match is not None:
+            self.add_common(position, *match.groups())
+            return
+        if not line.strip():
+            return
+        try:
+            record = jsonl_line_parse(line)
+        except ValueError:
+            return
+        self.add_record(position, record)
+
+    def add_plain_line(self, position: int, line: str, service: str) -> None:
+        if not line.strip():
+            return
+        try:
+            record = plain_line_parse(line, service=service)
+        except ValueError:
+            return
+        self.add_record(position, record)
+
+
+def _byte_blocks(path: Path, start: int, end: int, deadline: Deadline) -> Iterator[bytes]:
+    """Bytes ``start``–``end`` of the file (both at line starts) in blocks of whole lines."""
+    with path.open("rb") as handle:
+        handle.seek(start)
+        pending = b""
+        left = end - start
+        while left > 0:
+            deadline.check()
+            chunk = handle.read(min(BLOCK_BYTES, left))
+            if not chunk:
+                break
+            left -= len(chunk)
+            data = pending + chunk if pending else chunk
+            cut = data.rfind(b"\n") + 1
+            if not cut:
+                pending = data
+                continue
+            pending = data[cut:]
+            yield data[:cut]
+        if pending:
+            yield pending + b"\n"
+
+
+def _line_starts(path: Path, size: int, pieces: int) -> list[int]:
+    """``pieces`` + 1 offsets splitting the file at line starts (first 0, last the size)."""
+    offsets = [0]
+    with path.open("rb") as handle:
+        for i in range(1, pieces):
+            handle.seek(max(size * i // pieces - 1, offsets[-1]))
+            handle.readline()
+            at = handle.tell()
+            if at >= size:
+                break
+            if at > offsets[-1]:
+                offsets.append(at)
+    offsets.append(size)
+    return offsets
+
+
+def _gather(arr: np.ndarray, at: np.ndarray, width: int) -> np.ndarray:
+    """Rows of ``width`` bytes from each offset (offsets past the end read the last byte)."""
+    index = at[:, None] + np.arange(width)
+    np.minimum(index, len(arr) - 1, out=index)
+    return arr[index]
+
+
+def _marked(starts: np.ndarray, at: np.ndarray, lines: int) -> np.ndarray:
+    """Which lines hold one of the offsets ``at``."""
+    out = np.zeros(lines, dtype=bool)
+    if len(at):
+        out[np.searchsorted(starts, at, side="right") - 1] = True
+    return out
+
+
+def _alternating(bounds: np.ndarray, size: int) -> np.ndarray:
+    """A byte mask: out before ``bounds[0]``, in from there to ``bounds[1]``, out again..."""
+    bounds = np.sort(bounds)
+    counts = np.diff(bounds, prepend=0, append=size)
+    labels = np.zeros(len(counts), dtype=bool)
+    labels[1::2] = True
+    return np.repeat(labels, counts)
+
+
+def _offsets(low: np.ndarray, high: np.ndarray) -> np.ndarray:
+    """Every offset of the spans ``[low, high)``, span after span."""
+    lengths = high - low
+    return np.repeat(low - (np.cumsum(lengths) - lengths), lengths) + np.arange(int(lengths.sum()))
+
+
+class _FastBlock:
+    """The lines of one block in the common JSON layout, found with array operations.
+
+    ``ok`` marks the lines that start as ``logs._JSONL_COMMON`` demands (the four fields in
+    order, no backslash or control character, a UTC stamp whose value a float holds
+    exactly); whether the fields after the message are flat JSON fields, none of them one
+    of the four, is decided per distinct line key (``_shape_rows``). The rest is left to
+    the line-by-line code.
+    """
+
+    def __init__(self, buf: bytes, head_seconds: Callable[[np.ndarray], np.ndarray]) -> None:
+        arr = np.frombuffer(buf, _U8)
+        self.buf, self.arr = buf, arr
+        controls = np.flatnonzero(arr < 32)
+        newline = arr[controls] == 10
+        nl = controls[newline]
+        starts = np.empty_like(nl)
+        starts[0] = 0
+        starts[1:] = nl[:-1] + 1
+        lines = self.lines = len(nl)
+        self.starts, self.ends = starts, nl
+        ok = (nl - starts) >= 60
+        ok &= ~_marked(starts, controls[~newline], lines)
+        ok &= ~_marked(starts, np.flatnonzero(arr == 92), lines)
+        ok &= (_gather(arr, starts, 8) == _PREFIX).all(axis=1)
+        quotes = self.quotes = np.flatnonzero(arr == 34)
+        first_quote = np.searchsorted(quotes, starts)
+        self.first_quote = first_quote
+        ok &= first_quote + 16 <= len(quotes)
+        q = quotes[np.minimum(first_quote[:, None] + np.arange(16), len(quotes) - 1)]
+        ok &= q[:, 15] < nl
+        ok &= (_gather(arr, q[:, 3], 15) == _SERVICE_KEY).all(axis=1)
+        ok &= (_gather(arr, q[:, 7], 13) == _LEVEL_KEY).all(axis=1)
+        ok &= (_gather(arr, q[:, 11], 15) == _MESSAGE_KEY).all(axis=1)
+        ok &= q[:, 7] > q[:, 6] + 1  # a service is not empty
+        # The stamp: YYYY-MM-DDTHH:MM:SS, then Z, or a fraction of 1 to 9 digits and Z.
+        ts_start, ts_end = q[:, 2] + 1, q[:, 3]
+        ts_len = ts_end - ts_start
+        head = _gather(arr, ts_start, 30)
+        digits = head[:, _STAMP_DIGITS]
+        ok &= ((digits >= 48) & (digits <= 57)).all(axis=1)
+        ok &= (head[:, _STAMP_PUNCT] == _STAMP_PUNCT_BYTES).all(axis=1)
+        ok &= arr[np.maximum(ts_end - 1, 0)] == ord("Z")
+        fraction_digits = ts_len - 21
+        fraction = head[:, 20:29].astype(np.int64) - 48
+        in_fraction = np.arange(9) < fraction_digits[:, None]
+        ok &= (ts_len == 20) | (
+            (ts_len >= 22)
+            & (ts_len <= 30)
+            & (head[:, 19] == ord("."))
+            & (((fraction >= 0) & (fraction <= 9)) | ~in_fraction).all(axis=1)
+        )
+        seconds = head_seconds(digits.astype(np.int64) - 48)
+        ok &= seconds != _INVALID
+        weights = 10 ** np.arange(5, -1, -1, dtype=np.int64)
+        micro = (np.where(in_fraction[:, :6], fraction[:, :6], 0) * weights).sum(axis=1)
+        micros = np.where(ok, seconds, 0) * 1_000_000 + micro
+        ok &= np.abs(micros) < _MAX_EXACT_MICROS
+        self.ts = micros / 1e6
+        self.q = q
+        self.ok = ok
+
+
+_INVALID = np.iinfo(np.int64).min
+_TAIL = re.compile(
+    r'(?:, "(?!(?:ts|service|level|message)")[^"]*": '
+    rf'(?:"[^"]*"|true|false|null|{logs._JSON_NUMBER}))*\}}'
+)
+
+
+def _epoch_seconds(cache: dict[int, int]) -> Callable[[np.ndarray], np.ndarray]:
+    """Unix seconds of stamp heads given as their 14 digit values (``_INVALID``: no time)."""
+    weights = 10 ** np.arange(13, -1, -1, dtype=np.int64)
+
+    def convert(digits: np.ndarray) -> np.ndarray:
+        codes = digits @ weights
+        # Stamps mostly come in order: the runs of one second, else a sort.
+        if len(codes) and (codes[1:] >= codes[:-1]).all():
+            starts = np.flatnonzero(np.diff(codes, prepend=codes[0] - 1))
+            unique = codes[starts]
+            inverse = np.repeat(np.arange(len(starts)), np.diff(starts, append=len(codes)))
+        else:
+            unique, inverse = np.unique(codes, return_inverse=True)
+        out = np.empty(len(unique), dtype=np.int64)
+        for i, code in enumerate(unique.tolist()):
+            seconds = cache.get(code)
+            if seconds is None:
+                text = f"{code:014d}"
+                stamp = (
+                    f"{text[0:4]}-{text[4:6]}-{text[6:8]}T{text[8:10]}:{text[10:12]}:{text[12:14]}Z"
+                )
+                try:
+                    seconds = int(datetime.fromisoformat(stamp).timestamp())
+                except ValueError:
+                    seconds = int(_INVALID)
+                cache[code] = seconds
+            out[i] = seconds
+        return out[inverse.reshape(-1)]
+
+    return convert
+
+
+def _fast_block(agg: _Aggregator, buf: bytes, base: int, heads: dict[int, int]) -> int:
+    """Count a block's lines; returns how many lines it held."""
+    spec = agg.spec
+    block = _FastBlock(buf, _epoch_seconds(heads))
+    arr, q, ts, ok, starts = block.arr, block.q, block.ts, block.ok, block.starts
+    in_range = (ts >= spec.baseline_start) & (ts <= spec.window_end)
+    # A line outside the range is skipped unread, as there, unless a later "ts" field
+    # (which json.loads would take) might bring it in.
+    quotes = block.quotes
+    ts_keys = quotes[:-3][(arr[quotes[:-3] + 1] == 116) & (arr[quotes[:-3] + 2] == 115)]
+    ts_keys = ts_keys[arr[ts_keys + 3] == 34]
+    ts_line = np.searchsorted(starts, ts_keys, side="right") - 1
+    later_ts = np.zeros(block.lines, dtype=bool)
+    later_ts[ts_line[ts_keys > q[ts_line, 15]]] = True
+    skipped = ok & ~in_range & ~later_ts
+    msg_start, msg_end = q[:, 14] + 1, q[:, 15]
+    plain = ok & in_range
+    plain &= _marked_in(starts, np.flatnonzero(arr >= 128), msg_start, msg_end, block.lines)
+    hex_at = np.flatnonzero(arr == 120)  # "0x"
+    hex_at = hex_at[arr[np.maximum(hex_at - 1, 0)] == 48] - 1
+    plain &= _marked_in(starts, hex_at, msg_start, msg_end, block.lines)
+    # Line keys write every digit as 1, which would hide a number with a leading zero
+    # (not JSON) in the fields after the message: such lines go line by line.
+    zero = np.flatnonzero(arr[3:-1] == 48) + 3
+    after = arr[zero + 1]
+    before = arr[zero - 1]
+    leading = ((after >= 48) & (after <= 57)) & (
+        ((before == 32) & (arr[zero - 2] == 58))
+        | ((before == 45) & (arr[zero - 2] == 32) & (arr[zero - 3] == 58))
+    )
+    plain &= _marked_in(starts, zero[leading], q[:, 15], block.ends, block.lines)
+    rows = np.flatnonzero(plain)
+    slow = ~plain & ~skipped
+    if len(rows):
+        slow[rows[~_shape_rows(agg, block, rows, base)]] = True
+    for row in np.flatnonzero(slow).tolist():
+        text = buf[starts[row] : block.ends[row]].decode("utf-8", "replace")
+        agg.add_jsonl_line(base + row, text)
+    return block.lines
+
+
+def _marked_in(
+    starts: np.ndarray, at: np.ndarray, low: np.ndarray, high: np.ndarray, lines: int
+) -> np.ndarray:
+    """Lines none of whose offsets ``at`` lie in their own span ``[low, high)``."""
+    out = np.ones(lines, dtype=bool)
+    if len(at):
+        line = np.searchsorted(starts, at, side="right") - 1
+        inside = (at >= low[line]) & (at < high[line])
+        out[line[inside]] = False
+    return out
+
+
+def _shape_rows(agg: _Aggregator, block: _FastBlock, rows: np.ndarray, base: int) -> np.ndarray:
+    """Count the lines whose masking follows from their message's digit shape.
+
+    A line's key is its service and level as written, its message with every digit as 1,
+    and the rest of the line with string values emptied and digits as 1: the lines of one
+    key mask alike, and the key's end says whether they are flat JSON fields. Returns, per
+    row, whether it was counted (the others go line by line).
+    """
+    spec = agg.spec
+    arr, q, ends = block.arr, block.q, block.ends
+    size = len(arr)
+    service_start, service_end = q[rows, 6] + 1, q[rows, 7]
+    level_start, level_end = q[rows, 10] + 1, q[rows, 11]
+    line_end = ends[rows] + 1
+    # Value strings after the message: quote pairs whose opening quote follows ": ".
+    quotes = block.quotes
+    first = block.first_quote[rows] + 16
+    last = np.searchsorted(quotes, ends[rows])
+    even = ((last - first) % 2) == 0
+    pairs = np.where(even, np.maximum(last - first, 0) // 2, 0)
+    pair_starts = np.cumsum(pairs) - pairs
+    open_index = np.repeat(first, pairs) + 2 * (
+        np.arange(int(pairs.sum())) - np.repeat(pair_starts, pairs)
+    )
+    opening, closing = quotes[open_index], quotes[open_index + 1]
+    is_value = (arr[opening - 1] == 32) & (arr[opening - 2] == 58)
+    # The key text: shapes everywhere, then service and level as written.
+    shaped = np.frombuffer(block.buf.translate(_ALL_DIGITS), _U8).copy()
+    for low, high in ((service_start, service_end), (level_start, level_end)):
+        at = _offsets(low, high)
+        shaped[at] = arr[at]
+    # Kept: from the service to the line's end, less the contents of the value strings.
+    keep = _alternating(
+        np.concatenate([service_start, opening[is_value] + 1, closing[is_value], line_end]), size
+    )
+    keys = shaped[keep].tobytes().split(b"\n")
+    keys.pop()
+    # Numbered in the order they first occur (bytes keep their hash: each is hashed once).
+    index = {key: number for number, key in enumerate(dict.fromkeys(keys))}
+    ids = np.fromiter(map(index.__getitem__, keys), dtype=np.int64, count=len(rows))
+    order = np.argsort(ids, kind="stable")
+    members_by_id = np.split(order, np.flatnonzero(np.diff(ids[order])) + 1)
+    ts = block.ts[rows]
+    in_window = ts >= spec.window_start
+    log_filter = spec.log_filter
+    counted = np.ones(len(rows), dtype=bool)
+    for key, members in zip(index, members_by_id, strict=True):
+        parsed = _key_parse(key)
+        if parsed is None:
+            counted[members] = False
+            continue
+        service_bytes, level_bytes, shape = parsed
+        service = service_bytes.decode("utf-8", "replace")
+        level = agg.level(level_bytes.decode("utf-8", "replace"))
+        if log_filter.selective and not log_filter.fields_match(service, level, ""):
+            continue
+        recipe = agg.masker.recipe(shape)
+        if isinstance(recipe, str):
+            _group_add(agg, block, rows, members, (service, level, recipe), base, in_window, ts)
+            continue
+        template, _pick, positions = recipe
+        if positions is None:  # masks each message itself: line by line
+            counted[members] = False
+            continue
+        msg_start = q[rows[members], 14] + 1
+        kept = arr[msg_start[:, None] + np.array(positions)]
+        if (kept == kept[0]).all():  # the usual case: the same digits on every line
+            key3 = (service, level, template % tuple(chr(b) for b in kept[0].tolist()))
+            _group_add(agg, block, rows, members, key3, base, in_window, ts)
+            continue
+        combos, which = np.unique(kept, axis=0, return_inverse=True)
+        which = which.reshape(-1)
+        for c, combo in enumerate(combos.tolist()):
+            key3 = (service, level, template % tuple(chr(b) for b in combo))
+            _group_add(agg, block, rows, members[which == c], key3, base, in_window, ts)
+    return counted
+
+
+_ALL_DIGITS = bytes.maketrans(b"0123456789", b"1111111111")
+_TAIL_VALID: dict[bytes, bool] = {}
+
+
+def _key_parse(key: bytes) -> tuple[bytes, bytes, bytes] | None:
+    """(service, level, message shape) of a line key, None when its end is not flat JSON."""
+    service, _, rest = key.partition(b'", "level": "')
+    level, _, rest = rest.partition(b'", "message": "')
+    shape, _, tail = rest.partition(b'"')
+    valid = _TAIL_VALID.get(tail)
+    if valid is None:
+        valid = _TAIL.fullmatch(tail.decode("utf-8", "replace")) is not None
+        if len(_TAIL_VALID) >= 10_000:
+            _TAIL_VALID.clear()
+        _TAIL_VALID[tail] = valid
+    return (service, level, shape) if valid else None
+
+
+def _group_add(
+    agg: _Aggregator,
+    block: _FastBlock,
+    rows: np.ndarray,
+    members: np.ndarray,
+    key: GroupKey,
+    base: int,
+    in_window: np.ndarray,
+    ts: np.ndarray,
+) -> None:
+    """Lines ``rows[members]`` (in file order) of one group."""
+    spec = agg.spec
+    window = in_window[members]
+    member_ts = ts[members]
+    first_row = int(rows[members[0]])
+    stats = agg.groups.get(key)
+    if stats is None:
+        stats = agg.groups[key] = GroupStats(first=base + first_row)
+    elif base + first_row < stats.first:
+        stats.first = base + first_row
+    n_window = int(window.sum())
+    stats.count_window += n_window
+    stats.count_baseline += len(members) - n_window
+    low, high = float(member_ts.min()), float(member_ts.max())
+    if low < stats.first_seen:
+        stats.first_seen = low
+    if high > stats.last_seen:
+        stats.last_seen = high
+    service, level = key[0], key[1]
+    for side, samples in ((True, stats.samples), (False, stats.baseline_samples)):
+        for member in members[window == side][: spec.limit].tolist():
+            row = int(rows[member])
+            if len(samples) >= spec.limit and base + row > samples[-1][0]:
+                break
+            q = block.q[row]
+            buf = block.buf
+            ts_text = buf[q[2] + 1 : q[3]].decode("ascii")
+            message = buf[q[14] + 1 : q[15]].decode("utf-8", "replace")
+            sample = f"{ts_text} {service} {level or '-'} {message}"
+            _sample_keep(samples, base + row, sample, spec.limit)
+
+
+def chunk_scan(
+    *, path: Path, start: int, end: int, number: int, spec: ScanSpec, jsonl: bool
+) -> Groups:
+    """The groups of one chunk of one file (runs in a worker process or in-process)."""
+    agg = _Aggregator(spec)
+    base = number * LINE_SLOTS
+    heads: dict[int, int] = {}
+    service = path.stem
+    for buf in _byte_blocks(path, start, end, spec.deadline):
+        if jsonl and b"\r" not in buf and len(buf) >= 64:
+            base += _fast_block(agg, buf, base, heads)
+            continue
+        text = logs._text_decode(buf)
+        lines = text.split("\n")[:-1]
+        for i, line in enumerate(lines):
+            if jsonl:
+                agg.add_jsonl_line(base + i, line)
+            else:
+                agg.add_plain_line(base + i, line, service)
+        base += len(lines)
+    return agg.groups
+
+
+def _chunks(
+    files: list[Path], log_filter: logs.LogFilter, pieces_per_byte: float
+) -> list[tuple[Path, int, int, bool]]:
+    """(file, start, end, is JSON lines) in the order the line-by-line scan reads them."""
+    out: list[tuple[Path, int, int, bool]] = []
+    for path in sorted(files):
+        jsonl = path.suffix != ".log"
+        if not jsonl and not log_filter.service_allows(path.stem):
+            continue
+        size = path.stat().st_size
+        pieces = max(1, round(size * pieces_per_byte))
+        offsets = _line_starts(path, size, pieces) if pieces > 1 else [0, size]
+        out.extend((path, a, b, jsonl) for a, b in itertools.pairwise(offsets))
+    return out
+
+
+def _workers() -> int:
+    """Processes to scan with: the cores this process may use, none from a daemon process."""
+    if multiprocessing.current_process().daemon:
+        return 1  # a Celery prefork child may not start processes of its own
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
+def _groups_run(
+    tasks: list[tuple[Path, int, int, bool]], spec: ScanSpec, workers: int
+) -> Iterator[Groups]:
+    """Each chunk's groups, in chunk order."""
+    if workers <= 1 or len(tasks) <= 1:
+        for number, (path, start, end, jsonl) in enumerate(tasks):
+            yield chunk_scan(path=path, start=start, end=end, number=number, spec=spec, jsonl=jsonl)
+        return
+    pool = ProcessPoolExecutor(
+        max_workers=min(workers, len(tasks)), mp_context=multiprocessing.get_context("fork")
+    )
+    try:
+        futures: list[Future[Groups]] = [
+            pool.submit(
+                chunk_scan, path=path, start=start, end=end, number=number, spec=spec, jsonl=jsonl
+            )
+            for number, (path, start, end, jsonl) in enumerate(tasks)
+        ]
+        for future in futures:
+            try:
+                yield future.result(timeout=max(spec.deadline.remaining(), 0.0))
+            except FutureTimeout:
+                raise ToolTimeout(
+                    f"the backend did not answer within {spec.deadline.seconds:g}s"
+                ) from None
+    except BaseException:
+        # A worker past the deadline stops at its next block by itself.
+        pool.shutdown(wait=False, cancel_futures=True)
+        raise
+    pool.shutdown(wait=True)
+
+
+def files_count(
+    *,
+    files: list[Path],
+    log_filter: logs.LogFilter,
+    window: QueryWindow,
+    limit: int,
+    deadline: Deadline,
+) -> logs.LogClusterer | None:
+    """The clusterer the line-by-line scan would end with, or None when only it can say.
+
+    None when the input holds more distinct masked messages than that scan's mask cache.
+    """
+    spec = ScanSpec(
+        window_start=window.start.timestamp(),
+        window_end=window.end.timestamp(),
+        baseline_start=window.baseline_start.timestamp(),
+        head_low=logs._second_floor(window.baseline_start) or "",
+        head_high=logs._second_floor(window.end) or "\uffff",
+        log_filter=log_filter,
+        limit=limit,
+        deadline=deadline,
+    )
+    total = sum(path.stat().st_size for path in files)
+    workers = _workers() if total >= PARALLEL_MIN_BYTES else 1
+    pieces_per_byte = 1 / CHUNK_BYTES if workers > 1 else 0.0
+    merged: Groups = {}
+    for groups in _groups_run(_chunks(files, log_filter, pieces_per_byte), spec, workers):
+        for key, group in groups.items():
+            into = merged.get(key)
+            if into is None:
+                merged[key] = group
+                continue
+            into.count_window += group.count_window
+            into.count_baseline += group.count_baseline
+            into.first_seen = min(into.first_seen, group.first_seen)
+            into.last_seen = max(into.last_seen, group.last_seen)
+            into.samples = (into.samples + group.samples)[:limit]
+            into.baseline_samples = (into.baseline_samples + group.baseline_samples)[:limit]
+    # Masked messages in the order they first occur, as the line-by-line scan meets them.
+    first_of: dict[str, int] = {}
+    for (_service, _level, masked), group in merged.items():
+        if group.first < first_of.get(masked, LINE_SLOTS * LINE_SLOTS):
+            first_of[masked] = group.first
+    if len(first_of) > logs.MASK_CACHE_SIZE:
+        return None
+    clusterer = logs.LogClusterer(window=window, limit=limit)
+    cluster_of = {
+        masked: clusterer._cluster_id_masked(masked)
+        for masked in sorted(first_of, key=first_of.__getitem__)
+    }
+    # Templates' statistics in the order their first line occurs, as that scan makes them.
+    samples: dict[tuple[str, str, int], tuple[list[tuple[int, str]], list[tuple[int, str]]]] = {}
+    for (service, level, masked), group in sorted(merged.items(), key=lambda i: i[1].first):
+        cluster_id = cluster_of[masked]
+        if cluster_id is None:
+            for in_window, n in ((True, group.count_window), (False, group.count_baseline)):
+                if n:
+                    clusterer.unclustered_lines[in_window, level, service] += n
+            continue
+        template_key = (service, level, cluster_id)
+        stats = clusterer.stats.get(template_key)
+        if stats is None:
+            stats = clusterer.stats[template_key] = logs.TemplateStats(service, level, cluster_id)
+            samples[template_key] = ([], [])
+        stats.count_window += group.count_window
+        stats.count_baseline += group.count_baseline
+        stats.first_seen = min(stats.first_seen, group.first_seen)
+        stats.last_seen = max(stats.last_seen, group.last_seen)
+        window_samples, baseline_samples = samples[template_key]
+        window_samples.extend(group.samples)
+        baseline_samples.extend(group.baseline_samples)
+    for template_key, (window_samples, baseline_samples) in samples.items():
+        stats = clusterer.stats[template_key]
+        stats.samples = [text for _, text in sorted(window_samples)[:limit]]
+        stats.baseline_samples = [text for _, text in sorted(baseline_samples)[:limit]]
+    return clusterer
