@@ -86,6 +86,11 @@ class MetricSignal:
     subkind: str
     at_limit: bool = False
     limit_value: Any = None
+    # the tools' robust statistic, when they report it (metrics.py: shift_measure)
+    baseline_median: Any = None
+    window_level: Any = None
+    sustained_points: int | None = None
+    sparse_baseline: bool = False
 
     @property
     def abnormal(self) -> bool:
@@ -94,6 +99,8 @@ class MetricSignal:
     @property
     def sustained(self) -> bool:
         """A shift of the window's mean, not one stray sample (robust scores love those)."""
+        if self.sustained_points is not None:
+            return self.sustained_points >= 2
         mean, base = _float(self.window_mean), _float(self.baseline_mean)
         extreme = _float(self.window_min if self.direction == "down" else self.window_max)
         if mean is None or base is None or extreme is None or extreme == base:
@@ -186,6 +193,7 @@ class Suspect:
     explains: list[str] = field(default_factory=list)
     path: list[str] = field(default_factory=list)
     graph_score: float = 0.0
+    symptom_kind: str = ""  # latency / errors / resource: its strongest own harmful shift
 
     @property
     def root_kind(self) -> str:
@@ -193,6 +201,8 @@ class Suspect:
         if self.kind == "change":
             texts = " ".join(_key(sig).lower() for _, sig in self.changes)
             return "configuration" if "config" in texts else "code"
+        if self.symptom_kind in {"latency", "errors"} and self.kind not in {"resource", "code"}:
+            return self.symptom_kind
         return root_kind_of(self.kind, self.subkind, self.metrics)
 
     @property
@@ -344,6 +354,12 @@ def metric_signals(call: Call) -> list[MetricSignal]:
                 window_max_at=str(item.get("window_max_at") or ""),
                 window_min=item.get("window_min"),
                 window_mean=item.get("window_mean"),
+                baseline_median=item.get("baseline_median"),
+                window_level=item.get("window_level"),
+                sustained_points=(
+                    _int(item["sustained_points"]) if "sustained_points" in item else None
+                ),
+                sparse_baseline=bool(item.get("sparse_baseline")),
                 change_point=str(item.get("change_point") or ""),
                 direction=str(item.get("direction") or "flat"),
                 anomaly=abs(_float(item.get("anomaly_score")) or 0.0),

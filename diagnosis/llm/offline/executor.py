@@ -35,12 +35,15 @@ from .analysis import (
 )
 from .common import lang_key, numbers_covered, time_parse
 from .localise import Topology, localise, topology_build
-from .planner import services_from_text
+from .planner import services_from_text, window_from_question
 from .texts import KIND, SUBKIND, T
 
 MAX_DRILL = 8  # services looked at one by one after the fleet view, whatever the fleet's size
-MAX_NEIGHBOURS = 8  # callees and callers of the leading candidates: who explains whom
+MAX_NEIGHBOURS = 6  # callees and callers of the leading candidates per round: who explains whom
+NEIGHBOUR_ROUNDS = 2
+LEADING = 4
 MAX_DISCOVERED = 3
+RESOLUTIONS_S = (60, 120, 300, 600, 900)  # usual scrape and aggregation intervals
 RESOURCE_FOLLOW_UPS = 3
 MAX_TOOL_CALLS = 38  # the whole first attempt, one lookup_knowledge included
 MAX_CLAIMS = 10
@@ -138,6 +141,7 @@ def evidence_gather(request: ExecutorRequest, tools: ToolRunner) -> Evidence:
             evidence.topology,
             symptoms=planned,
             slack_s=_slack_seconds(evidence.calls),
+            reported=_reported(request),
         )
 
     preliminary = [s for s in ranked() if s.score > 0 or s.graph_score > 0]
@@ -152,18 +156,22 @@ def evidence_gather(request: ExecutorRequest, tools: ToolRunner) -> Evidence:
     # quiet keeps the blame; one whose callee moved too hands it on.
     if evidence.topology.known:
         # And what calls them: the more anomalous callers one explains, the likelier it is.
-        neighbours: list[str] = []
-        leading = [s for s in ranked() if s.graph_score > 0][:3]
-        for entry in leading:
-            for callee in evidence.topology.callees(entry.service):
-                if callee not in evidence.queried and callee not in neighbours:
-                    neighbours.append(callee)
-        for entry in leading:
-            for caller in evidence.topology.callers(entry.service):
-                if caller not in evidence.queried and caller not in neighbours:
-                    neighbours.append(caller)
-        for service in neighbours[:MAX_NEIGHBOURS]:
-            _service_round(tools, evidence, service)
+        # Two rounds, so that a candidate the first round brought up is checked too.
+        for _ in range(NEIGHBOUR_ROUNDS):
+            neighbours: list[str] = []
+            leading = [s for s in ranked() if s.graph_score > 0][:LEADING]
+            for entry in leading:
+                for callee in evidence.topology.callees(entry.service):
+                    if callee not in evidence.queried and callee not in neighbours:
+                        neighbours.append(callee)
+            for entry in leading:
+                for caller in evidence.topology.callers(entry.service):
+                    if caller not in evidence.queried and caller not in neighbours:
+                        neighbours.append(caller)
+            if not neighbours:
+                break
+            for service in neighbours[:MAX_NEIGHBOURS]:
+                _service_round(tools, evidence, service)
 
     # Services named in error logs that nobody listed (a dependency): look at them too.
     everyone = sorted({*known, *evidence.queried})
@@ -229,18 +237,48 @@ def evidence_gather(request: ExecutorRequest, tools: ToolRunner) -> Evidence:
     return evidence
 
 
+def _reported(request: ExecutorRequest) -> datetime | None:
+    """When the question (or the plan it led to) says the trouble began."""
+    now = time_parse(request.now)
+    if now is None:
+        return None
+    parsed = window_from_question(request.question, now)
+    return parsed[2] if parsed is not None else None
+
+
 def _slack_seconds(calls: list[Call]) -> float:
-    """How much later a callee's change may start and still explain its caller's: the
-    resolution of the data as the tools report it (one step), at least a minute."""
-    steps = []
+    """How far apart a caller's and a callee's changes may start and still be one event:
+    the resolution of the data itself, at least the query step.
+
+    Samples every 5 minutes on a 60 s grid put (nearly) every change point on a 5-minute
+    mark: the coarsest usual sampling interval that most change points fall on.
+    """
+    steps: list[float] = []
+    points: set[int] = set()
     for call in calls:
-        step = call.summary.get("step") if call.ok else None
+        if not call.ok:
+            continue
+        step = call.summary.get("step")
         if isinstance(step, str):
             match = re.fullmatch(r"(\d+(?:\.\d+)?)(ms|s|m|h)", step.strip())
             if match:
                 unit = {"ms": 0.001, "s": 1, "m": 60, "h": 3600}[match.group(2)]
                 steps.append(float(match.group(1)) * unit)
-    return max([60.0, *steps])
+        for item in call.summary.get("series") or []:
+            at = time_parse(item.get("change_point")) if isinstance(item, dict) else None
+            if at is not None:
+                points.add(int(at.timestamp()))
+    step = max([60.0, *steps])
+    if len(points) < 3:
+        return step
+    # the coarsest common sampling interval that most change points fall on
+    first = min(points)  # samples may sit at any offset: compare the points with each other
+    fitting = [
+        r
+        for r in RESOLUTIONS_S
+        if r >= step and sum((p - first) % r == 0 for p in points) >= 0.8 * len(points)
+    ]
+    return float(max(fitting, default=step))
 
 
 def _retry_queries(request: ExecutorRequest, tools: ToolRunner, evidence: Evidence) -> None:
@@ -1293,6 +1331,7 @@ def execute_run(request: ExecutorRequest, tools: ToolRunner) -> tuple[ExecutorEv
         evidence.topology,
         symptoms=planned,
         slack_s=_slack_seconds(evidence.calls),
+        reported=_reported(request),
     )
     ranked = [s for s in suspects if s.score > 0 or s.graph_score > 0]
     query = _knowledge_query(ranked[0] if ranked else None, ranked, request.plan)

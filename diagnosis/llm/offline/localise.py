@@ -95,6 +95,7 @@ class ServiceState:
     service: str
     symptoms: dict[str, Symptom] = field(default_factory=dict)
     all_latency: list[Symptom] = field(default_factory=list)
+    traffic: float | None = None  # its usual request rate (baseline), when it reports one
 
     @property
     def anomalous(self) -> bool:
@@ -124,33 +125,59 @@ def _num(value: object) -> float | None:
     return number if math.isfinite(number) else None
 
 
+def _levels(signal: MetricSignal) -> tuple[float | None, float | None]:
+    """(baseline, window) levels: the tools' robust pair (baseline median, level of the
+    shift) when reported, else the baseline mean and the window extreme."""
+    base, level = _num(signal.baseline_median), _num(signal.window_level)
+    if base is not None and level is not None:
+        return base, level
+    base = _num(signal.baseline_mean)
+    extreme = signal.window_min if _falls(signal) else signal.window_max
+    return base, _num(extreme)
+
+
+def _falls(signal: MetricSignal) -> bool:
+    return signal.direction == "down"
+
+
 def relative_change(signal: MetricSignal) -> float:
     """How far the window went from the baseline, relative to it, in the harmful direction.
 
     A health series (availability, success rate) is read as its complement, the failure
     rate, so 100 → 98 % is "from no failures to 2 %", not a 2 % dip.
     """
-    base = _num(signal.baseline_mean)
-    if base is None:
+    base, level = _levels(signal)
+    if base is None or level is None:
         return 0.0
     if signal.kind == "errors" and signal.subkind == "health":
-        low = _num(signal.window_min)
-        if low is None:
-            return 0.0
         cap = 100.0 if base > 1.0 else 1.0
-        base_fail, peak_fail = max(cap - base, 0.0), max(cap - low, 0.0)
-        if peak_fail <= base_fail:
+        base_fail, fail = max(cap - base, 0.0), max(cap - level, 0.0)
+        if fail <= base_fail:
             return 0.0
-        return min((peak_fail - base_fail) / max(base_fail, cap * 1e-3), CHANGE_CAP)
-    if signal.direction == "down":
-        low = _num(signal.window_min)
-        if low is None or base <= 0:
+        return min((fail - base_fail) / max(base_fail, cap * 1e-3), CHANGE_CAP)
+    if _falls(signal):
+        if base <= 0:
             return 0.0
-        return min((base - low) / max(low, base * 1e-3), CHANGE_CAP)
-    peak = _num(signal.window_max)
-    if peak is None:
-        return 0.0
-    return min(max(peak - base, 0.0) / max(abs(base), 1e-9), CHANGE_CAP)
+        return min((base - level) / max(level, base * 1e-3), CHANGE_CAP)
+    return min(max(level - base, 0.0) / max(abs(base), 1e-9), CHANGE_CAP)
+
+
+def relative_failures(signal: MetricSignal | None) -> float | None:
+    """The added failure share of a ratio-like error series (health read as its complement):
+    comparable across services once weighted by their traffic. None for counts and rates,
+    whose units differ from one service to another."""
+    if signal is None:
+        return None
+    base, level = _levels(signal)
+    if base is None or level is None:
+        return None
+    if signal.subkind == "health":
+        cap = 100.0 if base > 1.0 else 1.0
+        return max((cap - level) - (cap - base), 0.0) / cap
+    if vocab.is_ratio_metric(signal.metric):
+        cap = 100.0 if max(base, level) > 1.0 else 1.0
+        return max(level - base, 0.0) / cap
+    return None
 
 
 def _strength(signal: MetricSignal) -> float:
@@ -173,6 +200,7 @@ def service_states(suspects: list[Suspect]) -> dict[str, ServiceState]:
             current = state.symptoms.get(kind)
             if current is None or found.strength > current.strength:
                 state.symptoms[kind] = found
+        state.traffic = _traffic(entry.metrics)
         for lg in entry.abnormal_logs:
             if lg.kind == "dependency" or lg.injected:
                 continue
@@ -190,8 +218,8 @@ def _delta(signal: MetricSignal | None) -> float | None:
     """The absolute shift of a latency series, in its own unit (seconds add up along calls)."""
     if signal is None:
         return None
-    base, peak = _num(signal.baseline_mean), _num(signal.window_max)
-    return None if base is None or peak is None else peak - base
+    base, level = _levels(signal)
+    return None if base is None or level is None else level - base
 
 
 def _same_measure(a: MetricSignal, b: MetricSignal) -> bool:
@@ -202,32 +230,68 @@ def _same_measure(a: MetricSignal, b: MetricSignal) -> bool:
     return shape(a) == shape(b)
 
 
-def _accounts_for(callee: Symptom, caller: Symptom, callee_state: ServiceState) -> bool:
-    """The callee's shift is big enough to be the caller's: latency adds up along a call,
-    so the callee's added seconds must be a good share of the caller's (same measure when
-    both have it); an error shift must be comparably strong."""
-    if caller.kind == "latency" and callee.kind == "latency":
-        mine = caller.signal
-        theirs = callee.signal
-        if mine is not None:
-            same = [
-                sym.signal
-                for sym in callee_state.all_latency
-                if sym.signal is not None and _same_measure(sym.signal, mine)
-            ]
-            theirs = same[0] if same else theirs
-        wanted, got = _delta(mine), _delta(theirs)
-        if wanted is not None and got is not None and wanted > 0:
-            return got >= ACCOUNTS_FOR * wanted
-        return True
-    return callee.strength >= ACCOUNTS_FOR * caller.strength
+def _coverage(
+    callee: Symptom,
+    caller: Symptom,
+    callee_state: ServiceState,
+    caller_state: ServiceState,
+    share: float,
+) -> float:
+    """How much of the caller's strongest shift the callee's can account for, 0 to 1.
+
+    Latency adds up along a call: the callee's added seconds on the same measure (else
+    its largest), times the share of the caller's traffic it serves, against the caller's
+    added seconds. Failure shares of ratio-like error series compare the same way; other
+    pairs by strength. Below ACCOUNTS_FOR it does not account for it at all.
+    """
+    ratio: float | None = None
+    if caller.kind == "latency" and callee.kind == "latency" and caller.signal is not None:
+        wanted = _delta(caller.signal)
+        same = [
+            _delta(sym.signal)
+            for sym in callee_state.all_latency
+            if sym.signal is not None and _same_measure(sym.signal, caller.signal)
+        ]
+        every = [_delta(sym.signal) for sym in callee_state.all_latency]
+        pool = [d for d in same if d is not None] or [d for d in every if d is not None]
+        if wanted is not None and wanted > 0 and pool:
+            ratio = max(pool) * share / wanted
+    elif caller.kind == "errors" and callee.kind == "errors":
+        mine, theirs = relative_failures(caller.signal), relative_failures(callee.signal)
+        if mine is not None and theirs is not None and mine > 0:
+            ratio = theirs * share / mine
+    if ratio is None:
+        ratio = callee.strength / caller.strength if caller.strength > 0 else 1.0
+    return min(ratio, 1.0) if ratio >= ACCOUNTS_FOR else 0.0
 
 
-def _explains(callee: ServiceState, caller: ServiceState, kind: str, slack_s: float) -> bool:
-    """The callee's anomaly can account for the caller's ``kind`` symptom: a compatible
-    kind, started together (within the data's resolution), and big enough."""
+def _traffic(signals: list[MetricSignal]) -> float | None:
+    """The service's baseline request rate: its busiest traffic series' baseline level."""
+    levels = []
+    for signal in signals:
+        if signal.kind != "traffic":
+            continue
+        base = _num(signal.baseline_median)
+        base = base if base is not None else _num(signal.baseline_mean)
+        if base is not None and base > 0:
+            levels.append(base)
+    return max(levels) if levels else None
+
+
+def _share(callee: ServiceState, caller: ServiceState) -> float:
+    """How much of the caller's traffic the callee's traffic is (1 when either is unknown):
+    a callee serving a tenth of the caller's requests passes on a tenth of its shift."""
+    if callee.traffic is None or caller.traffic is None:
+        return 1.0
+    return min(callee.traffic / caller.traffic, 10.0)
+
+
+def _explains(callee: ServiceState, caller: ServiceState, kind: str, slack_s: float) -> float:
+    """How well the callee's anomaly accounts for the caller's ``kind`` symptom (0: not at
+    all): a compatible kind, started together (within the data's resolution), big enough."""
     wanted = INHERITS.get(kind, set())
     mine = caller.symptoms[kind]
+    best = 0.0
     for other_kind, symptom in callee.symptoms.items():
         if other_kind not in wanted:
             continue
@@ -236,31 +300,32 @@ def _explains(callee: ServiceState, caller: ServiceState, kind: str, slack_s: fl
             or symptom.onset is None
             or abs((symptom.onset - mine.onset).total_seconds()) <= slack_s
         )
-        if aligned and _accounts_for(symptom, mine, callee):
-            return True
-    return False
+        if aligned:
+            share = _share(callee, caller)
+            best = max(best, _coverage(symptom, mine, callee, caller, share))
+    return best
 
 
-def _callers_through(links: set[tuple[str, str]], service: str) -> list[str]:
+def _callers_through(links: dict[tuple[str, str], float], service: str) -> list[str]:
     return sorted(a for a, b in links if b == service)
 
 
-def _ancestors(links: set[tuple[str, str]], start: str) -> list[str]:
-    """Services whose anomaly ``start`` explains: its inheriting callers, transitively."""
-    seen = {start}
-    order: list[str] = []
-    queue = deque([start])
+def _ancestors(links: dict[tuple[str, str], float], start: str) -> dict[str, float]:
+    """Services whose anomaly ``start`` explains (its inheriting callers, transitively),
+    each with how much of it (the coverages multiplied along the way)."""
+    found: dict[str, float] = {}
+    queue = deque([(start, 1.0)])
     while queue:
-        current = queue.popleft()
+        current, carried = queue.popleft()
         for caller in _callers_through(links, current):
-            if caller not in seen:
-                seen.add(caller)
-                order.append(caller)
-                queue.append(caller)
-    return order
+            share = carried * links[(caller, current)]
+            if caller != start and share > found.get(caller, 0.0):
+                found[caller] = share
+                queue.append((caller, share))
+    return found
 
 
-def _path(links: set[tuple[str, str]], root: str, symptoms: list[str]) -> list[str]:
+def _path(links: dict[tuple[str, str], float], root: str, symptoms: list[str]) -> list[str]:
     """The propagation path seen: from a named symptom service (else the farthest
     inheriting caller) down the inheriting calls to ``root``."""
     parents: dict[str, str] = {}
@@ -282,24 +347,59 @@ def _path(links: set[tuple[str, str]], root: str, symptoms: list[str]) -> list[s
     return path if path[-1] == root else [root]
 
 
+MISTIMED_FACTOR = 0.3  # what is left of a candidate whose own symptoms began at another time
+
+
+def _anchor(
+    states: dict[str, ServiceState], symptoms: list[str], reported: datetime | None
+) -> datetime | None:
+    """When the trouble the question is about began: the named services' own onset, else
+    the time the question reports."""
+    onsets = [states[s].onset for s in symptoms if s in states and states[s].onset is not None]
+    found = [o for o in onsets if o is not None]
+    return min(found) if found else reported
+
+
+def _began_with(state: ServiceState, anchor: datetime, slack_s: float) -> bool:
+    """Its latency or errors began with the trouble (its resources may lead, never lag)."""
+    for kind, symptom in state.symptoms.items():
+        if symptom.onset is None:
+            return True
+        gap = (symptom.onset - anchor).total_seconds()
+        if abs(gap) <= slack_s or (kind == "resource" and gap <= slack_s):
+            return True
+    return False
+
+
+def _leading_kind(state: ServiceState) -> str:
+    """The kind of its own symptom that matters most: the strongest one."""
+    if not state.symptoms:
+        return ""
+    return max(state.symptoms.values(), key=lambda s: s.strength).kind
+
+
 def localise(
     suspects: list[Suspect],
     topology: Topology,
     *,
     symptoms: list[str],
     slack_s: float,
+    reported: datetime | None = None,
 ) -> list[Suspect]:
     """Re-rank ``suspects`` along the call graph; returns them most-likely cause first.
 
     ``slack_s`` is how far apart a caller's and a callee's onsets may lie for one to
-    explain the other (the data's own resolution: one sample step).
+    explain the other (the data's own resolution: one sample step). ``reported`` is when
+    the question (or alert) says the trouble began: a candidate whose latency or errors
+    began at another time is not what the question is about, and ranks lower.
     """
     if not topology.known:
         return suspects
     states = service_states(suspects)
     by_name = {s.service: s for s in suspects}
     anomalous = {name for name, state in states.items() if state.anomalous}
-    links: set[tuple[str, str]] = set()  # (caller, callee): the callee explains the caller
+    # (caller, callee) -> how much of the caller's anomaly the callee accounts for
+    links: dict[tuple[str, str], float] = {}
     for name in sorted(anomalous):
         state = states[name]
         explained: set[str] = set()
@@ -307,24 +407,31 @@ def localise(
             other = states.get(callee)
             if other is None or not other.anomalous:
                 continue
-            kinds = [k for k in state.symptoms if _explains(other, state, k, slack_s)]
+            covered = {k: _explains(other, state, k, slack_s) for k in state.symptoms}
+            kinds = [k for k, value in covered.items() if value > 0]
             if kinds:
-                links.add((name, callee))
+                links[(name, callee)] = max(covered.values())
                 explained.update(kinds)
         if explained and explained >= set(state.symptoms):
             by_name[name].inherited_from = sorted(c for a, c in links if a == name)
+    anchor = _anchor(states, symptoms, reported)
     for name in anomalous:
         entry = by_name[name]
         strength = states[name].strength + entry.score
+        entry.symptom_kind = _leading_kind(states[name])
         if entry.inherited_from:
             entry.graph_score = strength * EXPLAINED_FACTOR
             entry.kind, entry.subkind = "dependency", ""
             continue
-        entry.explains = _ancestors(links, name)
+        explained_by_it = _ancestors(links, name)
+        entry.explains = sorted(explained_by_it, key=lambda n: (-explained_by_it[n], n))
         entry.path = _path(links, name, symptoms)
-        entry.graph_score = strength * (1.0 + len(entry.explains))
-        if any(s in entry.explains for s in symptoms):
-            entry.graph_score *= 2.0  # it explains what the question is about
+        entry.graph_score = strength * (1.0 + sum(explained_by_it.values()))
+        named = [explained_by_it[s] for s in symptoms if s in explained_by_it]
+        if named:
+            entry.graph_score *= 1.0 + max(named)  # it explains what the question is about
+        if anchor is not None and not _began_with(states[name], anchor, slack_s):
+            entry.graph_score *= MISTIMED_FACTOR
     return sorted(
         suspects,
         key=lambda s: (

@@ -46,7 +46,16 @@ LATENCY_METRIC = (
 ERROR_METRIC = ("error", "5xx", "fail", "exception", "fault", "rejected", "timeout")
 # Health that is good when high: a drop is the error signal (availability, success rate, apdex).
 HEALTH_METRIC = ("availability", "success", "apdex", "uptime", "_ok_ratio", "slo_")
-TRAFFIC_METRIC = ("requests_total", "request_count", "rps", "qps", "throughput", "_total")
+TRAFFIC_METRIC = (
+    "requests_total",
+    "request_count",
+    "requests",
+    "rps",
+    "qps",
+    "throughput",
+    "calls_total",
+    "_total",
+)
 RESTART_METRIC = ("restart", "oom_kill", "oomkill", "crash", "killed")
 CHANGE_METRIC = (
     "build_info",
