@@ -128,6 +128,34 @@ def text_normalize_mapped(text: str, *, fold: bool = True) -> tuple[str, list[in
     which equals whole-text NFKC except for rare compositions across starters.
     With ``fold=False`` letter case is kept (otherwise identical).
     """
+    if text.isascii():
+        return _ascii_normalize_mapped(text, fold=fold)
+    if (
+        not fold
+        and unicodedata.is_normalized("NFKC", text)
+        and not any(ch in text for ch in _NON_ASCII_PUNCT)
+    ):
+        return _plain_normalize_mapped(text)
+    return _general_normalize_mapped(text, fold=fold)
+
+
+def _plain_normalize_mapped(text: str) -> tuple[str, list[int], list[int]]:
+    """Case kept, NFKC already, no quote or dash to unify: collapse spaces, drop those by CJK."""
+    out, starts, ends = _ascii_normalize_mapped(text, fold=False)
+    spaces = [k for k, ch in enumerate(out) if ch == " "]
+    drop = {
+        k
+        for k in spaces
+        if (k > 0 and _CJK_CHAR.match(out[k - 1]))
+        or (k + 1 < len(out) and _CJK_CHAR.match(out[k + 1]))
+    }
+    if not drop:
+        return out, starts, ends
+    keep = [k for k in range(len(out)) if k not in drop]
+    return "".join(out[k] for k in keep), [starts[k] for k in keep], [ends[k] for k in keep]
+
+
+def _general_normalize_mapped(text: str, *, fold: bool) -> tuple[str, list[int], list[int]]:
     chars: list[str] = []
     starts: list[int] = []
     ends: list[int] = []
@@ -175,6 +203,31 @@ def text_normalize_mapped(text: str, *, fold: bool = True) -> tuple[str, list[in
         s3.append(s2[k])
         e3.append(e2[k])
     return "".join(c3), s3, e3
+
+
+_NON_SPACE = re.compile(r"\S+")
+
+
+def _ascii_normalize_mapped(text: str, *, fold: bool) -> tuple[str, list[int], list[int]]:
+    """``text_normalize_mapped`` of ASCII text: one character each, whitespace runs collapsed."""
+    out: list[str] = []
+    starts: list[int] = []
+    ends: list[int] = []
+    previous_end = -1
+    for match in _NON_SPACE.finditer(text):
+        a, b = match.span()
+        if previous_end >= 0:
+            out.append(" ")  # the collapsed run maps to its first character, like the slow path
+            starts.append(previous_end)
+            ends.append(previous_end + 1)
+        piece = match.group(0)
+        if fold:
+            piece = piece.lower()
+        out.append(piece.replace("'", '"').replace("`", '"'))
+        starts.extend(range(a, b))
+        ends.extend(range(a + 1, b + 1))
+        previous_end = b
+    return "".join(out), starts, ends
 
 
 # --- whole numbers ---------------------------------------------------------------
@@ -315,6 +368,31 @@ def _token_facts(token: str, start: int, services: set[str], after: str) -> list
     return []
 
 
+def _alnum(ch: str) -> bool:
+    return ch.isascii() and ch.isalnum()
+
+
+def _token_in(text: str, key: str, start: int, end: int) -> bool:
+    """Whether ``key`` occurs in ``text[start:end]`` as a whole token (see ``FactSource``)."""
+    n = len(text)
+    pos = text.find(key, start, end)
+    while pos != -1:
+        stop = pos + len(key)
+        before = text[pos - 1] if pos > 0 else ""
+        before2 = text[pos - 2] if pos > 1 else ""
+        after = text[stop] if stop < n else ""
+        after2 = text[stop + 1] if stop + 1 < n else ""
+        if not (
+            _alnum(before)
+            or (before in "-." and before and _alnum(before2))
+            or _alnum(after)
+            or (after in "-." and after and _alnum(after2))
+        ):
+            return True
+        pos = text.find(key, pos + 1, end)
+    return False
+
+
 def _boundary_pattern(key: str) -> re.Pattern[str]:
     return re.compile(
         rf"(?<![a-z0-9])(?<![a-z0-9][-.]){re.escape(key)}(?![a-z0-9]|[-.][a-z0-9])",
@@ -412,10 +490,8 @@ class FactSource:
             return fact.key in (self._seconds if fact.key.count(":") == 2 else self._minutes)
         if fact.kind == FactKind.DATE:
             return fact.key in self._dates
-        pattern = _boundary_pattern(fact.key)
         for text, start, end in self.regions:
-            found = pattern.search(text, start, min(len(text), end + 2))
-            if found is not None and found.end() <= end:
+            if _token_in(text, fact.key, start, end):
                 return True
         return False
 

@@ -184,8 +184,16 @@ class _Valid:
     kind: str
     target: _Target
     spans: tuple[tuple[int, int], ...]
-    excerpt: FactSource = field(default_factory=FactSource)
-    arguments: FactSource = field(default_factory=FactSource)
+    _excerpt: FactSource | None = field(default=None, repr=False)
+
+    def excerpt(self, checker: _Checker) -> FactSource:
+        """The regions of the output the excerpt matched (built when the facts are checked)."""
+        if self._excerpt is None:
+            self._excerpt = FactSource()
+            text = checker.normalized(self.target)
+            for start, end in self.spans:
+                self._excerpt.region_add(text, start, end)
+        return self._excerpt
 
 
 def _argument_texts(arguments: object) -> Iterable[str]:
@@ -377,10 +385,6 @@ class _Checker:
         findings.extend(best or [])
         if findings or valid is None:
             return findings, None
-        text = self.normalized(valid.target)
-        for start, end in valid.spans:
-            valid.excerpt.region_add(text, start, end)
-        valid.arguments = self.arguments(valid.target.record)
         return findings, valid
 
     # -- the claim's facts
@@ -393,12 +397,12 @@ class _Checker:
         for fact in facts:
             where: tuple[int, str] | None = None
             for item in valid:
-                if item.excerpt.contains(fact):
+                if item.excerpt(self).contains(fact):
                     where = (item.index, "excerpt")
                     break
             if where is None and fact.kind in _ARGUMENT_FACTS:
                 for item in valid:
-                    if item.arguments.contains(fact):
+                    if self.arguments(item.target.record).contains(fact):
                         where = (item.index, "argument")
                         break
             bound.append(

@@ -156,3 +156,19 @@ def test_a_claim_whose_numbers_come_from_its_evidence_is_bound_and_one_changed_d
     facts = facts_extract(f"指标 {changed} 次")
     assert [f.kind for f in facts] == [FactKind.NUMBER]
     assert not source.contains(facts[0])
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet=st.characters(max_codepoint=127), max_size=80), st.booleans())
+def test_the_ascii_fast_path_maps_exactly_like_the_general_one(text, fold):
+    from diagnosis.facts import _ascii_normalize_mapped, _general_normalize_mapped
+
+    assert _ascii_normalize_mapped(text, fold=fold) == _general_normalize_mapped(text, fold=fold)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet=st.sampled_from([*"ab 1.-'\t\n连接池超时，", "\u3000"]), max_size=60))
+def test_the_fast_path_for_normalised_text_maps_like_the_general_one(text):
+    from diagnosis.facts import _general_normalize_mapped, text_normalize_mapped
+
+    assert text_normalize_mapped(text, fold=False) == _general_normalize_mapped(text, fold=False)
