@@ -1095,6 +1095,11 @@ def _hypothesis(entry: Suspect, lang: str, root: str | None) -> Hypothesis:
         )
     elif entry.kind == "dependency_target":
         text = t["hyp_dependency_target"].format(svc=svc, blamers=_join(entry.blamed_by, lang))
+    elif entry.kind in {"latency", "errors", "other"} and entry.symptom_kind in {
+        "latency",
+        "errors",
+    }:
+        text = t[f"hyp_{entry.symptom_kind}"].format(svc=svc)
     else:
         text = t.get(f"hyp_{entry.kind}", t["hyp_other"]).format(svc=svc)
     kind: str | None = None

@@ -260,8 +260,9 @@ def _coverage(
         mine, theirs = relative_failures(caller.signal), relative_failures(callee.signal)
         if mine is not None and theirs is not None and mine > 0:
             ratio = theirs * share / mine
-    if ratio is None:
+    if ratio is None:  # no common unit (latency passed on as errors, say): strength and traffic
         ratio = callee.strength / caller.strength if caller.strength > 0 else 1.0
+        ratio = min(ratio, 1.0) * min(share, 1.0)
     return min(ratio, 1.0) if ratio >= ACCOUNTS_FOR else 0.0
 
 
@@ -371,10 +372,18 @@ def _began_with(state: ServiceState, anchor: datetime, slack_s: float) -> bool:
     return False
 
 
-def _leading_kind(state: ServiceState) -> str:
-    """The kind of its own symptom that matters most: the strongest one."""
+def _leading_kind(state: ServiceState, named: list[ServiceState]) -> str:
+    """The kind of its own symptom that matters most: one the services the question names
+    show too (what the user sees), else its strongest."""
     if not state.symptoms:
         return ""
+    for other in named:
+        shared = [state.symptoms[k] for k in other.symptoms if k in state.symptoms]
+        if shared:
+            seen = max(other.symptoms.values(), key=lambda s: s.strength).kind
+            if seen in state.symptoms:
+                return seen
+            return max(shared, key=lambda s: s.strength).kind
     return max(state.symptoms.values(), key=lambda s: s.strength).kind
 
 
@@ -415,10 +424,11 @@ def localise(
         if explained and explained >= set(state.symptoms):
             by_name[name].inherited_from = sorted(c for a, c in links if a == name)
     anchor = _anchor(states, symptoms, reported)
+    named_states = [states[s] for s in symptoms if s in states and states[s].anomalous]
     for name in anomalous:
         entry = by_name[name]
         strength = states[name].strength + entry.score
-        entry.symptom_kind = _leading_kind(states[name])
+        entry.symptom_kind = _leading_kind(states[name], named_states)
         if entry.inherited_from:
             entry.graph_score = strength * EXPLAINED_FACTOR
             entry.kind, entry.subkind = "dependency", ""
