@@ -17,8 +17,10 @@ Each entry of ``summary["series"]``:
 - ``service``, ``metric``, ``labels`` (with ``service``), ``rate`` (a counter shown as a
   per-second rate), ``unit`` (``bytes``, ``seconds``, ``bytes/s`` or "", read from the
   name's conventional suffix or a ``unit`` label);
-- ``baseline_median``, ``baseline_mean``, ``baseline_points``; ``sparse_baseline`` (fewer
-  than SPARSE_BASELINE_POINTS baseline points: said in the line, score scaled down);
+- ``baseline_median``, ``baseline_mean``, ``baseline_points`` (grid points),
+  ``baseline_samples`` (raw samples behind them: a sample coarser than the grid fills
+  several grid points); ``sparse_baseline`` (fewer than SPARSE_BASELINE_POINTS baseline
+  samples: said in the line, score scaled down);
 - ``window_level``: the median of the shifted window points (of the whole window when
   there is no shift); ``window_mean``, ``window_max``, ``window_max_at``, ``window_min``,
   ``window_points``: plain descriptions of the window;
@@ -32,7 +34,9 @@ Each entry of ``summary["series"]``:
   ANOMALY_CAP, damped for a sparse baseline (0 without baseline);
 - ``change_point``: when the shift began (it may lie in the baseline when the window
   starts shifted), ``shift_end``: its last point when it ended inside the window,
-  ``sustained_points``: the window points of the shift (0 when flat);
+  ``sustained_points``: the window grid points of the shift (0 when flat); a shift must
+  hold over SUSTAIN_POINTS consecutive samples (2 in short windows), counted in raw
+  samples, so one coarse sample repeated over the grid is never a shift;
 - ``human``: the human form (``1.95 GiB``, ``230 ms``) of ``baseline_median``,
   ``window_level``, ``window_max``, ``window_min`` when the unit is known;
 - ``line``: the excerptable fact line (raw values, each followed by its human form in
@@ -82,8 +86,8 @@ MAX_SERIES_READ = 50_000
 TREND_POINTS = 12
 ANOMALY_THRESHOLD = 3.0  # robust-scale units a level must move to count as a shift
 ANOMALY_CAP = 1000.0
-SUSTAIN_POINTS = 3  # consecutive window points a shift must hold (2 in windows under 12 points)
-SPARSE_BASELINE_POINTS = 8  # fewer baseline points: said in the line, score scaled down
+SUSTAIN_POINTS = 3  # consecutive samples a shift must hold (2 in windows under 12 samples)
+SPARSE_BASELINE_POINTS = 8  # fewer baseline samples: said in the line, score scaled down
 RELATIVE_SCALE_FLOOR = 0.01  # a flat baseline's noise counts as 1 % of its level
 # Names that OpenMetrics reserves for monotonic counters: these are compared as per-second rates.
 COUNTER_SUFFIXES = ("_total", "_count", "_sum", "_bucket")
@@ -317,9 +321,33 @@ def _robust_scale(values: list[float], median: float) -> float:
     return max(iqr / 1.349, 1.4826 * mad, RELATIVE_SCALE_FLOOR * abs(median), 1e-9)
 
 
-def _sustain_length(window_points: int) -> int:
-    """How many consecutive window points a shift must hold: 3, or 2 in short windows."""
-    return min(SUSTAIN_POINTS, max(2, window_points // 4), window_points)
+def repeat_length(values: list[float]) -> int:
+    """Grid points per raw sample: the shortest run of equal values inside the series.
+
+    A sample coarser than the grid is repeated at every grid time of its lookback (a
+    5-minute sample fills five 1-minute points); a series that changes at every point
+    gives 1. Runs touching either end may be cut, so only inner runs count.
+    """
+    runs: list[int] = []
+    length = 1
+    for previous, current in itertools.pairwise(values):
+        if current == previous:
+            length += 1
+        else:
+            runs.append(length)
+            length = 1
+    inner = runs[1:]  # the first run may be cut by the range start; the last is never added
+    return min(inner) if inner else 1
+
+
+def _sustain_length(window_points: int, repeat: int) -> int:
+    """Consecutive window points a shift must hold: 3 samples (2 in short windows).
+
+    Counted in samples, not grid points, so one coarse sample repeated over the grid is
+    still one sample.
+    """
+    samples = min(SUSTAIN_POINTS, max(2, window_points // repeat // 4))
+    return max(min(samples * repeat, window_points), 1)
 
 
 def _strongest_run(deviations: list[float], length: int) -> tuple[float, int, int]:
@@ -360,6 +388,7 @@ class SeriesFacts:
     anomaly_score: float
     sustained_points: int
     baseline_points: int
+    baseline_samples: int
     window_points: int
     last_seen: float | None
     trend: list[float | None]
@@ -368,7 +397,7 @@ class SeriesFacts:
 
     @property
     def sparse_baseline(self) -> bool:
-        return 0 < self.baseline_points < SPARSE_BASELINE_POINTS
+        return 0 < self.baseline_samples < SPARSE_BASELINE_POINTS
 
     @property
     def anomalous(self) -> bool:
@@ -439,7 +468,7 @@ class SeriesFacts:
                 f"ratio {num_format(self.ratio)}x" if self.ratio is not None else "ratio n/a"
             )
         if self.sparse_baseline:
-            parts.append(f"sparse baseline ({self.baseline_points} points, score damped)")
+            parts.append(f"sparse baseline ({self.baseline_samples} samples, score damped)")
         parts.append(f"anomaly score {num_format(self.anomaly_score)}")
         details = [
             f"window max {self._value(self.window_max)} at {unix_format(self.window_max_at or 0)}",
@@ -481,6 +510,7 @@ class SeriesFacts:
             "baseline_mean": num_value(self.baseline_mean),
             "baseline_median": num_value(self.baseline_median),
             "baseline_points": self.baseline_points,
+            "baseline_samples": self.baseline_samples,
             "sparse_baseline": self.sparse_baseline,
             "window_mean": num_value(self.window_mean),
             "window_level": num_value(self.window_level),
@@ -540,6 +570,11 @@ class Shift:
     shift_end: float | None = None  # the last shifted point, when the shift ended in the window
 
 
+def baseline_samples(points: int, repeat: int) -> int:
+    """The raw samples behind ``points`` baseline grid points."""
+    return math.ceil(points / repeat) if points else 0
+
+
 def shift_measure(
     *, baseline: list[float], window: list[tuple[float, float]], before: list[tuple[float, float]]
 ) -> Shift:
@@ -554,13 +589,15 @@ def shift_measure(
     values = [v for _, v in window]
     median = _median(baseline)
     scale = _robust_scale(baseline, median)
-    if len(baseline) < SPARSE_BASELINE_POINTS:
-        # A few baseline points say little about its noise: let the data's own spread count.
+    repeat = repeat_length(baseline + values)
+    samples = baseline_samples(len(baseline), repeat)
+    if samples < SPARSE_BASELINE_POINTS:
+        # A few baseline samples say little about its noise: let the data's own spread count.
         everything = baseline + values
         scale = max(scale, 1.4826 * _median([abs(v - _median(everything)) for v in everything]))
-    damping = min(1.0, len(baseline) / SPARSE_BASELINE_POINTS)
+    damping = min(1.0, samples / SPARSE_BASELINE_POINTS)
     deviations = [(v - median) / scale for v in values]
-    length = _sustain_length(len(values))
+    length = _sustain_length(len(values), repeat)
     strength, sign, start = _strongest_run(deviations, length)
     segment = values
     first = 0
@@ -638,6 +675,7 @@ def series_analyse(series: RawSeries, window: QueryWindow, step: float) -> Serie
         anomaly_score=score,
         sustained_points=shift.sustained_points if shift else 0,
         baseline_points=len(baseline),
+        baseline_samples=baseline_samples(len(baseline), repeat_length(baseline + values)),
         window_points=len(values),
         last_seen=usable[-1][0] if usable else None,
         trend=trend,

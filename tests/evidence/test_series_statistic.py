@@ -10,7 +10,10 @@ from hypothesis import strategies as st
 from diagnosis.evidence.common import QueryWindow, num_format, quantity_format
 from diagnosis.evidence.metrics import (
     ANOMALY_THRESHOLD,
+    Grid,
     RawSeries,
+    grid_evaluate,
+    repeat_length,
     series_analyse,
     unit_detect,
 )
@@ -75,6 +78,38 @@ def test_a_shift_that_ended_inside_the_window_says_until_when():
     assert "since 2026-03-02T10:05:00Z until 2026-03-02T10:10:00Z" in facts["line"]
 
 
+def _coarse(window_samples: list[float]) -> dict:
+    """Five-minute samples (2 h of noisy baseline) seen on the 1-minute grid, as Prometheus
+    would: each sample repeats over the grid points of its lookback."""
+    ws = WINDOW.start.timestamp()
+    baseline = [(ws - 300 * (24 - i), 100.0 + (i % 4)) for i in range(24)]
+    window = [(ws + 300 * i, v) for i, v in enumerate(window_samples)]
+    grid = Grid.for_window(WINDOW, timedelta(minutes=1))
+    points = grid_evaluate(baseline + window, grid)
+    series = RawSeries(name="latency_ms", labels={"service": "svc"}, points=points)
+    return series_analyse(series, WINDOW, grid.step).summary()
+
+
+def test_one_coarse_sample_repeated_over_the_grid_is_not_a_shift():
+    facts = _coarse([101.0, 102.0, 500.0, 101.0, 103.0, 100.0])
+    assert facts["window_max"] == 500
+    assert facts["direction"] == "flat"
+    assert facts["baseline_samples"] == 24
+
+
+def test_two_coarse_samples_in_a_row_are_a_shift():
+    facts = _coarse([101.0, 102.0, 500.0, 510.0, 101.0, 100.0])
+    assert facts["direction"] == "up"
+    assert facts["change_point"] == "2026-03-02T10:10:00Z"
+    assert facts["ratio"] > 1
+
+
+def test_the_repeat_of_a_sample_is_read_from_inner_runs_only():
+    assert repeat_length([1.0, 1.0, 2.0, 2.0, 2.0, 3.0, 3.0, 3.0, 4.0]) == 3
+    assert repeat_length([1.0, 2.0, 3.0, 3.0, 4.0]) == 1
+    assert repeat_length([0.0] * 10 + [5.0] * 10) == 1
+
+
 def test_a_zero_baseline_is_new_and_has_no_ratio():
     facts = _facts([0.0] * 30, [0.0] * 10 + [3.0] * 20, name="errors_total")
     assert facts["direction"] == "up"
@@ -98,7 +133,7 @@ def test_a_sparse_baseline_is_said_and_damps_the_score():
     sparse = _facts([5.0, 6.0, 7.0], window)
     assert sparse["sparse_baseline"] is True and dense["sparse_baseline"] is False
     assert sparse["anomaly_score"] < dense["anomaly_score"]
-    assert "sparse baseline (3 points, score damped)" in sparse["line"]
+    assert "sparse baseline (3 samples, score damped)" in sparse["line"]
     assert "sparse" not in dense["line"]
 
 
