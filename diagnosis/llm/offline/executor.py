@@ -254,7 +254,7 @@ def _slack_seconds(calls: list[Call]) -> float:
     mark: the coarsest usual sampling interval that most change points fall on.
     """
     steps: list[float] = []
-    points: set[int] = set()
+    points: list[int] = []  # one per series: each series votes
     for call in calls:
         if not call.ok:
             continue
@@ -267,9 +267,9 @@ def _slack_seconds(calls: list[Call]) -> float:
         for item in call.summary.get("series") or []:
             at = time_parse(item.get("change_point")) if isinstance(item, dict) else None
             if at is not None:
-                points.add(int(at.timestamp()))
+                points.append(int(at.timestamp()))
     step = max([60.0, *steps])
-    if len(points) < 3:
+    if len(set(points)) < 3:
         return step
     # the coarsest common sampling interval that most change points fall on
     first = min(points)  # samples may sit at any offset: compare the points with each other
