@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from django.core.management import CommandError, call_command
 
-from diagnosis.evidence.packs import PackError, pack_discover, pack_load
+from diagnosis.evidence.packs import PackError, pack_call_edges, pack_discover, pack_load
 from diagnosis.evidence.services import environments_sync_from_packs
 from diagnosis.models import Environment, KnowledgeDocument
 from tests.evidence.packbuilder import pack_write
@@ -113,3 +113,40 @@ def test_sync_refuses_a_broken_pack_before_writing_anything(db, tmp_path):
         call_command("sync_environments", str(tmp_path / "packs"))
     call_command("sync_environments", str(tmp_path / "packs"), "--skip-broken")
     assert list(Environment.objects.values_list("slug", flat=True)) == ["good"]
+
+
+def test_a_topology_file_gives_the_packs_call_edges(pack_dir):
+    (pack_dir / "topology.json").write_text(
+        '{"calls": [\n  {"caller": "gateway", "callee": "pay"}\n]}\n', encoding="utf-8"
+    )
+    pack_load(pack_dir)
+    assert pack_call_edges(pack_dir) == (("gateway", "pay"),)
+
+
+def test_a_broken_topology_file_is_reported_with_its_lines(pack_dir):
+    (pack_dir / "topology.json").write_text(
+        '{"calls": [\n'
+        '  {"caller": "gateway", "callee": "pay"},\n'
+        '  {"caller": "gateway", "callee": "nowhere"},\n'
+        '  {"caller": "pay"}\n'
+        "]}\n",
+        encoding="utf-8",
+    )
+    with pytest.raises(PackError) as raised:
+        pack_load(pack_dir)
+    problems = [str(p) for p in raised.value.problems]
+    assert any(p.startswith("topology.json:3:") and "'nowhere'" in p for p in problems)
+    assert any(p.startswith("topology.json:4:") and "caller and callee" in p for p in problems)
+    # a diagnosis goes on with the edges that are sound
+    assert pack_call_edges(pack_dir) == (("gateway", "pay"),)
+
+
+def test_a_topology_file_that_is_not_json_is_a_problem_not_a_crash(pack_dir):
+    (pack_dir / "topology.json").write_text("calls: gateway -> pay\n", encoding="utf-8")
+    with pytest.raises(PackError) as raised:
+        pack_load(pack_dir)
+    assert any("topology.json:1: not valid JSON" in str(p) for p in raised.value.problems)
+
+
+def test_a_pack_without_topology_has_no_call_edges(pack_dir):
+    assert pack_call_edges(pack_dir) == ()
