@@ -24,6 +24,11 @@ Summary keys (``BackendOutput.summary``):
   ``line`` (the output's ``fleet:`` totals line) and ``top_services``: up to
   ``MAX_TEMPLATES_SHOWN`` services with new or surging templates, most unusual first, each
   with ``service``, ``new_or_surging``, ``lines_window``, ``lines_baseline`` and ``line``.
+  On Loki past its line limit, ``lines_window``/``lines_baseline`` are Loki's exact counts
+  while services and per-service figures come from the lines it returned (lower bounds).
+
+Big unfiltered file scans are counted by masked line, in parallel, by ``logscan`` (same
+result as the line-by-line scan here).
 """
 
 from __future__ import annotations

@@ -410,14 +410,16 @@ def _fast_block(agg: _Aggregator, buf: bytes, base: int, heads: dict[int, int]) 
     plain &= _marked_in(starts, hex_at, msg_start, msg_end, block.lines)
     # Line keys write every digit as 1, which would hide a number with a leading zero
     # (not JSON) in the fields after the message: such lines go line by line.
-    zero = np.flatnonzero(arr[3:-1] == 48) + 3
-    after = arr[zero + 1]
-    before = arr[zero - 1]
-    leading = ((after >= 48) & (after <= 57)) & (
-        ((before == 32) & (arr[zero - 2] == 58))
-        | ((before == 45) & (arr[zero - 2] == 32) & (arr[zero - 3] == 58))
-    )
-    plain &= _marked_in(starts, zero[leading], q[:, 15], block.ends, block.lines)
+    zeros = []
+    for needle in (b": 0", b": -0"):
+        found = buf.find(needle)
+        while found >= 0:
+            after = found + len(needle)
+            if after < len(buf) and 48 <= buf[after] <= 57:
+                zeros.append(after - 1)
+            found = buf.find(needle, found + 1)
+    zero_at = np.array(zeros, dtype=np.int64)
+    plain &= _marked_in(starts, zero_at, q[:, 15], block.ends, block.lines)
     rows = np.flatnonzero(plain)
     slow = ~plain & ~skipped
     if len(rows):
