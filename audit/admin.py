@@ -12,6 +12,7 @@ import json
 from datetime import timedelta
 from typing import ClassVar
 
+from django import forms
 from django.contrib import admin, messages
 from django.contrib.admin.views.main import ChangeList
 from django.db import transaction
@@ -26,6 +27,7 @@ from django.utils.translation import pgettext_lazy
 from audit.models import AuditEvent, ClaimReview, Review
 from audit.selectors import session_audit_view, sessions_for_audit, user_can_review
 from audit.services import knowledge_document_save, sessions_export_archive
+from audit.templatetags.audit_tags import PARSE_STATUS_LABELS, code_label, intcomma_plain
 from chat.models import Conversation
 from diagnosis.models import (
     AlertGroupStart,
@@ -45,6 +47,11 @@ from diagnosis.models import (
 admin.site.site_header = _("Rootproof 审计后台")
 admin.site.site_title = _("Rootproof 审计")
 admin.site.index_title = _("诊断审计")
+# The index links to the reviewer pages (quality dashboard) above the model list.
+admin.site.index_template = "audit/admin/index.html"
+
+# The audit styles on every page of these models (a file: the CSP forbids inline styles).
+AUDIT_MEDIA = forms.Media(css={"all": ["audit.css"]})
 
 
 def _pre(value: object) -> str:
@@ -79,7 +86,9 @@ class _ReadOnly:
 
 
 class ReadOnlyAdmin(_ReadOnly, admin.ModelAdmin):
-    pass
+    @property
+    def media(self):
+        return super().media + AUDIT_MEDIA
 
 
 class ReadOnlyInline(_ReadOnly, admin.TabularInline):
@@ -160,8 +169,23 @@ class DurationFilter(_BucketFilter):
     )
 
 
+class ParseStatusFilter(admin.SimpleListFilter):
+    """The Executor output's parse status, by its label (the parameter is the field's)."""
+
+    title = _("解析状态")
+    parameter_name = "executor_output_parse_status__exact"
+
+    def lookups(self, request, model_admin):
+        return list(PARSE_STATUS_LABELS.items())
+
+    def queryset(self, request, queryset):
+        if self.value():
+            return queryset.filter(executor_output_parse_status=self.value())
+        return queryset
+
+
 class TokensFilter(_BucketFilter):
-    title = _("模型 tokens")
+    title = _("模型词元数")
     parameter_name = "tokens"
     field = "tokens_total"
     buckets = (
@@ -194,24 +218,23 @@ class AuditChangeList(ChangeList):
 class DiagnosisSessionAdmin(ReadOnlyAdmin):
     change_form_template = "audit/admin/session_change_form.html"
     change_list_template = "audit/admin/session_change_list.html"
+    # Twelve narrow columns fit a 1440 px screen; related values share a column.
     list_display = [
         "created_at",
-        "asked_by",
-        "source",
-        "environment",
         "question",
-        "status",
-        "decision",
+        "asked_by",
+        "environment",
+        "outcome",
         "answer_source",
-        "executor_output_parse_status",
-        "claims_accepted_col",
-        "claims_demoted_col",
+        "parse_status_col",
+        "claims_col",
         "retries",
         "duration_col",
         "tokens_col",
         "reviewed_col",
     ]
-    list_display_links = ["created_at", "question"]
+    # The date opens this change page; the question opens the reading page.
+    list_display_links = ["created_at"]
     list_filter = [
         ("created_at", admin.DateFieldListFilter),
         ("owner", admin.RelatedOnlyFieldListFilter),
@@ -220,7 +243,7 @@ class DiagnosisSessionAdmin(ReadOnlyAdmin):
         "status",
         "decision",
         "answer_source",
-        "executor_output_parse_status",
+        ParseStatusFilter,
         AcceptedFilter,
         DemotedFilter,
         RetriedFilter,
@@ -246,19 +269,37 @@ class DiagnosisSessionAdmin(ReadOnlyAdmin):
     # -- columns
     @admin.display(description=_("提问人"), ordering="owner__username")
     def asked_by(self, obj: DiagnosisSession) -> str:
-        return obj.owner.get_username() if obj.owner else obj.requested_by or "—"
+        who = obj.owner.get_username() if obj.owner else obj.requested_by or "—"
+        return format_html("{}<br><small>{}</small>", who, obj.get_source_display())
 
     @admin.display(description=_("问题"))
     def question(self, obj: DiagnosisSession) -> str:
-        return Truncator(obj.original_query).chars(60)
+        return format_html(
+            '<a href="{}" title="{}">{}</a>',
+            reverse("audit:session_read", args=[obj.public_id]),
+            _("阅读页"),
+            Truncator(obj.original_query).chars(60),
+        )
 
-    @admin.display(description=_("通过"), ordering="claims_accepted")
-    def claims_accepted_col(self, obj) -> int:
-        return obj.claims_accepted
+    @admin.display(description=_("结论"), ordering="decision")
+    def outcome(self, obj: DiagnosisSession) -> str:
+        if obj.status == DiagnosisSession.Status.COMPLETED and obj.decision:
+            return obj.get_decision_display()
+        return obj.get_status_display()
 
-    @admin.display(description=_("降级"), ordering="claims_demoted")
-    def claims_demoted_col(self, obj) -> int:
-        return obj.claims_demoted
+    @admin.display(description=_("解析状态"), ordering="executor_output_parse_status")
+    def parse_status_col(self, obj: DiagnosisSession) -> str:
+        return code_label(obj.executor_output_parse_status, "parse_status")
+
+    @admin.display(description=_("通过 / 降级"), ordering="claims_demoted")
+    def claims_col(self, obj) -> str:
+        return format_html(
+            '<span title="{}">{}</span> / <span title="{}">{}</span>',
+            _("通过"),
+            obj.claims_accepted,
+            _("降级"),
+            obj.claims_demoted,
+        )
 
     @admin.display(description=pgettext_lazy("retry count", "重试"), ordering="attempt_count")
     def retries(self, obj: DiagnosisSession) -> int:
@@ -266,11 +307,11 @@ class DiagnosisSessionAdmin(ReadOnlyAdmin):
 
     @admin.display(description=_("耗时"), ordering="duration")
     def duration_col(self, obj) -> str:
-        return f"{obj.duration.total_seconds():.1f}s" if obj.duration is not None else "—"
+        return f"{obj.duration.total_seconds():.1f} s" if obj.duration is not None else "—"
 
-    @admin.display(description=_("tokens"), ordering="tokens_total")
-    def tokens_col(self, obj) -> int:
-        return obj.tokens_total
+    @admin.display(description=_("词元数"), ordering="tokens_total")
+    def tokens_col(self, obj) -> str:
+        return intcomma_plain(obj.tokens_total)
 
     @admin.display(description=_("已审核"), boolean=True, ordering="is_reviewed")
     def reviewed_col(self, obj) -> bool:
@@ -282,6 +323,7 @@ class DiagnosisSessionAdmin(ReadOnlyAdmin):
             context["audit"] = session_audit_view(session=obj)
             context["can_review"] = user_can_review(user=request.user)
             context["review_url"] = reverse("audit:session_review", args=[obj.public_id])
+            context["read_url"] = reverse("audit:session_read", args=[obj.public_id])
         return super().render_change_form(request, context, add, change, form_url, obj)
 
     @admin.action(description=_("导出为回归用例 (zip)"), permissions=["export"])

@@ -13,7 +13,34 @@ from django.utils.safestring import SafeString
 
 PALETTE = ("#2f6fb0", "#e0883b", "#c23b3b", "#5a9e4b", "#8064a2", "#7f7f7f", "#b8a03c")
 WIDTH, HEIGHT = 640, 220
-PAD_LEFT, PAD_RIGHT, PAD_TOP, PAD_BOTTOM = 44, 12, 12, 40
+PAD_LEFT, PAD_RIGHT, PAD_TOP, PAD_BOTTOM = 44, 12, 12, 48
+LABEL_FONT, LABEL_LINE = 10, 12
+LABEL_MAX_LINES = 3
+
+
+def _text_width(text: str) -> float:
+    """Rough width at LABEL_FONT px: CJK characters are square, Latin ones about half."""
+    return sum(LABEL_FONT if ord(ch) >= 0x2E80 else LABEL_FONT * 0.58 for ch in text)
+
+
+def _label_lines(label: str, width: float) -> list[str]:
+    """The label broken at spaces (or between CJK characters) into lines that fit ``width``."""
+    words = label.split(" ") if " " in label else list(label)
+    joiner = " " if " " in label else ""
+    lines: list[str] = []
+    for word in words:
+        candidate = f"{lines[-1]}{joiner}{word}" if lines else word
+        if lines and _text_width(candidate) <= width:
+            lines[-1] = candidate
+        else:
+            lines.append(word)
+    if len(lines) > LABEL_MAX_LINES:
+        lines = [*lines[: LABEL_MAX_LINES - 1], joiner.join(lines[LABEL_MAX_LINES - 1 :])]
+    last = lines[-1]
+    while len(last) > 1 and _text_width(last) > width:
+        last = last[:-2] + "…"
+    lines[-1] = last
+    return lines
 
 
 def _fmt(value: float) -> str:
@@ -24,13 +51,28 @@ def _frame(title: str, body: SafeString, ymax: float, labels: Sequence[str]) -> 
     plot_h = HEIGHT - PAD_TOP - PAD_BOTTOM
     plot_w = WIDTH - PAD_LEFT - PAD_RIGHT
     step = plot_w / max(len(labels), 1)
-    # Label every n-th category so they never overlap.
+    # Label every n-th category, each broken into lines as wide as its slot: they never
+    # overlap (English labels are longer than Chinese ones).
     every = max(1, len(labels) // 10)
+    slot = step * every - 4
     x_labels = format_html_join(
         "",
-        '<text x="{}" y="{}" font-size="10" text-anchor="middle">{}</text>',
+        '<text x="{}" y="{}" font-size="{}" text-anchor="middle"><title>{}</title>{}</text>',
         (
-            (f"{PAD_LEFT + step * (i + 0.5):.1f}", HEIGHT - PAD_BOTTOM + 14, label)
+            (
+                f"{PAD_LEFT + step * (i + 0.5):.1f}",
+                HEIGHT - PAD_BOTTOM + 14,
+                LABEL_FONT,
+                label,
+                format_html_join(
+                    "",
+                    '<tspan x="{}" dy="{}">{}</tspan>',
+                    (
+                        (f"{PAD_LEFT + step * (i + 0.5):.1f}", 0 if n == 0 else LABEL_LINE, line)
+                        for n, line in enumerate(_label_lines(str(label), slot))
+                    ),
+                ),
+            )
             for i, label in enumerate(labels)
             if i % every == 0
         ),

@@ -265,7 +265,8 @@ class Dashboard:
 
     @staticmethod
     def _share(part: int, whole: int) -> float | None:
-        return round(part / whole, 4) if whole else None
+        # Unrounded: the template decides how a share reads (3 of 816 is 0.4%, never 0%).
+        return part / whole if whole else None
 
     @property
     def demoted_share(self) -> float | None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from django import forms
 from django.contrib import admin, messages
 from django.contrib.auth.decorators import login_required
@@ -15,14 +17,22 @@ from django.views.decorators.http import require_GET, require_http_methods
 
 from audit.charts import bar_chart, line_chart
 from audit.models import Review
-from audit.selectors import dashboard_build, user_can_review
+from audit.selectors import (
+    ClaimRow,
+    SessionAudit,
+    dashboard_build,
+    session_audit_view,
+    user_can_review,
+)
 from audit.services import ClaimJudgement, review_record
 from audit.templatetags.audit_tags import DECISION_LABELS, review_verdict_label
 from chat.templatetags.chat_tags import classification_label
 from diagnosis.models import DiagnosisSession
-from diagnosis.selectors import ClaimView, session_claims_view
+from diagnosis.selectors import ClaimView
 
 AGREE, DISAGREE = "agree", "disagree"
+# Where a recorded review returns to: the reading page, or (the default) the admin page.
+RETURN_TO_READING = "read"
 
 
 def _get_session_for_reviewer(*, user, public_id) -> DiagnosisSession:
@@ -82,12 +92,57 @@ class ReviewForm(forms.Form):
         return result
 
 
+@dataclass
+class ClaimCard:
+    """A claim as the reviewer reads it, with the two form fields that judge it."""
+
+    row: ClaimRow
+    agrees: forms.BoundField
+    note: forms.BoundField
+
+
+def _review_context(request: HttpRequest, *, audit: SessionAudit, form: ReviewForm) -> dict:
+    session = audit.session
+    cards = [
+        ClaimCard(row=row, agrees=agrees, note=note)
+        for row, (_claim, agrees, note) in zip(audit.claims, form.claim_rows(), strict=True)
+    ]
+    return {
+        **admin.site.each_context(request),
+        # The page needs its width for the claims and their evidence.
+        "is_nav_sidebar_enabled": False,
+        "session": session,
+        "audit": audit,
+        "form": form,
+        "confirmed": [c for c in cards if c.row.view.allowed],
+        "set_apart": [c for c in cards if not c.row.view.allowed],
+        "session_url": reverse("admin:diagnosis_diagnosissession_change", args=[session.pk]),
+        "read_url": reverse("audit:session_read", args=[session.public_id]),
+        "review_url": reverse("audit:session_review", args=[session.public_id]),
+    }
+
+
+@require_GET
+@login_required
+def session_read(request: HttpRequest, public_id) -> HttpResponse:
+    """The session as a reviewer reads it: the flow as a timeline, claims with their evidence."""
+    session = _get_session_for_reviewer(user=request.user, public_id=public_id)
+    audit = session_audit_view(session=session)
+    form = ReviewForm(claims=[row.view for row in audit.claims])
+    context = {
+        **_review_context(request, audit=audit, form=form),
+        "title": _("阅读会话"),
+        "return_to": RETURN_TO_READING,
+    }
+    return render(request, "audit/session_read.html", context)
+
+
 @require_http_methods(["GET", "POST"])
 @login_required
 def session_review(request: HttpRequest, public_id) -> HttpResponse:
     session = _get_session_for_reviewer(user=request.user, public_id=public_id)
-    claims = session_claims_view(session=session)
-    form = ReviewForm(request.POST or None, claims=claims)
+    audit = session_audit_view(session=session)
+    form = ReviewForm(request.POST or None, claims=[row.view for row in audit.claims])
     if request.method == "POST" and form.is_valid():
         review_record(
             session=session,
@@ -97,13 +152,13 @@ def session_review(request: HttpRequest, public_id) -> HttpResponse:
             claims=form.judgements(),
         )
         messages.success(request, _("审核已记录。"))
+        if request.POST.get("return_to") == RETURN_TO_READING:
+            return redirect(reverse("audit:session_read", args=[session.public_id]))
         return redirect(reverse("admin:diagnosis_diagnosissession_change", args=[session.pk]))
     context = {
-        **admin.site.each_context(request),
+        **_review_context(request, audit=audit, form=form),
         "title": _("记录审核"),
-        "session": session,
-        "form": form,
-        "session_url": reverse("admin:diagnosis_diagnosissession_change", args=[session.pk]),
+        "return_to": request.POST.get("return_to", ""),
     }
     return render(request, "audit/session_review.html", context)
 
@@ -140,7 +195,7 @@ def dashboard(request: HttpRequest) -> HttpResponse:
         "tokens": bar_chart(
             title=_("每日模型 tokens"),
             labels=labels,
-            series={_("tokens"): data.tokens_by_day},
+            series={_("词元数"): data.tokens_by_day},
         ),
         "verdicts": bar_chart(
             title=_("审核结论"),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 
 from django import template
@@ -11,7 +12,12 @@ from django.utils.translation import gettext_lazy as _
 
 from audit.models import Review
 from audit.selectors import pretty_json
-from chat.templatetags.chat_tags import CLASSIFICATION_LABELS, FINDING_LABELS, PLACEMENT_LABELS
+from chat.templatetags.chat_tags import (
+    CLASSIFICATION_LABELS,
+    FINDING_LABELS,
+    PLACEMENT_LABELS,
+    TOOL_STATUS_LABELS,
+)
 from diagnosis.models import DiagnosisSession
 
 register = template.Library()
@@ -32,6 +38,22 @@ PARSE_STATUS_LABELS = {
 
 DECISION_LABELS = {**dict(DiagnosisSession.Decision.choices), "RETRY": _("要求重试")}
 
+CLAIM_TYPE_LABELS = {
+    "symptom": _("症状"),
+    "root_cause": _("根因"),
+    "contributing_factor": _("促成因素"),
+    "impact": _("影响"),
+    "timeline": _("时间线"),
+    "configuration": _("配置"),
+    "other": _("其他"),
+}
+
+SUPPORT_LEVEL_LABELS = {
+    "direct": _("直接支持"),
+    "indirect": _("间接支持"),
+    "none": _("无支持"),
+}
+
 CODE_LABELS: dict[str, Mapping[str, object]] = {
     "verdict": VERDICT_LABELS,
     "classification": CLASSIFICATION_LABELS,
@@ -39,6 +61,9 @@ CODE_LABELS: dict[str, Mapping[str, object]] = {
     "parse_status": PARSE_STATUS_LABELS,
     "finding": FINDING_LABELS,
     "decision": DECISION_LABELS,
+    "claim_type": CLAIM_TYPE_LABELS,
+    "support_level": SUPPORT_LEVEL_LABELS,
+    "tool_status": TOOL_STATUS_LABELS,
 }
 
 
@@ -50,7 +75,36 @@ def as_json(value: object) -> str:
 
 @register.filter
 def percent(value: float | None) -> str:
-    return "—" if value is None else f"{value * 100:.1f}%"
+    """A share as people read it: one decimal, never "100%" or "0%" for a part of the whole."""
+    if value is None:
+        return "—"
+    if 0 < value < 0.001:
+        return "<0.1%"
+    if 0.999 < value < 1:
+        return ">99.9%"
+    return f"{value * 100:.1f}%"
+
+
+@register.filter
+def share(part: int | None, whole: int | None) -> str:
+    """``part`` of ``whole`` as a percentage (see ``percent``)."""
+    return percent(part / whole) if part is not None and whole else "—"
+
+
+@register.filter
+def intcomma_plain(value: int | None) -> str:
+    """A count with thousands separators (12,345), the same in every language."""
+    return "—" if value is None else f"{value:,}"
+
+
+@register.filter
+def pretty_text(value: object) -> str:
+    """Text a model wrote, indented when it is JSON so it reads line by line."""
+    text = str(value or "")
+    try:
+        return pretty_json(json.loads(text))
+    except ValueError:
+        return text
 
 
 @register.filter
@@ -68,17 +122,12 @@ def code_label(code: object, kind: str) -> SafeString | str:
     """A readable label for a technical code, with the code itself kept for reviewers.
 
     ``kind`` names the list (verdict, classification, placement, parse_status, finding,
-    decision); an unknown code is shown as it is.
+    decision, claim_type, support_level, tool_status); an unknown code is shown as it is.
     """
     if code is None or code == "":
         return "—"
     label = CODE_LABELS[kind].get(str(code))
     if label is None:
         return format_html('<code class="rp-code">{}</code>', code)
-    return format_html(
-        '<span class="rp-label" title="{}">{}</span> '
-        '<small><code class="rp-code">{}</code></small>',
-        code,
-        label,
-        code,
-    )
+    # The label is what a reviewer reads; the code stays at hand in the tooltip.
+    return format_html('<span class="rp-label" title="{}">{}</span>', code, label)

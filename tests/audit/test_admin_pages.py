@@ -155,7 +155,9 @@ def test_the_change_page_of_a_session_with_30_invocations_uses_a_bounded_number_
     assert response.content.decode().count('id="inv-') == 30
 
 
-def test_codes_are_shown_as_labels_with_the_code_kept_for_reviewers(client, reviewer, make_session):
+def test_codes_are_shown_as_labels_with_the_code_kept_in_the_tooltip(
+    client, reviewer, make_session
+):
     session = make_session()
     client.force_login(reviewer)
     pages = _pages(session)
@@ -166,10 +168,11 @@ def test_codes_are_shown_as_labels_with_the_code_kept_for_reviewers(client, revi
         assert '<span class="rp-label" title="demoted">降级</span>' in content
         assert '<span class="rp-label" title="direct_observation">直接观测</span>' in content
         assert '<span class="rp-label" title="missing_info">列为待补信息</span>' in content
-        assert '<code class="rp-code">allowed_claim</code>' in content
+        assert '<span class="rp-label" title="allowed_claim">已确认</span>' in content
+        assert ">allowed_claim<" not in content  # the code is never read as a label
     assert '<span class="rp-label" title="excerpt_not_found">摘录不在工具输出中</span>' in change
     assert '<span class="rp-label" title="parsed_v2">已解析</span>' in change
-    assert '<code class="rp-code">excerpt_not_found</code>' in change
+    assert ">excerpt_not_found<" not in change
 
     client.post(reverse("set_language"), {"language": "en", "next": "/"})
     change = client.get(pages["change"]).content.decode()

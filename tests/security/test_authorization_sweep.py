@@ -233,6 +233,10 @@ def expectations(w: World) -> dict[str, list[Probe]]:
         ],
         # --- reviewer pages
         "audit:dashboard": [get(reverse("audit:dashboard"), reviewer_page())],
+        "audit:session_read": [
+            get(reverse("audit:session_read", args=[sid]), reviewer_page()),
+            post(reverse("audit:session_read", args=[sid]), everyone(405)),
+        ],
         "audit:session_review": [
             get(reverse("audit:session_review", args=[sid]), reviewer_page()),
             # An empty form is shown again with its errors; nothing is recorded.
