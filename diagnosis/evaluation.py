@@ -138,6 +138,12 @@ def first_root_cause_kind(*, composer_input: ComposerInput, first: str | None) -
     return None
 
 
+def confirmed_mentions(*, composer_input: ComposerInput, phrases: list[str]) -> int:
+    """How many ``phrases`` occur in an allowed claim: what the answer states as confirmed."""
+    confirmed = [_norm(c.text) for c in composer_input.allowed_claims]
+    return sum(1 for p in phrases if any(_norm(p) in text for text in confirmed))
+
+
 def session_score(
     *, session: DiagnosisSession, expected: dict[str, Any], result: PackResult
 ) -> PackResult:
@@ -169,9 +175,8 @@ def session_score(
     must_mention = [str(p) for p in expected.get("must_mention") or []]
     result.must_mention = len(must_mention)
     result.must_mention_hits = sum(1 for p in must_mention if _norm(p) in answer)
-    confirmed = [_norm(c.text) for c in composer_input.allowed_claims]
-    result.confirmed_mention_hits = sum(
-        1 for p in must_mention if any(_norm(p) in text for text in confirmed)
+    result.confirmed_mention_hits = confirmed_mentions(
+        composer_input=composer_input, phrases=must_mention
     )
     input_text = _norm(composer_input.model_dump_json()) + _norm(
         " ".join(

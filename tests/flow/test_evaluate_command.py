@@ -46,3 +46,56 @@ def test_diagnose_prints_the_answer_decision_and_claims(capsys):
 
 def test_the_mini_pack_is_a_real_pack():
     assert (Path(MINI_PACK) / "scenario.yaml").is_file()
+
+
+@pytest.mark.django_db
+def test_evaluate_scores_the_kind_of_the_first_root_cause_and_confirmed_mentions(tmp_path):
+    out = tmp_path / "report.json"
+    call_command("evaluate", str(MINI_PACK), "--provider", "offline", "--json", str(out))
+    report = json.loads(out.read_text(encoding="utf-8"))
+    [pack] = report["packs"]
+    assert pack["expected_kind"] == "resource_exhaustion"
+    assert pack["root_cause_kind"] is not None
+    assert pack["kind_ok"] == (
+        pack["root_cause_kind"] in {"resource_exhaustion", "cpu", "memory", "disk"}
+    )
+    assert pack["confirmed_mention_hits"] <= pack["must_mention_hits"]
+    assert set(report["totals"]) >= {"kind_accuracy", "confirmed_mention_rate"}
+
+
+def test_cpu_memory_and_disk_also_count_as_resource_exhaustion():
+    from diagnosis.evaluation import kind_matches
+
+    assert kind_matches(given="memory", expected="resource_exhaustion")
+    assert kind_matches(given="disk", expected="disk")
+    assert not kind_matches(given="resource_exhaustion", expected="memory")
+    assert not kind_matches(given="latency", expected="errors")
+    assert not kind_matches(given=None, expected="errors")
+
+
+def test_a_must_mention_phrase_counts_as_confirmed_only_inside_an_allowed_claim():
+    from diagnosis.contracts import ComposerInput
+    from diagnosis.evaluation import confirmed_mentions, first_root_cause_kind
+
+    composer_input = ComposerInput.model_validate(
+        {
+            "decision": "PASS",
+            "question": "q",
+            "allowed_claims": [
+                {
+                    "claim_id": "claim-1",
+                    "text": "pay 的连接池耗尽",
+                    "wording": "definite",
+                    "entity": "pay",
+                    "claim_type": "root_cause",
+                    "root_cause_kind": "resource_exhaustion",
+                }
+            ],
+            "allowed_hypotheses": [{"text": "gateway 可能变慢", "entity": "gateway"}],
+        }
+    )
+    assert confirmed_mentions(composer_input=composer_input, phrases=["连接池", "变慢"]) == 1
+    assert first_root_cause_kind(composer_input=composer_input, first="pay") == (
+        "resource_exhaustion"
+    )
+    assert first_root_cause_kind(composer_input=composer_input, first="gateway") is None
