@@ -31,7 +31,9 @@ Each entry of ``summary["series"]``:
   baseline median is not positive, the level negative, or the series is new;
 - ``new``: no baseline samples, or a zero baseline median that the window left;
 - ``anomaly_score``: |window_level − baseline_median| / robust scale, capped at
-  ANOMALY_CAP, damped for a sparse baseline (0 without baseline);
+  ANOMALY_CAP, damped for a sparse baseline (0 without baseline); a noise-free baseline
+  (constant or mostly zero) scores at most 100 (100 × the relative change, 100 from zero).
+  Series rank by score, then relative change, then the earlier change point;
 - ``change_point``: when the shift began (it may lie in the baseline when the window
   starts shifted), ``shift_end``: its last point when it ended inside the window,
   ``sustained_points``: the window grid points of the shift (0 when flat); a shift must
@@ -313,12 +315,17 @@ def _median(values: list[float]) -> float:
     return _quantile_sorted(sorted(values), 0.5)
 
 
-def _robust_scale(values: list[float], median: float) -> float:
-    """Spread of ``values`` (MAD or IQR, as a standard deviation), never below 1 % of the level."""
+def _spread(values: list[float], median: float) -> float:
+    """Spread of ``values`` (MAD or IQR, as a standard deviation); 0 when noise-free."""
     ordered = sorted(values)
     iqr = _quantile_sorted(ordered, 0.75) - _quantile_sorted(ordered, 0.25)
     mad = _median([abs(v - median) for v in values])
-    return max(iqr / 1.349, 1.4826 * mad, RELATIVE_SCALE_FLOOR * abs(median), 1e-9)
+    return max(iqr / 1.349, 1.4826 * mad)
+
+
+def _robust_scale(values: list[float], median: float) -> float:
+    """The spread, never below 1 % of the level (nor zero)."""
+    return max(_spread(values, median), RELATIVE_SCALE_FLOOR * abs(median), 1e-9)
 
 
 def repeat_length(values: list[float]) -> int:
@@ -405,10 +412,16 @@ class SeriesFacts:
 
     @property
     def relative_change(self) -> float:
-        """|window level − baseline median| relative to the baseline: orders capped scores."""
+        """|window level − baseline median| relative to the baseline: orders equal scores.
+
+        A change from zero is infinite, whatever its magnitude (units are not comparable).
+        """
         if self.window_level is None or self.baseline_median is None:
             return 0.0
-        return abs(self.window_level - self.baseline_median) / max(abs(self.baseline_median), 1e-9)
+        change = abs(self.window_level - self.baseline_median)
+        if self.baseline_median == 0:
+            return math.inf if change else 0.0
+        return change / abs(self.baseline_median)
 
     @property
     def identity(self) -> str:
@@ -588,13 +601,15 @@ def shift_measure(
     """
     values = [v for _, v in window]
     median = _median(baseline)
-    scale = _robust_scale(baseline, median)
+    noise = _spread(baseline, median)
     repeat = repeat_length(baseline + values)
     samples = baseline_samples(len(baseline), repeat)
     if samples < SPARSE_BASELINE_POINTS:
         # A few baseline samples say little about its noise: let the data's own spread count.
         everything = baseline + values
-        scale = max(scale, 1.4826 * _median([abs(v - _median(everything)) for v in everything]))
+        noise = max(noise, 1.4826 * _median([abs(v - _median(everything)) for v in everything]))
+    noisy = noise > 0
+    scale = max(noise, RELATIVE_SCALE_FLOOR * abs(median), 1e-9)
     damping = min(1.0, samples / SPARSE_BASELINE_POINTS)
     deviations = [(v - median) / scale for v in values]
     length = _sustain_length(len(values), repeat)
@@ -610,8 +625,13 @@ def shift_measure(
         segment = values[low:high]
         first = low
     level = _median(segment)
+    # A noise-free baseline (constant, or mostly zero) has no noise to measure against: its
+    # floor is 1 % of the larger of the two levels, so a change from a constant scores by
+    # how far it moved relative to itself (at most 100, e.g. from zero) rather than without
+    # bound; a shift against measured noise can score higher.
+    spread = scale if noisy else max(scale, RELATIVE_SCALE_FLOOR * abs(level))
     # Rounded as shown, so that the shown score and the direction agree at the threshold.
-    score = num_value(min(abs(level - median) / scale, ANOMALY_CAP) * damping) or 0.0
+    score = num_value(min(abs(level - median) / spread, ANOMALY_CAP) * damping) or 0.0
     if score < ANOMALY_THRESHOLD or level == median:
         return Shift(level, score, "flat", None, 0)
     up = level > median
@@ -689,9 +709,12 @@ def _count(number: int, noun: str) -> str:
 
 
 def _ranking_key(fact: SeriesFacts) -> tuple[Any, ...]:
+    """Strongest shift first; among equal ones the larger relative change, then the earlier
+    onset (a change that came first is likelier the cause than one that followed)."""
     return (
         -fact.anomaly_score,
         -fact.relative_change,
+        fact.change_point if fact.change_point is not None else math.inf,
         fact.service,
         fact.metric,
         sorted(fact.labels.items()),

@@ -205,3 +205,24 @@ def test_direction_ratio_and_score_never_disagree(baseline, window):
     if direction != "flat" and "window mean" in line and "baseline mean" in line:
         sign = 1 if direction == "up" else -1
         assert sign * (facts["window_mean"] - facts["baseline_mean"]) > 0
+
+
+def test_a_noise_free_baseline_scores_by_relative_change_at_most_100():
+    from_zero = _facts([0.0] * 30, [0.0] * 10 + [7.0] * 20, name="errors")
+    doubled = _facts([10.0] * 30, [10.0] * 10 + [20.0] * 20, name="replicas")
+    assert from_zero["anomaly_score"] == 100
+    assert doubled["anomaly_score"] == 50
+    noisy = _facts([0.9, 1.0, 1.1] * 10, [1.0] * 10 + [20.0] * 20, name="latency")
+    assert noisy["anomaly_score"] > 100, "a shift against measured noise can score higher"
+
+
+def test_among_equally_strong_changes_the_earlier_onset_ranks_first():
+    from datetime import timedelta as td
+
+    from diagnosis.evidence.metrics import Grid, metrics_render
+
+    late = _series([0.0] * 30, [0.0] * 20 + [5.0] * 10, name="a_late")
+    early = _series([0.0] * 30, [0.0] * 5 + [5.0] * 25, name="z_early")
+    grid = Grid.for_window(WINDOW, td(minutes=1))
+    out = metrics_render(series=[late, early], window=WINDOW, grid=grid, description="x")
+    assert [s["metric"] for s in out.summary["series"]] == ["z_early", "a_late"]
