@@ -538,6 +538,15 @@ def summary_filter(summary: dict[str, Any], output: str) -> dict[str, Any]:
             ]
             out["omitted"] = out.get("omitted", 0) + len(out[key]) - len(kept)
             out[key] = kept
+    fleet = out.get("fleet")
+    if isinstance(fleet, dict) and isinstance(fleet.get("services_ranked"), list):
+        ranked = fleet["services_ranked"]
+        kept_ranks = [r for r in ranked if isinstance(r, dict) and r.get("line", "") in output]
+        out["fleet"] = {
+            **fleet,
+            "services_ranked": kept_ranks,
+            "services_omitted": fleet.get("services_omitted", 0) + len(ranked) - len(kept_ranks),
+        }
     if isinstance(out.get("chunks"), list):
         out["chunks"] = [
             c

@@ -161,3 +161,14 @@ def test_files_and_prometheus_name_the_same_suspects_for_the_same_pack(
     from_files, from_prometheus = _call(files_session), _call(live)
     assert from_files.summary["fleet"] == from_prometheus.summary["fleet"]
     assert from_files.summary["series"] == from_prometheus.summary["series"]
+
+
+def test_a_truncated_fleet_output_keeps_only_the_ranked_services_it_still_shows(
+    files_session, settings
+):
+    settings.TOOL_OUTPUT_MAX_CHARS = 1000
+    row = _call(files_session)
+    assert row.truncated
+    fleet = row.summary["fleet"]
+    assert all(r["line"] in row.output for r in fleet["services_ranked"])
+    assert len(fleet["services_ranked"]) + fleet["services_omitted"] == 2
