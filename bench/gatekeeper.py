@@ -204,7 +204,22 @@ def measure(total_bytes: int, repeat: int) -> dict:
     stored = sum(len(r.output.encode()) for r in records)
 
     best, cpu, report = _best(parsed, records, repeat)
+    # the fact rule's own CPU, measured inside one more check (steadier than a difference)
+    spent = [0.0]
     with_facts = _Checker.facts_check
+
+    def timed(checker, claim, valid, direct):
+        started = time.process_time()
+        try:
+            return with_facts(checker, claim, valid, direct)
+        finally:
+            spent[0] += time.process_time() - started
+
+    _Checker.facts_check = timed  # type: ignore[method-assign]
+    try:
+        gatekeeper_check(parsed=parsed, invocations=records, session_id=SESSION_ID)
+    finally:
+        _Checker.facts_check = with_facts  # type: ignore[method-assign]
     _Checker.facts_check = _without_facts  # type: ignore[method-assign]
     try:
         best_nofacts, cpu_nofacts, _report = _best(parsed, records, repeat)
@@ -226,6 +241,7 @@ def measure(total_bytes: int, repeat: int) -> dict:
         "best_s": best,
         "cpu_s": cpu,
         "best_nofacts_s": best_nofacts,
+        "facts_cpu_s": spent[0],
         "cpu_nofacts_s": cpu_nofacts,
         "peak_mb": peak / 1e6,
         "accepted": report.counts.accepted,
@@ -266,9 +282,12 @@ def main() -> None:
     print(f"\n50 MB / 5 MB ratio: wall {ratio:.1f}, cpu {cpu_ratio:.1f} (linear ≈ 10)")
     for row in rows:
         added = row["cpu_s"] / row["cpu_nofacts_s"] - 1
+        own = row["facts_cpu_s"] / (row["cpu_s"] - row["facts_cpu_s"])
         print(
-            f"fact rule at {row['stored_mb']:.0f} MB: cpu +{added * 100:.1f} % "
-            f"({row['cpu_nofacts_s']:.3f} s -> {row['cpu_s']:.3f} s; target at most +20 %)"
+            f"fact rule at {row['stored_mb']:.0f} MB: its own cpu {row['facts_cpu_s']:.3f} s = "
+            f"+{own * 100:.1f} % of the rest of the check; best-of-N difference "
+            f"{added * 100:+.1f} % ({row['cpu_nofacts_s']:.3f} s -> {row['cpu_s']:.3f} s); "
+            "target at most +20 % at 50 MB"
         )
     print(f"process max RSS: {rss:.0f} MB (includes the generated outputs themselves)")
     wall_ok = "met" if rows[1]["best_s"] < 2.0 else "MISSED"

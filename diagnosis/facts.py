@@ -70,6 +70,7 @@ API
 
 from __future__ import annotations
 
+import functools
 import re
 import unicodedata
 from collections.abc import Iterable
@@ -130,29 +131,20 @@ def text_normalize_mapped(text: str, *, fold: bool = True) -> tuple[str, list[in
     """
     if text.isascii():
         return _ascii_normalize_mapped(text, fold=fold)
-    if (
-        not fold
-        and unicodedata.is_normalized("NFKC", text)
-        and not any(ch in text for ch in _NON_ASCII_PUNCT)
-    ):
-        return _plain_normalize_mapped(text)
     return _general_normalize_mapped(text, fold=fold)
 
 
-def _plain_normalize_mapped(text: str) -> tuple[str, list[int], list[int]]:
-    """Case kept, NFKC already, no quote or dash to unify: collapse spaces, drop those by CJK."""
-    out, starts, ends = _ascii_normalize_mapped(text, fold=False)
-    spaces = [k for k, ch in enumerate(out) if ch == " "]
-    drop = {
-        k
-        for k in spaces
-        if (k > 0 and _CJK_CHAR.match(out[k - 1]))
-        or (k + 1 < len(out) and _CJK_CHAR.match(out[k + 1]))
-    }
-    if not drop:
-        return out, starts, ends
-    keep = [k for k in range(len(out)) if k not in drop]
-    return "".join(out[k] for k in keep), [starts[k] for k in keep], [ends[k] for k in keep]
+@functools.lru_cache(maxsize=4096)
+def _piece_normalize(piece: str, fold: bool) -> str:
+    """One base character and its combining marks, normalised (cached: texts repeat them)."""
+    piece = unicodedata.normalize("NFKC", piece)
+    if fold:
+        piece = piece.casefold()
+    return "".join(_PUNCT.get(ch, ch) for ch in piece)
+
+
+_ASCII_RUN = re.compile(r"[\x00-\x7f]+")
+_SPACE_RUN = re.compile(r"\s+")
 
 
 def _general_normalize_mapped(text: str, *, fold: bool) -> tuple[str, list[int], list[int]]:
@@ -161,48 +153,62 @@ def _general_normalize_mapped(text: str, *, fold: bool) -> tuple[str, list[int],
     ends: list[int] = []
     n = len(text)
     i = 0
-    while i < n:
+    for run in _ASCII_RUN.finditer(text):
+        a, b = run.span()
+        if b < n and text[b] >= "\u0300" and unicodedata.combining(text[b]):
+            b -= 1  # the run's last character carries combining marks: the slow way
+        _pieces_add(text, i, a, fold, chars, starts, ends)
+        if b > a:
+            piece = text[a:b].lower() if fold else text[a:b]
+            chars.append(piece.replace("'", '"').replace("`", '"'))
+            starts.extend(range(a, b))
+            ends.extend(range(a + 1, b + 1))
+        i = b
+    _pieces_add(text, i, n, fold, chars, starts, ends)
+    # collapse whitespace runs to one space (mapped to the run's first character), strip
+    # both ends, and drop a space next to a CJK character
+    joined = "".join(chars)
+    out: list[str] = []
+    s_out: list[int] = []
+    e_out: list[int] = []
+    cursor = 0
+    for space in _SPACE_RUN.finditer(joined):
+        a, b = space.span()
+        out.append(joined[cursor:a])
+        s_out.extend(starts[cursor:a])
+        e_out.extend(ends[cursor:a])
+        if 0 < a and b < len(joined):
+            if not (_CJK_CHAR.match(joined[a - 1]) or _CJK_CHAR.match(joined[b])):
+                out.append(" ")
+                s_out.append(starts[a])
+                e_out.append(ends[a])
+        cursor = b
+    out.append(joined[cursor:])
+    s_out.extend(starts[cursor:])
+    e_out.extend(ends[cursor:])
+    return "".join(out), s_out, e_out
+
+
+def _pieces_add(
+    text: str,
+    i: int,
+    stop: int,
+    fold: bool,
+    chars: list[str],
+    starts: list[int],
+    ends: list[int],
+) -> None:
+    """Normalise ``text[i:stop]`` one base character (with its combining marks) at a time."""
+    n = len(text)
+    while i < stop:
         j = i + 1
-        while j < n and unicodedata.combining(text[j]):
+        while j < n and text[j] >= "\u0300" and unicodedata.combining(text[j]):
             j += 1
-        piece = unicodedata.normalize("NFKC", text[i:j])
-        for ch in piece.casefold() if fold else piece:
-            chars.append(_PUNCT.get(ch, ch))
-            starts.append(i)
-            ends.append(j)
+        piece = _piece_normalize(text[i:j], fold)
+        chars.append(piece)
+        starts.extend([i] * len(piece))
+        ends.extend([j] * len(piece))
         i = j
-    # collapse whitespace runs to one space, strip both ends
-    c2: list[str] = []
-    s2: list[int] = []
-    e2: list[int] = []
-    pending: tuple[int, int] | None = None
-    for ch, s, e in zip(chars, starts, ends, strict=True):
-        if ch.isspace():
-            if pending is None:
-                pending = (s, e)
-            continue
-        if pending is not None and c2:
-            c2.append(" ")
-            s2.append(pending[0])
-            e2.append(pending[1])
-        pending = None
-        c2.append(ch)
-        s2.append(s)
-        e2.append(e)
-    # drop spaces next to a CJK character
-    c3: list[str] = []
-    s3: list[int] = []
-    e3: list[int] = []
-    for k, ch in enumerate(c2):
-        if ch == " " and (
-            (k > 0 and _CJK_CHAR.match(c2[k - 1]))
-            or (k + 1 < len(c2) and _CJK_CHAR.match(c2[k + 1]))
-        ):
-            continue
-        c3.append(ch)
-        s3.append(s2[k])
-        e3.append(e2[k])
-    return "".join(c3), s3, e3
 
 
 _NON_SPACE = re.compile(r"\S+")
@@ -289,6 +295,7 @@ _NUMBER_TOKEN = re.compile(r"(\d+(?:[.,]\d+)*)([a-z]{0,5})", re.ASCII | re.IGNOR
 _THOUSANDS = re.compile(r"\d{1,3}(?:,\d{3})+(?:\.\d+)?")
 _DECIMAL = re.compile(r"\d+(?:\.\d+)?")
 _LETTER = re.compile(r"[a-z]", re.ASCII | re.IGNORECASE)
+_DIGIT = re.compile(r"[0-9]")
 _SEPARATOR = re.compile(r"[-_./]")
 _ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
 _PERCENT_AFTER = re.compile(r" ?%")
@@ -360,7 +367,7 @@ def _token_facts(token: str, start: int, services: set[str], after: str) -> list
                 found.append((FactKind.NUMBER, _number_key(part), s, s + len(part), False))
             offset += len(part) + 1
         return found
-    has_digit = any(c.isdigit() for c in token)
+    has_digit = _DIGIT.search(token) is not None
     if (has_digit or _SEPARATOR.search(token)) and not _is_abbreviation(lowered):
         return [(FactKind.IDENTIFIER, lowered, start, start + len(token), False)]
     if _is_camel(token):
@@ -400,8 +407,19 @@ def _boundary_pattern(key: str) -> re.Pattern[str]:
     )
 
 
-def _scan(normalized: str, services: set[str], start: int = 0, end: int | None = None) -> list:
-    """Raw facts ``(kind, key, start, end, percent)`` of ``normalized[start:end]``."""
+def _scan(
+    normalized: str,
+    services: set[str],
+    start: int = 0,
+    end: int | None = None,
+    *,
+    numbers_only: bool = False,
+) -> list:
+    """Raw facts ``(kind, key, start, end, percent)`` of ``normalized[start:end]``.
+
+    ``numbers_only`` skips identifier tokens (evidence needs only its numbers, times
+    and dates as sets; identifiers are searched for in its text).
+    """
     end = len(normalized) if end is None else end
     raw: list[tuple] = []
     for match in _FACT.finditer(normalized, start, min(len(normalized), end + 8)):
@@ -422,7 +440,10 @@ def _scan(normalized: str, services: set[str], start: int = 0, end: int | None =
             raw.append((FactKind.TIME, second or minute, match.start("th"), e, False))
         else:
             after = normalized[match.end() : match.end() + 2]
-            raw.extend(_token_facts(match.group("token"), match.start(), services, after))
+            token = match.group("token")
+            if numbers_only and not token[0].isdigit():
+                continue
+            raw.extend(_token_facts(token, match.start(), services, after))
     return raw
 
 
@@ -471,7 +492,7 @@ class FactSource:
         if not text or start >= end:
             return
         self.regions.append((text, start, end))
-        for kind, key, *_span, percent in _scan(text, set(), start, end):
+        for kind, key, *_span, percent in _scan(text, set(), start, end, numbers_only=True):
             if kind == FactKind.NUMBER:
                 self._numbers.add(key)
                 if percent:
