@@ -256,10 +256,12 @@ def _line_starts(path: Path, size: int, pieces: int) -> list[int]:
 
 
 def _gather(arr: np.ndarray, at: np.ndarray, width: int) -> np.ndarray:
-    """Rows of ``width`` bytes from each offset (offsets past the end read the last byte)."""
-    index = at[:, None] + np.arange(width)
-    np.minimum(index, len(arr) - 1, out=index)
-    return arr[index]
+    """Rows of ``width`` items from each offset (a row that would pass the end ends there).
+
+    Only rows of lines that qualify are read for what they hold, and those lie inside.
+    """
+    windows = np.lib.stride_tricks.sliding_window_view(arr, width)
+    return windows[np.minimum(at, len(arr) - width)]
 
 
 def _marked(starts: np.ndarray, at: np.ndarray, lines: int) -> np.ndarray:
@@ -314,7 +316,9 @@ class _FastBlock:
         first_quote = np.searchsorted(quotes, starts)
         self.first_quote = first_quote
         ok &= first_quote + 16 <= len(quotes)
-        q = quotes[np.minimum(first_quote[:, None] + np.arange(16), len(quotes) - 1)]
+        if len(quotes) < 16:
+            quotes = np.concatenate([quotes, np.full(16, len(arr) - 1, dtype=quotes.dtype)])
+        q = _gather(quotes, first_quote, 16)
         ok &= q[:, 15] < nl
         ok &= (_gather(arr, q[:, 3], 15) == _SERVICE_KEY).all(axis=1)
         ok &= (_gather(arr, q[:, 7], 13) == _LEVEL_KEY).all(axis=1)
