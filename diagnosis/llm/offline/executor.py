@@ -549,10 +549,16 @@ def _metric_claim(signal: MetricSignal, lang: str) -> Draft | None:
     else:
         ratio = _ratio_text(signal, evidence)
         if ratio is not None:
-            qualifiers.append(t["ratio"].format(value=ratio))
+            # the tools' ratio is of the shifted level to the baseline median, when they
+            # report those; of the means otherwise
+            key = "ratio_level" if signal.window_level is not None else "ratio"
+            qualifiers.append(t[key].format(value=ratio))
     details: list[str] = []
-    base = None if from_zero else _value_in(signal.baseline_mean, evidence)
-    if base is not None:
+    median = None if from_zero else _value_in(signal.baseline_median, evidence)
+    base = None if from_zero or median else _value_in(signal.baseline_mean, evidence)
+    if median is not None:
+        details.append(t["baseline_median"].format(value=median))
+    elif base is not None:
         details.append(t["baseline"].format(value=base))
     extreme = _value_in(signal.window_min if down else signal.window_max, evidence)
     if extreme is not None:
@@ -995,7 +1001,8 @@ def _metric_basis(signal: MetricSignal, lang: str) -> str:
     direction = {"up": "up", "down": "down"}.get(signal.direction, "level")
     ratio = _ratio_text(signal, evidence) if evidence else None
     if ratio is not None and direction != "level":
-        return t[f"basis_{direction}_ratio"].format(metric=name, ratio=ratio)
+        form = "level" if signal.window_level is not None else "ratio"
+        return t[f"basis_{direction}_{form}"].format(metric=name, ratio=ratio)
     return t[f"basis_{direction}"].format(metric=name)
 
 
