@@ -231,14 +231,16 @@ def test_the_conclusion_names_the_cause_with_its_evidence_and_the_cascade():
     assert "order-service timed out calling payment-service" in lead_en
 
 
-def test_a_conclusion_without_a_pass_is_worded_as_a_possibility():
+def test_a_confirmed_cause_stays_confirmed_without_a_pass_and_the_rest_is_hedged():
+    # issue 14: an accepted direct observation is stated as confirmed whatever the decision
     output = _execute()
     lead = _section(_compose(_composer_input(output, Decision.LOW_CONFID, "zh-CN")), "结论")
-    assert lead.startswith("初步判断（尚待证实）：可能：payment-service")
-    assert "置信度较低" in lead
+    assert lead.startswith("根据本次取证，payment-service")
+    assert "“已确认”之外的内容尚待证实。" in lead
     english = _execute(language="en")
     lead_en = _section(_compose(_composer_input(english, Decision.LOW_CONFID, "en")), "Conclusion")
-    assert lead_en.startswith("Preliminary finding (unconfirmed): Likely: ")
+    assert lead_en.startswith("From this session's evidence: ")
+    assert "Anything beyond what is confirmed is not proven yet." in lead_en
 
 
 def test_without_a_confirmed_cause_the_conclusion_gives_the_likeliest_suspect_and_why():
