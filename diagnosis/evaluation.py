@@ -222,13 +222,14 @@ def pack_evaluate(*, path: Path, provider: str | None = None) -> PackResult:
 
     result = PackResult(pack=path.name, path=str(path))
     try:
-        pack = pack_load(path)
+        # the sync validates every data file; the header alone names the pack first
+        pack = pack_load(path, check_data=False)
+        result.pack = pack.id
+        environment = environment_sync_from_pack(path=path)
     except PackError as exc:
         result.status = "load_failed"
         result.error = str(exc)
         return result
-    result.pack = pack.id
-    environment = environment_sync_from_pack(path=path)
     session = diagnosis_submit(
         question=pack.question,
         environment=environment,
