@@ -222,6 +222,9 @@ SCENARIO_PACK_DIRS = [
 TOOL_TIMEOUT_SECONDS = env_float("TOOL_TIMEOUT_SECONDS", 15.0, minimum=0.1)
 TOOL_OUTPUT_MAX_CHARS = env_int("TOOL_OUTPUT_MAX_CHARS", 16_000, minimum=1000)
 TRACE_SUMMARY_TOKEN_BUDGET = env_int("TRACE_SUMMARY_TOKEN_BUDGET", 3000, minimum=200)
+# PromQL whose result series name caller and callee in their labels (source/destination,
+# client/server, caller/callee, src/dst…): a live environment's call edges for localisation.
+CALL_EDGES_QUERY = env_str("CALL_EDGES_QUERY")
 
 # --- LLM providers ----------------------------------------------------------
 LLM_ROLES = ("planner", "executor", "verifier", "composer")

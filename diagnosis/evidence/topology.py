@@ -1,26 +1,66 @@
 """Known call edges of an environment, for localisation along the calls.
 
-A scenario pack declares them in an optional ``topology.json``; a live environment's
-edges come from the caller/callee labels of its own metrics (source/destination,
-client/server, caller/callee, src/dst), which the Executor reads from the fleet view.
+- A scenario pack declares them in an optional ``topology.json``.
+- A live environment gets them from the ``CALL_EDGES_QUERY`` setting: a PromQL
+  expression whose result series name caller and callee in their labels, in any of
+  the usual namings (``source_workload``/``destination_workload``, ``client``/``server``,
+  ``caller``/``callee``, ``src``/``dst``…), for example
+  ``sum by (source_workload, destination_workload) (rate(istio_requests_total[10m]))``;
+  it runs once per Executor attempt on the environment's Prometheus, over the last
+  minutes before the session's ``now``.
+- Either way, the Executor also reads caller/callee labels off the metrics it queries.
 """
 
 from __future__ import annotations
 
 import logging
+from datetime import datetime
 
+from django.conf import settings
+
+from diagnosis.evidence.common import Deadline, ToolFailure, ToolTimeout
+from diagnosis.evidence.metrics import Grid, metrics_from_prometheus
 from diagnosis.evidence.packs import PackError, pack_call_edges
+from diagnosis.llm.offline.vocab import call_label_pairs
 from diagnosis.models import Environment
 
 logger = logging.getLogger(__name__)
 
+EDGE_QUERY_SPAN_S = 600.0
+EDGE_QUERY_TIMEOUT_S = 5.0
 
-def environment_call_edges(*, environment: Environment) -> tuple[tuple[str, str], ...]:
-    """(caller, callee) pairs declared for ``environment``; none when it declares none."""
-    if environment.kind != Environment.Kind.SCENARIO or not environment.pack_path:
+
+def environment_call_edges(
+    *, environment: Environment, now: datetime | None = None
+) -> tuple[tuple[str, str], ...]:
+    """(caller, callee) pairs known for ``environment``; none when nothing declares any."""
+    if environment.kind == Environment.Kind.SCENARIO:
+        if not environment.pack_path:
+            return ()
+        try:
+            return pack_call_edges(environment.pack_path)
+        except (PackError, OSError):
+            logger.warning("environment %s: its topology.json cannot be read", environment.slug)
+            return ()
+    query = str(getattr(settings, "CALL_EDGES_QUERY", "") or "")
+    if not query or not environment.prometheus_url:
         return ()
+    end = (now or datetime.now().astimezone()).timestamp()
+    grid = Grid(start=end - EDGE_QUERY_SPAN_S, end=end, step=EDGE_QUERY_SPAN_S)
     try:
-        return pack_call_edges(environment.pack_path)
-    except (PackError, OSError):
-        logger.warning("environment %s: its topology.json cannot be read", environment.slug)
+        series, _ = metrics_from_prometheus(
+            base_url=environment.prometheus_url,
+            token_env=environment.prometheus_token_env,
+            query=query,
+            grid=grid,
+            deadline=Deadline.after(EDGE_QUERY_TIMEOUT_S),
+        )
+    except (ToolFailure, ToolTimeout) as exc:
+        # no edges is a diagnosis without localisation along the calls, not a failure
+        logger.warning("environment %s: the call-edge query failed: %s", environment.slug, exc)
         return ()
+    edges: dict[tuple[str, str], None] = {}
+    for item in series:
+        for pair in call_label_pairs(item.labels):
+            edges[pair] = None
+    return tuple(sorted(edges))
