@@ -1078,9 +1078,11 @@ def _dependency_targets(entry: Suspect) -> list[str]:
 
 
 def _secondary(entry: Suspect, root: str | None) -> bool:
-    """The service only suffers from another one: downstream of it, or beside a found root."""
+    """The service only suffers from another one: downstream of it (by its logs or along the
+    calls), or beside a found root."""
     own_cause = bool(entry.resource_metrics) or entry.kind in {"change", "code"}
-    return bool(entry.downstream_of) or bool(root and entry.service != root and not own_cause)
+    inherits = bool(entry.downstream_of or entry.inherited_from)
+    return inherits or bool(root and entry.service != root and not own_cause)
 
 
 def _hypothesis(entry: Suspect, lang: str, root: str | None) -> Hypothesis:
@@ -1089,6 +1091,8 @@ def _hypothesis(entry: Suspect, lang: str, root: str | None) -> Hypothesis:
     sub = SUBKIND[lang].get(entry.subkind, SUBKIND[lang][""])
     if entry.downstream_of:
         text = t["hyp_secondary"].format(svc=svc, root=_join(entry.downstream_of, lang))
+    elif entry.inherited_from:
+        text = t["hyp_secondary"].format(svc=svc, root=_join(entry.inherited_from, lang))
     elif _secondary(entry, root):
         text = t["hyp_secondary"].format(svc=svc, root=root)
     elif entry.kind == "resource":
