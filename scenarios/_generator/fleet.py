@@ -11,7 +11,7 @@ calls) or part of its errors, at the same moment; its own callees stay quiet. Un
 services carry noise and, now and then, one stray sample (a spike that is no incident).
 Metric names follow one of several naming schemes, picked by the seed, so nothing that
 reads these packs can depend on one scheme. Used by tests and bench/fleet.py, generated
-into a temporary folder (a 1,000-service pack is ~40 MB), never committed.
+into a temporary folder (a 1,000-service pack is ~64 MB), never committed.
 """
 
 from __future__ import annotations
