@@ -5,8 +5,8 @@ recorded LLMCall row and the backoff is ours: exponential with jitter on 429,
 5xx, timeouts and connection errors, at most ``LLM_MAX_RETRIES`` retries. No SDK
 exception leaves this module other than as ``LLMError``.
 
-Real servers differ, so the provider adapts and remembers per endpoint (base URL
-and model) for the life of the process:
+Real servers differ, so the provider adapts and remembers per endpoint (base URL)
+for the life of the process:
 
 - Structured output goes down a ladder: ``json_schema`` (the contract's schema,
   ``diagnosis.llm.schemas``), ``json_object`` carrying the schema (the form
@@ -83,9 +83,9 @@ _TOOL_CHOICE_WORDS = ("tool_choice", "required")
 _REFUSAL_STATUS = {400, 422, 500, 501}
 _ANSWERED = {ParseStatus.PARSED_V2, ParseStatus.PARSED_V1}
 
-# What each endpoint (base URL, model) refused, for the life of the process.
-_refused_formats: dict[tuple[str, str], set[str]] = {}
-_refused_required: set[tuple[str, str]] = set()
+# What each endpoint (base URL) refused, for the life of the process.
+_refused_formats: dict[str, set[str]] = {}
+_refused_required: set[str] = set()
 _capabilities_lock = threading.Lock()
 
 
@@ -224,8 +224,8 @@ def _arguments_for_runner(raw: Any) -> object:
     return raw
 
 
-def _endpoint(base_url: str | None, model: str) -> tuple[str, str]:
-    return (base_url or "default", model)
+def _endpoint(base_url: str | None) -> str:
+    return (base_url or "default").rstrip("/")
 
 
 def _response_format(level: str, role: Role) -> dict[str, Any] | None:
@@ -287,7 +287,7 @@ class OpenAIProvider:
         self.backoff_max = backoff_max
         self._sleep = sleep
         self._client: openai.OpenAI | None = None
-        self._endpoint = _endpoint(self.base_url, model)
+        self._endpoint = _endpoint(self.base_url)
 
     def __repr__(self) -> str:  # never the key
         return f"OpenAIProvider(base_url={self.base_url!r}, model={self.model!r})"

@@ -6,7 +6,10 @@ The schemas are kept to what grammar compilers handle (llama.cpp's
 json-schema-to-grammar, OpenAI's strict mode): ``$ref`` inlined, no ``title`` or
 ``default``, every object closed (``additionalProperties: false``) with all its
 properties required (optional ones are nullable instead), enums and consts as
-they are. Validation stays the contract's own: the schema only shapes the output.
+they are. Every list gets a ``maxItems`` unless the contract sets one: under a
+grammar a small model fills lists until its token budget runs out, and an answer
+an SRE reads has no use for a ninth claim or a ninth symptom. Validation stays the
+contract's own: the schema only shapes the output.
 """
 
 from __future__ import annotations
@@ -26,6 +29,9 @@ ROLE_CONTRACTS: dict[Role, type[BaseModel]] = {
     Role.VERIFIER: VerifierOutput,
     Role.COMPOSER: ComposerOutput,
 }
+
+# The most items a list in a structured answer may hold (when the contract says nothing).
+LIST_MAX_ITEMS = 8
 
 # Keywords that carry no constraint, or that grammar compilers reject.
 _DROPPED = frozenset({"title", "default", "examples", "$defs", "definitions"})
@@ -50,6 +56,8 @@ def _inline(node: Any, defs: dict[str, Any], depth: int = 0) -> Any:
             out[key] = {name: _inline(sub, defs, depth + 1) for name, sub in value.items()}
         else:
             out[key] = _inline(value, defs, depth + 1)
+    if out.get("type") == "array" and "items" in out:
+        out.setdefault("maxItems", LIST_MAX_ITEMS)
     if isinstance(out.get("properties"), dict):
         out["type"] = "object"
         out["required"] = list(out["properties"])

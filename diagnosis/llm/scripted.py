@@ -6,7 +6,8 @@ folder (``planner.json``, ``executor-1.json``, ``executor-2.json``, …,
 ``verifier.json``, ``composer.json``; any role may use ``<role>.json`` and/or
 ``<role>-N.json``, and a file may hold one turn or a list of turns).
 
-A turn is ``{"content": "<raw text>"}`` (a non-string content is sent as JSON),
+A turn is ``{"content": "<raw text>"}`` (a non-string content is sent as JSON;
+``"finish_reason": "length"`` beside it replays a reply cut by ``max_tokens``),
 ``{"tool_calls": [{"name": …, "arguments": {…}}]}`` (Executor only), or
 ``{"error": "timeout", "message": "…"}`` to replay a failed call. A bare string
 is a content turn; an object with none of these keys is itself the content.
@@ -32,6 +33,7 @@ from diagnosis.llm.base import (
     CallRecorder,
     ExecutorRequest,
     LLMError,
+    ModelText,
     PlannerRequest,
     Role,
     ToolRunner,
@@ -71,7 +73,10 @@ def _turn_normalize(turn: Any, where: str) -> dict[str, Any]:
     content = turn["content"] if "content" in turn else dict(turn)
     if not isinstance(content, str):
         content = json.dumps(content, ensure_ascii=False)
-    return {"content": content}
+    finish_reason = turn.get("finish_reason") if "content" in turn else None
+    if finish_reason is None:
+        return {"content": content}
+    return {"content": content, "finish_reason": str(finish_reason)}
 
 
 def _script_from_folder(folder: Path) -> dict[Role, list[dict[str, Any]]]:
@@ -195,8 +200,14 @@ class ScriptedProvider:
         if not content.strip():
             self._record(recorder, role, request, content, status="empty", error="empty content")
             raise LLMError("empty", f"the scripted {role.value} turn is empty")
-        self._record(recorder, role, request, content)
-        return content
+        finish_reason = turn.get("finish_reason", "stop")
+        if finish_reason == "length":
+            self._record(
+                recorder, role, request, content, status="truncated", error="cut by max_tokens"
+            )
+        else:
+            self._record(recorder, role, request, content)
+        return ModelText(content, finish_reason=finish_reason)
 
     def _fallback(self, role: Role, request: Any, recorder: CallRecorder) -> AgentProvider:
         if self.fallback is not None:

@@ -1,0 +1,177 @@
+"""Structured output: the contract's schema first, then weaker forms, remembered per endpoint."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from diagnosis.contracts import (
+    ComposerOutput,
+    ExecutorEvidenceV2,
+    PlannerOutput,
+    VerifierOutput,
+)
+from diagnosis.llm.base import Role
+from diagnosis.llm.openai_provider import OpenAIProvider
+from diagnosis.llm.schemas import LIST_MAX_ITEMS, contract_schema, role_response_schema
+from diagnosis.models import LLMCall
+from tests.llm.requests import planner_request, verifier_payload
+from tests.support.openai_server import FakeOpenAIServer, Reply, response_format_kind
+
+PLAN = {"plan_version": "planner_v1", "services": ["payment-service"], "tools": ["query_logs"]}
+VERDICT = {"verifier_version": "verifier_v2", "decision": "LOW_CONFID", "claim_checks": []}
+
+
+def _walk(node):
+    if isinstance(node, dict):
+        yield node
+        for value in node.values():
+            yield from _walk(value)
+    elif isinstance(node, list):
+        for value in node:
+            yield from _walk(value)
+
+
+@pytest.mark.parametrize(
+    "contract", [PlannerOutput, ExecutorEvidenceV2, VerifierOutput, ComposerOutput]
+)
+def test_each_contract_schema_is_closed_fully_required_and_free_of_refs(contract):
+    schema = contract_schema(contract)
+
+    nodes = list(_walk(schema))
+    assert not any("$ref" in n or "$defs" in n or "title" in n or "default" in n for n in nodes)
+    objects = [n for n in nodes if isinstance(n.get("properties"), dict)]
+    assert objects
+    for obj in objects:
+        assert obj["additionalProperties"] is False
+        assert sorted(obj["required"]) == sorted(obj["properties"])
+    for array in (n for n in nodes if n.get("type") == "array"):
+        assert array["maxItems"] <= LIST_MAX_ITEMS
+
+
+def test_the_executor_schema_offers_only_the_documented_claim_types_and_levels():
+    schema = contract_schema(ExecutorEvidenceV2)
+    claim = schema["properties"]["claims"]["items"]["properties"]
+
+    assert "other" not in claim["claim_type"]["enum"]
+    assert "root_cause" in claim["claim_type"]["enum"]
+    assert claim["support_level"]["enum"] == ["direct", "indirect", "none"]
+
+
+def test_the_schema_is_named_by_the_contract_version_and_short_answers_still_validate():
+    # The schema shapes output; the contract (tolerant of missing optional fields) decides.
+    names = [role_response_schema(role)[0] for role in Role]
+    assert names == ["planner_v1", "executor_evidence_v2", "verifier_v2", "composer_v1"]
+    assert PlannerOutput.model_validate(PLAN).services == ["payment-service"]
+    assert VerifierOutput.model_validate(VERDICT).decision == "LOW_CONFID"
+
+
+@pytest.fixture
+def server_accepting(openai_settings):
+    started: list[FakeOpenAIServer] = []
+
+    def start(**kwargs) -> FakeOpenAIServer:
+        server = FakeOpenAIServer(**kwargs).start()
+        started.append(server)
+        for role in openai_settings.LLM_ROLE_SETTINGS.values():
+            role["base_url"] = server.base_url
+        return server
+
+    yield start
+    for server in started:
+        server.stop()
+
+
+def _provider(role: Role) -> OpenAIProvider:
+    return OpenAIProvider.for_role(role, backoff_base=0.001, sleep=lambda _s: None)
+
+
+def test_a_server_without_json_schema_gets_the_schema_inside_json_object_and_that_is_remembered(
+    server_accepting, recorder, session
+):
+    # llama-cpp-python's server: json_schema is refused, json_object with a schema compiles
+    server = server_accepting(response_formats={"json_object_schema", "json_object"})
+    server.enqueue(Reply.text(PLAN), Reply.text(VERDICT))
+
+    _provider(Role.PLANNER).plan(planner_request(), recorder=recorder)
+    # another role, another provider instance: the endpoint's refusal is already known
+    _provider(Role.VERIFIER).verify(verifier_payload(), recorder=recorder)
+
+    kinds = [response_format_kind(r["response_format"]) for r in server.chat_requests]
+    assert kinds == ["json_schema", "json_object_schema", "json_object_schema"]
+    schema = server.chat_requests[-1]["response_format"]["schema"]
+    assert schema == contract_schema(VerifierOutput)
+    rows = list(LLMCall.objects.filter(session=session).order_by("sequence"))
+    assert [r.status for r in rows] == ["rejected", "ok", "ok"]
+    assert rows[1].request["response_format"] == {
+        "type": "json_object",
+        "schema": "<contract schema>",
+    }
+
+
+@pytest.mark.parametrize(
+    ("accepted", "sent"),
+    [
+        pytest.param({"json_object"}, ["json_schema", "json_object_schema", "json_object"]),
+        pytest.param(set(), ["json_schema", "json_object_schema", "json_object", None]),
+    ],
+)
+def test_the_ladder_ends_in_json_object_or_plain_prompting(
+    server_accepting, recorder, session, accepted, sent
+):
+    server = server_accepting(response_formats=accepted)
+    server.enqueue(Reply.text(PLAN), Reply.text(PLAN))
+    provider = _provider(Role.PLANNER)
+
+    first = provider.plan(planner_request(), recorder=recorder)
+    second = provider.plan(planner_request(), recorder=recorder)
+
+    assert json.loads(first) == json.loads(second) == PLAN
+    kinds = [
+        response_format_kind(r["response_format"]) if "response_format" in r else None
+        for r in server.chat_requests
+    ]
+    assert kinds == [*sent, sent[-1]]  # the second call starts where the first ended
+
+
+def test_a_server_that_rejects_every_response_format_the_old_way_is_asked_without_one(
+    server_accepting, recorder, session
+):
+    server = server_accepting(reject_response_format=True)
+    server.enqueue(Reply.text(PLAN))
+
+    _provider(Role.PLANNER).plan(planner_request(), recorder=recorder)
+
+    assert ["response_format" in r for r in server.chat_requests] == [True, True, True, False]
+
+
+def test_json_object_as_the_configured_start_never_sends_a_schema(
+    server_accepting, openai_settings, recorder, session
+):
+    openai_settings.LLM_ROLE_SETTINGS["planner"]["response_format"] = "json_object"
+    server = server_accepting()
+    server.enqueue(Reply.text(PLAN))
+
+    _provider(Role.PLANNER).plan(planner_request(), recorder=recorder)
+
+    assert server.chat_requests[0]["response_format"] == {"type": "json_object"}
+
+
+def test_each_role_sends_its_own_max_tokens(server_accepting, openai_settings, recorder, session):
+    openai_settings.LLM_ROLE_SETTINGS["planner"]["max_tokens"] = 300
+    openai_settings.LLM_ROLE_SETTINGS["verifier"]["max_tokens"] = 900
+    server = server_accepting()
+    server.enqueue(Reply.text(PLAN), Reply.text(VERDICT))
+
+    _provider(Role.PLANNER).plan(planner_request(), recorder=recorder)
+    _provider(Role.VERIFIER).verify(verifier_payload(), recorder=recorder)
+
+    assert [r["max_tokens"] for r in server.chat_requests] == [300, 900]
+
+
+def test_role_budgets_default_to_sizes_fitted_to_each_contract(settings):
+    defaults = settings.LLM_ROLE_MAX_TOKENS_DEFAULTS
+
+    assert defaults["planner"] < defaults["verifier"] < defaults["executor"]
+    assert max(defaults.values()) < 4096
