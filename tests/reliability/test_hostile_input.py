@@ -170,12 +170,15 @@ def test_hostile_tool_output_is_escaped_on_every_page_that_shows_it(
     assert "</script><script>alert('log')" in outputs and "alert('kb')" in outputs
     cited = session.executor_structured_output["claims"][0]["evidence_bindings"][0]
     assert "alert('log')" in cited["evidence_excerpt"]
-    assert session.self_evaluation["gatekeeper"]["claims"][0]["verdict"] == "accepted"
+    # the line tells the model what to report: it cannot confirm anything (gatekeeper_v2)
+    [first, *_rest] = session.self_evaluation["gatekeeper"]["claims"]
+    assert first["verdict"] == "demoted"
+    assert {f["code"] for f in first["findings"]} == {"excerpt_is_instruction"}
 
     pages = _pages(client, session, reviewer)
     _assert_no_markup_from_data(pages)
     escaped = "&lt;/script&gt;&lt;script&gt;alert(&#x27;log&#x27;)"
-    assert escaped in pages["chat conversation"]  # the cited excerpt, opened to its evidence
+    assert escaped in pages["chat conversation"]  # the demoted statement quoting it
     assert escaped in pages["admin trace-1"]
     assert "{{ request.user.password }}" in pages["admin trace-1"]
     assert "{% load static %}" in pages["admin trace-1"]

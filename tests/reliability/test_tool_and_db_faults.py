@@ -94,7 +94,8 @@ def test_prometheus_stopping_mid_session_becomes_an_error_row_and_a_recorded_gap
     assert verdicts["claim-3"]["verdict"] == "accepted"
     composer_input = session.self_evaluation["composer_input"]
     assert {c["claim_id"] for c in composer_input["allowed_claims"]} == {"claim-1", "claim-3"}
-    assert any("观察 2" in item for item in composer_input["missing_info"])
+    # a claim on a failed call is a gap worded by the evidence it lacks (gatekeeper_v2)
+    assert any("引用的工具调用没有成功返回数据" in item for item in composer_input["missing_info"])
     summary = {entry["trace_ref"]: entry for entry in trace_summary_build(session=session)}
     assert summary["trace-2"]["status"] == "error"
     verifier_request = LLMCall.objects.get(session=session, role="verifier").request

@@ -109,7 +109,8 @@ def executor_turns_responder(
                 {
                     "claim_id": f"claim-{index + 1}",
                     "claim_type": "symptom",
-                    "claim_text": f"观察 {index + 1}",
+                    # the line itself: every fact it states is in its excerpt (gatekeeper_v2)
+                    "claim_text": f"观察：{line}",
                     "support_level": "direct",
                     "evidence_bindings": [
                         {
