@@ -51,3 +51,13 @@ def test_declared_edges_and_label_edges_add_up():
     topology = topology_build(declared=[("cart", "db")], calls=[call])
     assert topology.callees("cart") == ["db"]
     assert topology.callers("cart") == ["web"]
+
+
+def test_a_call_cycle_ends_the_walk_up_the_callers():
+    from diagnosis.llm.offline.localise import _ancestors, _path
+
+    links = {("a", "b"): 1.0, ("b", "c"): 1.0, ("c", "a"): 1.0, ("web", "a"): 0.5}
+    found = _ancestors(links, "c")
+    assert set(found) == {"a", "b", "web"}
+    assert found["web"] == 0.5
+    assert _path(links, "c", ["web"]) == ["web", "a", "b", "c"]
