@@ -19,6 +19,7 @@ from django.db import transaction
 from django.db.models import Count
 from django.http import HttpRequest, HttpResponse
 from django.urls import reverse
+from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.text import Truncator
 from django.utils.translation import gettext_lazy as _
@@ -49,6 +50,8 @@ admin.site.site_title = _("Rootproof 审计")
 admin.site.index_title = _("诊断审计")
 # The index links to the reviewer pages (quality dashboard) above the model list.
 admin.site.index_template = "audit/admin/index.html"
+# Audit tables need the width; the breadcrumbs and the index lead to every model.
+admin.site.enable_nav_sidebar = False
 
 # The audit styles on every page of these models (a file: the CSP forbids inline styles).
 AUDIT_MEDIA = forms.Media(css={"all": ["audit.css"]})
@@ -218,14 +221,13 @@ class AuditChangeList(ChangeList):
 class DiagnosisSessionAdmin(ReadOnlyAdmin):
     change_form_template = "audit/admin/session_change_form.html"
     change_list_template = "audit/admin/session_change_list.html"
-    # Twelve narrow columns fit a 1440 px screen; related values share a column.
+    # Eleven narrow columns fit a 1440 px screen; related values share a column.
     list_display = [
-        "created_at",
+        "created_col",
         "question",
         "asked_by",
         "environment",
         "outcome",
-        "answer_source",
         "parse_status_col",
         "claims_col",
         "retries",
@@ -234,7 +236,7 @@ class DiagnosisSessionAdmin(ReadOnlyAdmin):
         "reviewed_col",
     ]
     # The date opens this change page; the question opens the reading page.
-    list_display_links = ["created_at"]
+    list_display_links = ["created_col"]
     list_filter = [
         ("created_at", admin.DateFieldListFilter),
         ("owner", admin.RelatedOnlyFieldListFilter),
@@ -267,6 +269,15 @@ class DiagnosisSessionAdmin(ReadOnlyAdmin):
         return user_can_review(user=request.user)
 
     # -- columns
+    @admin.display(description=_("时间"), ordering="created_at")
+    def created_col(self, obj: DiagnosisSession) -> str:
+        local = timezone.localtime(obj.created_at)
+        return format_html(
+            '<span title="{}">{}</span>',
+            local.isoformat(timespec="seconds"),
+            local.strftime("%m-%d %H:%M"),
+        )
+
     @admin.display(description=_("提问人"), ordering="owner__username")
     def asked_by(self, obj: DiagnosisSession) -> str:
         who = obj.owner.get_username() if obj.owner else obj.requested_by or "—"
@@ -284,19 +295,22 @@ class DiagnosisSessionAdmin(ReadOnlyAdmin):
     @admin.display(description=_("结论"), ordering="decision")
     def outcome(self, obj: DiagnosisSession) -> str:
         if obj.status == DiagnosisSession.Status.COMPLETED and obj.decision:
-            return obj.get_decision_display()
-        return obj.get_status_display()
+            label = obj.get_decision_display()
+        else:
+            label = obj.get_status_display()
+        return format_html("{}<br><small>{}</small>", label, obj.get_answer_source_display() or "—")
 
     @admin.display(description=_("解析状态"), ordering="executor_output_parse_status")
     def parse_status_col(self, obj: DiagnosisSession) -> str:
         return code_label(obj.executor_output_parse_status, "parse_status")
 
-    @admin.display(description=_("通过 / 降级"), ordering="claims_demoted")
+    @admin.display(description=_("论断"), ordering="claims_demoted")
     def claims_col(self, obj) -> str:
         return format_html(
-            '<span title="{}">{}</span> / <span title="{}">{}</span>',
+            '<span title="{}">{} ✓</span> · <span class="{}" title="{}">{} ✗</span>',
             _("通过"),
             obj.claims_accepted,
+            "rp-bad" if obj.claims_demoted else "",
             _("降级"),
             obj.claims_demoted,
         )

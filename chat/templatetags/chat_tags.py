@@ -2,14 +2,24 @@
 
 from __future__ import annotations
 
+import re
+
 from django import template
+from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe
 from django.utils.translation import gettext_lazy as _
 from markdown_it import MarkdownIt
+from markdown_it.common.utils import escapeHtml
 
 register = template.Library()
 
 ALLOWED_LINK_SCHEMES = ("http://", "https://")
+HYPHENATED = re.compile(r"[A-Za-z0-9_.]*[A-Za-z0-9_](?:-[A-Za-z0-9_.]+)+")
+
+
+def _identifiers_whole(escaped: str) -> str:
+    # A hyphenated identifier (payment-service) is laid out whole, never split at a hyphen.
+    return HYPHENATED.sub(r'<span class="ident">\g<0></span>', escaped)
 
 
 def _markdown() -> MarkdownIt:
@@ -23,10 +33,21 @@ def _markdown() -> MarkdownIt:
         return renderer.renderToken(tokens, idx, options, env)
 
     md.add_render_rule("link_open", link_open)
+
+    def text(renderer, tokens, idx, options, env):
+        return _identifiers_whole(escapeHtml(tokens[idx].content))
+
+    md.add_render_rule("text", text)
     return md
 
 
 _MD = _markdown()
+
+
+@register.filter
+def identifiers_whole(text: object) -> SafeString:
+    """The text escaped, its hyphenated identifiers kept on one line."""
+    return mark_safe(_identifiers_whole(escape(str(text or ""))))  # noqa: S308 (escaped first)
 
 
 @register.filter

@@ -1,31 +1,12 @@
 """The chat in Debian's headless Chromium: log in, ask, watch, read the evidence, switch, leave."""
 
-from pathlib import Path
-
 import pytest
-from django.conf import settings
 
-from tests.support.binaries import require_binary
+from tests.browser.conftest import SCREENSHOTS
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
-PACK = Path(settings.BASE_DIR) / "scenarios" / "payment-pool-saturation"
-SCREENSHOTS = Path(settings.BASE_DIR) / "artifacts" / "screenshots"
 QUESTION = "payment-service 从 10:20 开始大量超时，订单也下不了，帮我看看原因"
-
-
-@pytest.fixture
-def browser():
-    chromium = require_binary("/usr/bin/chromium")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(
-            executable_path=chromium,
-            args=["--no-sandbox", "--disable-gpu", "--disable-background-networking"],
-        )
-        yield browser
-        browser.close()
 
 
 @pytest.fixture
@@ -40,15 +21,6 @@ def page(browser):
 @pytest.fixture
 def sre(django_user_model):
     return django_user_model.objects.create_user(username="sre", password="pw-sre-browser")
-
-
-@pytest.fixture
-def pack_environment():
-    pytest.importorskip("diagnosis.llm.offline")
-    from diagnosis.evidence.services import environments_sync_from_packs
-
-    [environment] = environments_sync_from_packs(dirs=[PACK])
-    return environment
 
 
 def test_an_sre_asks_watches_reads_the_evidence_switches_language_and_logs_out(

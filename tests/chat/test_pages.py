@@ -152,7 +152,8 @@ def test_the_answer_shows_decision_markdown_and_the_evidence_of_each_allowed_cla
     # Hypotheses, missing information, recommended actions.
     assert "连接泄漏导致连接池耗尽" in body
     assert "没有 mysql 慢查询日志" in body
-    assert "检查 payment-service 连接池上限与泄漏" in body
+    # (a hyphenated identifier is kept whole on one line: chat_tags.identifiers_whole)
+    assert '检查 <span class="ident">payment-service</span> 连接池上限与泄漏' in body
     # The statement that was not accepted, folded away, and why.
     assert 'class="not-accepted"' in body
     assert "根因是 mysql 主库磁盘故障" in body
