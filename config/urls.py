@@ -9,7 +9,11 @@ from diagnosis import views as diagnosis_views
 urlpatterns = [
     path("healthz", diagnosis_views.healthz, name="healthz"),
     # Browsers ask for /favicon.ico on every page, admin included.
-    path("favicon.ico", RedirectView.as_view(url=static("favicon.svg"), permanent=True)),
+    path(
+        "favicon.ico",
+        RedirectView.as_view(url=static("favicon.svg"), permanent=True),
+        name="favicon",
+    ),
     path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("i18n/", include("django.conf.urls.i18n")),

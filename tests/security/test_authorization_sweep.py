@@ -185,6 +185,7 @@ def expectations(w: World) -> dict[str, list[Probe]]:
     table: dict[str, list[Probe]] = {
         # --- site
         "healthz": [get("/healthz", everyone(200))],
+        "favicon": [get("/favicon.ico", everyone(301))],
         "login": [get(reverse("login"), everyone(200))],
         "logout": [get(reverse("logout"), everyone(405)), post(reverse("logout"), everyone(302))],
         "set_language": [
