@@ -45,7 +45,7 @@ def test_an_sre_asks_watches_reads_the_evidence_switches_language_and_logs_out(
 
     # Start a conversation on the demo incident.
     page.get_by_label("环境（演示故障或线上系统）").select_option(
-        label=f"{pack_environment.name} · 场景包"
+        label=f"{pack_environment.slug} — {pack_environment.name} · 场景包"
     )
     page.get_by_role("button", name="开始对话").click()
     conversation = Conversation.objects.get(owner=sre)
