@@ -21,9 +21,11 @@ Summary keys (``BackendOutput.summary``):
 - ``fleet`` (fleet-wide queries with data only): ``services`` (services with a matching
   line), ``lines_window``, ``lines_baseline``, ``templates`` (all templates),
   ``new_or_surging`` (templates new in the window or surging, see ``template_surging``),
-  ``line`` (the output's ``fleet:`` totals line) and ``top_services``: up to
-  ``MAX_TEMPLATES_SHOWN`` services with new or surging templates, most unusual first, each
-  with ``service``, ``new_or_surging``, ``lines_window``, ``lines_baseline`` and ``line``.
+  ``new_or_surging_services`` (services with such a template), ``line`` (the output's
+  ``fleet:`` totals line), ``services_ranked``: up to ``MAX_TEMPLATES_SHOWN`` of those
+  services, most unusual first, each with ``service``, ``new_or_surging``,
+  ``lines_window``, ``lines_baseline`` and ``line``, and ``services_omitted`` (the rest).
+  The names follow ``query_metrics``' fleet summary.
   On Loki past its line limit, ``lines_window``/``lines_baseline`` are Loki's exact counts
   while services and per-service figures come from the lines it returned (lower bounds).
 
@@ -528,9 +530,9 @@ def _fleet_summary(
     suspects = sorted(
         (item for item in per_service.values() if item["new_or_surging"]),
         key=lambda item: (-item["score"], -item["lines_window"], item["service"]),
-    )[:MAX_TEMPLATES_SHOWN]
+    )
     top = []
-    for item in suspects:
+    for item in suspects[:MAX_TEMPLATES_SHOWN]:
         top.append(
             {
                 "service": item["service"],
@@ -550,9 +552,15 @@ def _fleet_summary(
         "lines_baseline": total_baseline,
         "templates": len(rows),
         "new_or_surging": unusual,
+        "new_or_surging_services": len(suspects),
         "line": line,
-        "top_services": top,
+        "services_ranked": top,
+        "services_omitted": len(suspects) - len(top),
     }
+
+
+def fleet_omitted_line(omitted: int) -> str:
+    return f"fleet: {omitted} more services with new or surging templates omitted"
 
 
 def logs_render(
@@ -628,7 +636,9 @@ def logs_render(
             window_share=window_minutes / (window_minutes + baseline_minutes),
         )
         lines.append(fleet["line"])
-        lines.extend(entry["line"] for entry in fleet["top_services"])
+        lines.extend(entry["line"] for entry in fleet["services_ranked"])
+        if fleet["services_omitted"]:
+            lines.append(fleet_omitted_line(fleet["services_omitted"]))
         summary["fleet"] = fleet
     if total_window == 0:
         lines.append("no log lines matched in the window (only in the baseline)")

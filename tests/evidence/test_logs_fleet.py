@@ -176,8 +176,9 @@ def test_without_a_service_every_service_is_ranked_with_one_totals_line(fleet_fi
         f"{got['total_baseline']} in the baseline, 2 new or surging templates"
     )
     assert fleet["line"] in got["output"].splitlines()
-    assert [e["service"] for e in fleet["top_services"]] == [BROKEN, SURGING]
-    assert fleet["top_services"][0]["line"] in got["output"]
+    assert [e["service"] for e in fleet["services_ranked"]] == [BROKEN, SURGING]
+    assert (fleet["new_or_surging_services"], fleet["services_omitted"]) == (2, 0)
+    assert fleet["services_ranked"][0]["line"] in got["output"]
     top = got["templates"][0]
     assert (top["service"], top["level"], top["is_new"]) == (BROKEN, "ERROR", True)
     assert top["count_window"] == 21
@@ -264,3 +265,25 @@ def test_a_template_surges_only_when_its_rate_rose_beyond_chance(
         )
         is surging
     )
+
+
+def test_services_beyond_the_ranked_ones_are_counted_and_said(tmp_path):
+    path = tmp_path / "many.jsonl"
+    with path.open("w") as handle:
+        for minute in range(160):
+            at = WINDOW_START - timedelta(hours=2) + timedelta(minutes=minute)
+            for i in range(15):
+                service = f"edge-{i:02d}"
+                records = [("INFO", "heartbeat ok")]
+                if at >= WINDOW_START + timedelta(minutes=30):
+                    records.append(("ERROR", f"disk full on /data{i}"))
+                for n, (level, message) in enumerate(records):
+                    ts = _stamp(at + timedelta(milliseconds=100 * i + n))
+                    record = {"ts": ts, "service": service, "level": level, "message": message}
+                    handle.write(json.dumps(record) + "\n")
+    fleet = _from_files(path)["fleet"]
+    assert fleet["new_or_surging_services"] == 15
+    assert len(fleet["services_ranked"]) == 10
+    assert fleet["services_omitted"] == 5
+    output = _from_files(path)["output"]
+    assert "fleet: 5 more services with new or surging templates omitted" in output

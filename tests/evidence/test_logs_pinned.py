@@ -25,7 +25,7 @@ import pytest
 
 from diagnosis.evidence import logscan
 from diagnosis.evidence.common import Deadline, QueryWindow
-from diagnosis.evidence.logs import LogFilter, logs_from_files
+from diagnosis.evidence.logs import LogFilter, fleet_omitted_line, logs_from_files
 from diagnosis.evidence.packs import pack_discover, pack_load
 
 SCENARIOS = Path(__file__).resolve().parents[2] / "scenarios"
@@ -293,9 +293,15 @@ def _without_fleet(output: str, summary: dict[str, Any]) -> tuple[str, dict[str,
     assert fleet["lines_window"] == summary["total_window"]
     assert fleet["lines_baseline"] == summary["total_baseline"]
     assert fleet["templates"] == len(summary["templates"]) + summary["omitted"]
-    fleet_lines = [fleet["line"], *(entry["line"] for entry in fleet["top_services"])]
+    fleet_lines = [fleet["line"], *(entry["line"] for entry in fleet["services_ranked"])]
+    if fleet["services_omitted"]:
+        fleet_lines.append(fleet_omitted_line(fleet["services_omitted"]))
     assert all(line in output.splitlines() for line in fleet_lines)
-    assert sum(e["new_or_surging"] for e in fleet["top_services"]) <= fleet["new_or_surging"]
+    assert sum(e["new_or_surging"] for e in fleet["services_ranked"]) <= fleet["new_or_surging"]
+    assert (
+        len(fleet["services_ranked"]) + fleet["services_omitted"]
+        == (fleet["new_or_surging_services"])
+    )
     kept = [line for line in output.splitlines() if line not in fleet_lines]
     return "\n".join(kept), {k: v for k, v in summary.items() if k != "fleet"}
 
