@@ -39,8 +39,8 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=4)
     parser.add_argument("--kind", default="latency")
     args = parser.parse_args()
-    print("| services | tool calls | model calls | tokens | seconds | root first |")
-    print("|---:|---:|---:|---:|---:|:---|")
+    print("| services | tool calls | model calls | tokens | seconds | root first | ranked first |")
+    print("|---:|---:|---:|---:|---:|:---|:---|")
     with tempfile.TemporaryDirectory() as folder:
         for size in args.sizes:
             pack = fleet_pack_write(
@@ -52,7 +52,8 @@ def main() -> None:
             first = result.root_cause_candidates[:1] == [pack.root]
             print(
                 f"| {size} | {result.tool_calls} | {result.llm_calls} | {result.tokens} "
-                f"| {seconds:.1f} | {'yes' if first else 'no'} ({pack.kind}, depth {pack.depth}) |",
+                f"| {seconds:.1f} | {'yes' if first else 'no'} ({pack.kind}, depth {pack.depth}) "
+                f"| {(result.root_cause_candidates or ['-'])[0]} (root {pack.root}) |",
                 flush=True,
             )
 

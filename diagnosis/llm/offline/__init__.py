@@ -39,7 +39,10 @@ class OfflineProvider:
                 "language": request.language,
                 "now": request.now,
                 "window": request.window,
-                "services": list(request.services),
+                # the count, not the list: a 1,000-service fleet would make every audit
+                # row (and the cost estimate) grow with the fleet; the plan names the
+                # services it picked
+                "services": len(request.services),
                 "history_turns": len(request.history or []),
                 "alert": bool(request.alert),
             },
