@@ -451,10 +451,19 @@ TOOLS: dict[str, ToolDefinition] = {
             "Log lines of the window clustered into templates, each with its count in the "
             "window and in the baseline before it, NEW when absent from the baseline, surge "
             "ratio, first/last seen, level and service, and a few verbatim sample lines. "
-            "Templates are ranked by how unusual they are (new or surging errors first)."
+            "Templates are ranked by how unusual they are (new or surging errors first). "
+            "Without a service (or with service=/regex/) it ranks the templates of every "
+            "service together in one query, with a 'fleet:' totals line (services, lines, new "
+            "or surging templates) and the services with new or surging templates, worst "
+            "first - start there on a large fleet, then drill into the top suspects."
         ),
         args=(
-            Arg("service", "string", "Service name, e.g. payment-service."),
+            Arg(
+                "service",
+                "string",
+                "Service name, e.g. payment-service, or /regex/ for every service whose whole "
+                "name matches. Omit to rank across all services of the environment.",
+            ),
             Arg(
                 "query",
                 "string",
