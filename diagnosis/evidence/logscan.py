@@ -110,6 +110,7 @@ class _Aggregator:
         self.masker = logs.MessageMasker()
         self.levels: dict[str, str] = {}
         self.needles = spec.log_filter.raw_prefilter()
+        self.masked: set[str] = set()
 
     def level(self, text: str) -> str:
         level = self.levels.get(text)
@@ -132,6 +133,7 @@ class _Aggregator:
         stats = self.groups.get(key)
         if stats is None:
             stats = self.groups[key] = GroupStats(first=position)
+            self.masked.add(key[2])
         elif position < stats.first:
             stats.first = position
         if ts < stats.first_seen:
@@ -560,6 +562,7 @@ def _group_add(
     stats = agg.groups.get(key)
     if stats is None:
         stats = agg.groups[key] = GroupStats(first=base + first_row)
+        agg.masked.add(key[2])
     elif base + first_row < stats.first:
         stats.first = base + first_row
     n_window = int(window.sum())
@@ -586,8 +589,12 @@ def _group_add(
 
 def chunk_scan(
     *, path: Path, start: int, end: int, number: int, spec: ScanSpec, jsonl: bool
-) -> Groups:
-    """The groups of one chunk of one file (runs in a worker process or in-process)."""
+) -> Groups | None:
+    """The groups of one chunk of one file (runs in a worker process or in-process).
+
+    None as soon as the chunk alone holds more distinct masked messages than the mask
+    cache: the whole input is then read line by line.
+    """
     agg = _Aggregator(spec)
     base = number * LINE_SLOTS
     heads: dict[int, int] = {}
@@ -604,6 +611,8 @@ def chunk_scan(
             else:
                 agg.add_plain_line(base + i, line, service)
         base += len(lines)
+        if len(agg.masked) > logs.MASK_CACHE_SIZE:
+            return None
     return agg.groups
 
 
@@ -635,7 +644,7 @@ def _workers() -> int:
 
 def _groups_run(
     tasks: list[tuple[Path, int, int, bool]], spec: ScanSpec, workers: int
-) -> Iterator[Groups]:
+) -> Iterator[Groups | None]:
     """Each chunk's groups, in chunk order."""
     if workers <= 1 or len(tasks) <= 1:
         for number, (path, start, end, jsonl) in enumerate(tasks):
@@ -645,7 +654,7 @@ def _groups_run(
         max_workers=min(workers, len(tasks)), mp_context=multiprocessing.get_context("fork")
     )
     try:
-        futures: list[Future[Groups]] = [
+        futures: list[Future[Groups | None]] = [
             pool.submit(
                 chunk_scan, path=path, start=start, end=end, number=number, spec=spec, jsonl=jsonl
             )
@@ -692,6 +701,8 @@ def files_count(
     pieces_per_byte = 1 / CHUNK_BYTES if workers > 1 else 0.0
     merged: Groups = {}
     for groups in _groups_run(_chunks(files, log_filter, pieces_per_byte), spec, workers):
+        if groups is None:
+            return None
         for key, group in groups.items():
             into = merged.get(key)
             if into is None:
