@@ -173,10 +173,30 @@ def _content_text(content: Any) -> str:
     return str(content)
 
 
+# A grammar-constrained server (llama-cpp-python's chatml-function-calling generates tool
+# arguments with no token limit) lets a model write a string argument forever; every free
+# string argument is bounded in the schema sent, which no sane argument reaches.
+TOOL_ARGUMENT_MAX_CHARS = 500
+_FREE_STRING_KEYS = {"enum", "const", "format", "pattern", "maxLength"}
+
+
+def _bounded_strings(schema: Any) -> Any:
+    if isinstance(schema, list):
+        return [_bounded_strings(item) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    bounded = {key: _bounded_strings(value) for key, value in schema.items()}
+    if bounded.get("type") == "string" and not _FREE_STRING_KEYS & bounded.keys():
+        bounded["maxLength"] = TOOL_ARGUMENT_MAX_CHARS
+    return bounded
+
+
 def _function_spec(spec: dict[str, Any]) -> dict[str, Any]:
-    if spec.get("type") == "function" and "function" in spec:
-        return spec
-    return {"type": "function", "function": spec}
+    wrapped = spec if spec.get("type") == "function" and "function" in spec else None
+    function = dict((wrapped or {"function": spec})["function"])
+    if isinstance(function.get("parameters"), dict):
+        function["parameters"] = _bounded_strings(function["parameters"])
+    return {"type": "function", "function": function}
 
 
 def _tool_name(spec: dict[str, Any]) -> str:

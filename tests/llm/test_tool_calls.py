@@ -258,3 +258,13 @@ def test_an_answer_turn_that_is_empty_too_is_an_llm_error(server, fake_tools, re
         run(executor(), fake_tools, recorder)
 
     assert error.value.status == "empty"
+
+
+def test_free_string_arguments_are_bounded_in_the_schema_sent(server, fake_tools, recorder):
+    server.enqueue(Reply.text(EVIDENCE))
+
+    run(executor(), fake_tools, recorder)
+
+    (request,) = server.chat_requests
+    service = request["tools"][0]["function"]["parameters"]["properties"]["service"]
+    assert service == {"type": "string", "maxLength": 500}

@@ -66,6 +66,17 @@ def require_llama_server() -> Path:
     pytest.skip(message)
 
 
+def _die_with_parent() -> None:
+    """In the child: get SIGTERM when the test process dies, so no server outlives a killed run."""
+    try:
+        import ctypes
+        import signal
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass  # not Linux: stop() still ends it on a normal teardown
+
+
 def _free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
         probe.bind(("127.0.0.1", 0))
@@ -116,7 +127,11 @@ class LlamaServer:
         ]
         with self.log_path.open("wb") as log:
             self.process = subprocess.Popen(
-                command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
+                command,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                preexec_fn=_die_with_parent,  # only sets the death signal
             )
         self._wait_ready()
         return self
