@@ -453,7 +453,9 @@ class OpenAIProvider:
                     "function": {"name": call.name, "arguments": arguments},
                 }
             )
-        return {"role": "assistant", "content": reply.content or None, "tool_calls": calls}
+        # a string, never null: llama-cpp-python's server refuses an assistant message whose
+        # content is null (HTTP 500), and OpenAI accepts an empty one beside tool_calls
+        return {"role": "assistant", "content": reply.content or "", "tool_calls": calls}
 
     # --- one model call, with retries -----------------------------------------
 

@@ -84,6 +84,7 @@ def test_arguments_holding_a_raw_newline_inside_a_json_string_reach_the_tool_as_
     ]
     assistant = server.chat_requests[1]["messages"][-2]
     assert assistant["tool_calls"][0]["id"] == "call__0_q"
+    assert assistant["content"] == ""  # llama-cpp-python refuses a null content
 
 
 @pytest.mark.parametrize(

@@ -7,6 +7,8 @@ every stage's output parses, and that nothing unsupported is confirmed.
 
 from __future__ import annotations
 
+import json
+import time
 from pathlib import Path
 
 import pytest
@@ -24,6 +26,54 @@ pytestmark = [pytest.mark.llm_server, pytest.mark.django_db]
 
 PACK = Path(django_settings.BASE_DIR) / "scenarios" / "payment-pool-saturation"
 PARSED = {"parsed_v2", "parsed_v1"}
+# What the run cost, per role (README "Running with a local model" quotes it).
+FIGURES = Path(django_settings.BASE_DIR) / "artifacts" / "llm_server" / "session.json"
+
+
+def _figures_write(session, seconds: float) -> None:
+    calls = list(LLMCall.objects.filter(session=session).order_by("sequence"))
+    roles = {}
+    for role in ("planner", "executor", "verifier", "composer"):
+        mine = [c for c in calls if c.role == role]
+        roles[role] = {
+            "calls": [
+                {
+                    "status": c.status,
+                    "seconds": round(c.latency_ms / 1000, 1),
+                    "tokens_in": c.tokens_in,
+                    "tokens_out": c.tokens_out,
+                    "response_format": (c.request.get("response_format") or {}).get("type"),
+                    "tool_choice": c.request.get("tool_choice"),
+                    "error": c.error[:300],
+                }
+                for c in mine
+            ],
+            "seconds": round(sum(c.latency_ms for c in mine) / 1000, 1),
+        }
+    tools = ToolInvocation.objects.filter(session=session).order_by("sequence")
+    FIGURES.parent.mkdir(parents=True, exist_ok=True)
+    FIGURES.write_text(
+        json.dumps(
+            {
+                "seconds": round(seconds, 1),
+                "roles": roles,
+                "parse": {
+                    "planner": session.plan.get("status"),
+                    "executor": session.executor_output_parse_status,
+                    "verifier": session.self_evaluation["verifier_evaluation"].get("status"),
+                    "composer": session.self_evaluation["verifier_evaluation"]
+                    .get("composer_output", {})
+                    .get("status"),
+                },
+                "tool_calls": [[t.tool_name, t.status, t.arguments] for t in tools],
+                "decision": session.decision,
+                "answer_source": session.answer_source,
+            },
+            ensure_ascii=False,
+            indent=1,
+        ),
+        encoding="utf-8",
+    )
 
 
 def test_a_session_on_a_demo_pack_completes_the_tool_loop_and_confirms_nothing_unsupported(
@@ -34,9 +84,11 @@ def test_a_session_on_a_demo_pack_completes_the_tool_loop_and_confirms_nothing_u
     # required on the first Executor turn: this server refuses it, the provider falls back
     local_model_settings.LLM_ROLE_SETTINGS["executor"]["tool_choice"] = "required"
 
+    started = time.monotonic()
     result = pack_evaluate(path=PACK, provider="openai")
 
     session = DiagnosisSession.objects.get(public_id=result.session_id)
+    _figures_write(session, time.monotonic() - started)
     assert session.status == DiagnosisSession.Status.COMPLETED, session.error
     assert session.stage == DiagnosisSession.Stage.DONE
 
