@@ -28,7 +28,12 @@ from django.utils.translation import pgettext_lazy
 from audit.models import AuditEvent, ClaimReview, Review
 from audit.selectors import session_audit_view, sessions_for_audit, user_can_review
 from audit.services import knowledge_document_save, sessions_export_archive
-from audit.templatetags.audit_tags import PARSE_STATUS_LABELS, code_label, intcomma_plain
+from audit.templatetags.audit_tags import (
+    PARSE_STATUS_LABELS,
+    code_label,
+    intcomma_plain,
+    pretty_text,
+)
 from chat.models import Conversation
 from diagnosis.models import (
     AlertGroupStart,
@@ -454,7 +459,7 @@ class LLMCallAdmin(ReadOnlyAdmin):
 
     @admin.display(description=_("原始回答"))
     def raw_response_display(self, obj: LLMCall) -> str:
-        return _pre(obj.raw_response)
+        return _pre(pretty_text(obj.raw_response))
 
 
 @admin.register(SessionEvent)

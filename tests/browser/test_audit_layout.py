@@ -147,6 +147,13 @@ def test_the_reading_page_the_review_form_and_the_session_list_fit_and_read_in_w
             ]
             problems += [f"{where}: {p}" for p in raw_codes(page, "#changelist-filter li")]
 
+            # A tool call's admin page: long output lines wrap, none is cut off.
+            invocation = real.invocations.order_by("-output_size").first()
+            url = reverse("admin:diagnosis_toolinvocation_change", args=[invocation.pk])
+            _open(page, f"{live_server.url}{url}")
+            page.screenshot(path=str(screenshots / f"admin-tool-call-{tag}.png"), full_page=True)
+            problems += [f"tool call {tag}: {p}" for p in overflow_problems(page, ".form-row")]
+
             if language == "en":
                 labels = page.locator("#result_list thead th").all_inner_texts()
                 problems += [f"{where}: untranslated header {t}" for t in labels if CJK.search(t)]
