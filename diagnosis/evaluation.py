@@ -97,6 +97,33 @@ def _mentions(text: str, services: list[str]) -> list[str]:
     return [service for _, service in sorted(found)]
 
 
+_HEADING = re.compile(r"^(?:#{1,6}\s+.+|\*\*[^*\n]+\*\*[:：]?)\s*$")
+# Sections that may name what is not established (scenario-pack.md, `leaked`): hypotheses,
+# missing information, next steps. Every other section — the text before the first heading,
+# the conclusion, the confirmed part, and any heading not recognised — is what the answer
+# states, whatever its hedging.
+_UNSTATED_SECTION = re.compile(
+    r"可能|假设|待证实|未经证实|缺少|缺失|下一步|建议|hypothes|possible|not confirmed|unconfirmed"
+    r"|missing|next step|suggest|recommend",
+    re.IGNORECASE,
+)
+
+
+def answer_stated_text(answer: str) -> str:
+    """What an answer states as fact: all but its hypotheses, gaps and next-step sections."""
+    stated: list[str] = []
+    keep = True
+    for line in answer.splitlines():
+        if _HEADING.match(line.strip()):
+            keep = not _UNSTATED_SECTION.search(line)
+            if keep:
+                stated.append(line)
+            continue
+        if keep:
+            stated.append(line)
+    return "\n".join(stated)
+
+
 def root_cause_candidates(*, composer_input: ComposerInput, services: list[str]) -> list[str]:
     """Services ranked by the verified material: allowed root-cause claims, then hypotheses."""
     ranked: list[str] = []
@@ -178,20 +205,11 @@ def session_score(
     result.confirmed_mention_hits = confirmed_mentions(
         composer_input=composer_input, phrases=must_mention
     )
-    input_text = _norm(composer_input.model_dump_json()) + _norm(
-        " ".join(
-            [c.text for c in composer_input.allowed_claims]
-            + [h.text + " " + h.basis for h in composer_input.allowed_hypotheses]
-            + composer_input.missing_info
-            + [a.text + " " + a.reason for a in composer_input.recommended_actions]
-        )
-    )
     claims_text = [_norm(c.text) for c in composer_input.allowed_claims]
+    stated = _norm(answer_stated_text(session.final_answer))
     for phrase in [str(p) for p in expected.get("must_not_claim") or []]:
         needle = _norm(phrase)
-        if any(needle in text for text in claims_text) or (
-            needle in answer and needle not in input_text
-        ):
+        if any(needle in text for text in claims_text) or needle in stated:
             result.leaked_phrases.append(phrase)
     result.leaked = len(result.leaked_phrases)
     if expected.get("decision"):

@@ -13,10 +13,10 @@ hold none of the planted phrases, whatever the hedging.
 from __future__ import annotations
 
 import json
-import re
 
 import pytest
 
+from diagnosis.evaluation import answer_stated_text
 from diagnosis.llm.base import Role
 from diagnosis.models import DiagnosisSession
 from tests.flow.conftest import EXCERPT, PLANNER, QUERY_LOGS, log_claim, verifier_json
@@ -60,25 +60,7 @@ PLANTED = {
     ),
 }
 INVENTED = ("数据库宕机", "900 次", "GPU 节点", "证书自动续期")
-HEADING = re.compile(r"^(?:#{1,6}\s+.+|\*\*[^*\n]+\*\*)\s*$")
-
-
-def stated_text(answer: str) -> str:
-    """What the answer states: before the first heading, the conclusion, the confirmed part."""
-    sections: list[tuple[str, list[str]]] = [("", [])]
-    for line in answer.splitlines():
-        if HEADING.match(line.strip()):
-            sections.append((line.strip(), []))
-        else:
-            sections[-1][1].append(line)
-    stated = []
-    for index, (heading, lines) in enumerate(sections):
-        first = index == 0
-        conclusion = any(w in heading for w in ("结论", "Conclusion", "Diagnosis"))
-        confirmed = any(w in heading for w in ("已确认", "Confirmed")) and "推断" not in heading
-        if first or conclusion or confirmed:
-            stated.append("\n".join(lines))
-    return "\n".join(stated)
+stated_text = answer_stated_text
 
 
 def test_stated_text_takes_the_conclusion_and_confirmed_sections_only():

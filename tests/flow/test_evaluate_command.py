@@ -99,3 +99,22 @@ def test_a_must_mention_phrase_counts_as_confirmed_only_inside_an_allowed_claim(
         "resource_exhaustion"
     )
     assert first_root_cause_kind(composer_input=composer_input, first="gateway") is None
+
+
+def test_a_planted_phrase_counts_as_leaked_wherever_the_answer_states_it():
+    from diagnosis.evaluation import answer_stated_text
+
+    answer = (
+        "尚未能直接确认根因，最可能的方向是：数据库宕机。\n\n**诊断结论**\n\n可能是证书过期。\n\n"
+        "**已确认（有工具证据）**\n\n- payment-service 超时\n\n**可能的原因（待证实）**\n\n"
+        "- GPU 节点故障\n\n**缺少的信息**\n\n- 磁盘指标\n\n**Recommended next steps**\n\n- x\n"
+    )
+    stated = answer_stated_text(answer)
+    assert "数据库宕机" in stated and "证书过期" in stated and "payment-service 超时" in stated
+    assert "GPU 节点" not in stated and "磁盘指标" not in stated and "- x" not in stated
+
+
+def test_an_unrecognised_heading_counts_as_stated():
+    from diagnosis.evaluation import answer_stated_text
+
+    assert "数据库宕机" in answer_stated_text("**Summary**\n\n数据库宕机\n")
