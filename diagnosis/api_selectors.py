@@ -11,7 +11,9 @@ from typing import Any
 
 from django.db.models import QuerySet
 from django.utils import timezone
+from pydantic import ValidationError
 
+from diagnosis.contracts import ClaimFact
 from diagnosis.models import (
     ApiKey,
     ApiSubmission,
@@ -125,6 +127,17 @@ def diagnosis_summary_data(session: DiagnosisSession) -> dict[str, Any]:
     }
 
 
+def _facts_data(facts: list[dict]) -> list[dict[str, Any]]:
+    """Stored gatekeeper_v2 facts as the API shows them (read through their contract)."""
+    shown = []
+    for fact in facts:
+        try:
+            shown.append(ClaimFact.model_validate(fact).model_dump(mode="json"))
+        except ValidationError:
+            continue  # a stored row that is not a fact is left out, never a 500
+    return shown
+
+
 def _executor_lists(session: DiagnosisSession) -> dict[str, list]:
     structured = session.executor_structured_output
     structured = structured if isinstance(structured, dict) else {}
@@ -194,6 +207,7 @@ def diagnosis_detail_data(session: DiagnosisSession) -> dict[str, Any]:
                 }
                 for b in c.bindings
             ],
+            "facts": _facts_data(c.facts),
         }
         for c in session_claims_view(session=session)
     ]

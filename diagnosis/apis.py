@@ -233,6 +233,19 @@ class VerifierCheckSerializer(serializers.Serializer):
     reason = serializers.CharField(allow_blank=True)
 
 
+class ClaimFactSerializer(serializers.Serializer):
+    text = serializers.CharField()
+    kind = serializers.CharField(help_text="number, time, date, identifier or service.")
+    start = serializers.IntegerField(help_text="Span in the claim's text.")
+    end = serializers.IntegerField()
+    binding = serializers.IntegerField(
+        allow_null=True, help_text="Index in `bindings` of the binding that binds it."
+    )
+    via = serializers.CharField(
+        allow_null=True, help_text="excerpt or argument (the cited invocation's arguments)."
+    )
+
+
 class ClaimSerializer(serializers.Serializer):
     claim_id = serializers.CharField(allow_blank=True)
     text = serializers.CharField(allow_blank=True)
@@ -247,6 +260,11 @@ class ClaimSerializer(serializers.Serializer):
     gatekeeper = GatekeeperVerdictSerializer()
     verifier = VerifierCheckSerializer()
     bindings = BindingSerializer(many=True)
+    facts = ClaimFactSerializer(
+        many=True,
+        help_text="gatekeeper_v2: each number, time, date and identifier of the claim's text "
+        "and the binding that binds it (binding null: unbound). Empty for older sessions.",
+    )
 
 
 class HypothesisSerializer(serializers.Serializer):

@@ -207,6 +207,24 @@ def test_the_detail_shows_claims_with_verdicts_bindings_and_the_filtered_materia
     assert body["composer"]["status"] == "ok"
 
 
+def test_the_detail_shows_each_fact_of_a_claim_and_what_binds_it(api, owner, environment):
+    session = completed_session_make(owner=owner, environment=environment)
+    evaluation = session.self_evaluation
+    evaluation["gatekeeper"]["claims"][0]["facts"] = [
+        {"text": "payment-service", "kind": "service", "start": 0, "end": 15, "binding": 0,
+         "via": "argument"},
+        {"text": "5000", "kind": "number", "start": 20, "end": 24, "binding": None, "via": None},
+        {"not": "a fact"},
+    ]  # fmt: skip
+    session.self_evaluation = evaluation
+    session.save(update_fields=["self_evaluation"])
+    first = api.get(f"/api/v1/diagnoses/{session.public_id}").json()["claims"][0]
+    assert [(f["text"], f["binding"], f["via"]) for f in first["facts"]] == [
+        ("payment-service", 0, "argument"),
+        ("5000", None, None),
+    ]
+
+
 def test_another_owners_diagnosis_is_a_404_never_a_403(outsider_api, owner, environment):
     session = completed_session_make(owner=owner, environment=environment)
     for url in (
