@@ -191,16 +191,24 @@ class SessionEventLog:
         self.beat()
         return event
 
-    def beat(self, *, force: bool = False, **fields: Any) -> None:
-        """Beat a running session's heartbeat when due (or forced), writing ``fields`` too."""
+    def beat(self, *, force: bool = False, unless_cancelled: bool = False, **fields: Any) -> bool:
+        """Beat a running session's heartbeat when due (or forced), writing ``fields`` too.
+
+        With ``unless_cancelled`` nothing is written to a session whose cancel was requested,
+        and False says so: the cancel check and the write are one UPDATE.
+        """
         now = time.monotonic()
         running = self.session.status == DiagnosisSession.Status.RUNNING
         stale = self.beaten_at is None or now - self.beaten_at >= self.HEARTBEAT_EVERY_SECONDS
         if running and (force or stale):
             fields["heartbeat_at"] = timezone.now()
             self.beaten_at = now
-        if fields:
-            DiagnosisSession.objects.filter(pk=self.session.pk).update(**fields)
+        if not fields:
+            return True
+        rows = DiagnosisSession.objects.filter(pk=self.session.pk)
+        if unless_cancelled:
+            rows = rows.filter(cancel_requested=False)
+        return rows.update(**fields) == 1
 
 
 def session_event_add(

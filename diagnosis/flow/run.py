@@ -112,9 +112,9 @@ class _Run:
         self.events.add(kind=kind, stage=stage, message=message, data=data)
 
     def stage(self, stage: str) -> None:
-        self.check_cancelled()
+        if not self.events.beat(force=True, unless_cancelled=True, stage=stage):
+            raise SessionCancelled
         self.session.stage = stage
-        self.events.beat(force=True, stage=stage)
         self.event(SessionEvent.Kind.STAGE, stage, stage)
 
     def check_cancelled(self) -> None:

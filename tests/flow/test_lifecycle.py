@@ -123,3 +123,29 @@ def test_a_duplicate_delivery_of_a_session_held_by_a_live_worker_checks_back_lat
     assert retries and retries[0]["countdown"] == 60
     session.refresh_from_db()
     assert session.status == "running"  # untouched: the live worker still owns it
+
+
+def test_a_cancel_requested_while_a_tool_runs_ends_the_session_at_the_next_stage(
+    run_scripted, monkeypatch
+):
+    from diagnosis.evidence import registry
+    from diagnosis.models import LLMCall
+    from tests.flow.conftest import QUERY_LOGS, executor_json, log_claim, verifier_json
+
+    real_invoke = registry.tool_invoke
+
+    def invoke_then_cancel(**kwargs):
+        result = real_invoke(**kwargs)
+        DiagnosisSession.objects.filter(pk=kwargs["session"].pk).update(cancel_requested=True)
+        return result
+
+    monkeypatch.setattr(registry, "tool_invoke", invoke_then_cancel)
+    session = run_scripted(
+        {
+            "executor": [QUERY_LOGS, executor_json(log_claim())],
+            "verifier": [verifier_json("PASS", **{"claim-1": "direct_observation"})],
+        }
+    )
+    assert session.status == DiagnosisSession.Status.CANCELLED
+    assert session.stage == DiagnosisSession.Stage.DONE
+    assert not LLMCall.objects.filter(session=session, role="verifier").exists()

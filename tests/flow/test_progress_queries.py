@@ -52,3 +52,19 @@ def test_a_stage_change_writes_the_stage_and_the_heartbeat_in_one_update(mini_en
     assert len(ctx.captured_queries) == 1
     session.refresh_from_db()
     assert session.stage == "executor" and session.heartbeat_at is not None
+
+
+@pytest.mark.django_db
+def test_a_stage_change_of_a_cancelled_session_writes_nothing_and_says_so(mini_env, owner):
+    session = DiagnosisSession.objects.create(
+        owner=owner,
+        environment=mini_env,
+        original_query="q",
+        status="running",
+        stage="planner",
+        cancel_requested=True,
+    )
+    log = SessionEventLog(session)
+    assert log.beat(force=True, unless_cancelled=True, stage="executor") is False
+    session.refresh_from_db()
+    assert session.stage == "planner"
