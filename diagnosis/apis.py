@@ -109,7 +109,7 @@ class StrictInputSerializer(serializers.Serializer):
 
     def to_internal_value(self, data: Any) -> Any:
         if isinstance(data, dict):
-            errors: dict[str, list[str]] = {}
+            errors: dict[str, list[Any]] = {}
             for key in data:
                 if key not in self.fields:
                     errors[str(key)] = [_("未知字段。")]

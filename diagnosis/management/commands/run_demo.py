@@ -105,9 +105,9 @@ class Command(BaseCommand):
             self.say("\nCtrl-C stops web and worker.")
             while not stopping and all(child.poll() is None for child in children):
                 time.sleep(0.5)
-            for child in children:
+            for name, child in zip(("web", "worker"), children, strict=True):
                 if child.poll() is not None and not stopping:
-                    self.stderr.write(f"{child.args[2]} exited ({child.returncode}); see the logs")
+                    self.stderr.write(f"{name} exited ({child.returncode}); see the logs")
         finally:
             self._stop(children)
         self.say("Stopped web and worker.")
