@@ -14,7 +14,7 @@ from chat.charts import Chart, charts_for_lines
 from chat.models import Conversation, Feedback
 from diagnosis.gatekeeper import excerpt_locate
 from diagnosis.models import DiagnosisSession, Environment, SessionEvent, ToolInvocation
-from diagnosis.selectors import ClaimView, session_claims_view, session_composer_input
+from diagnosis.selectors import ClaimView, session_claims_view
 
 CONTEXT_LINES = 2
 ARGUMENTS_SHORT_CHARS = 80
@@ -260,9 +260,6 @@ class ClaimEvidence:
 class Evidence:
     allowed: list[ClaimEvidence]
     not_accepted: list[ClaimEvidence]  # without bindings: their excerpts did not hold
-    hypotheses: list[Any]
-    missing_info: list[str]
-    actions: list[Any]
 
 
 def excerpt_context(
@@ -347,7 +344,6 @@ def session_evidence(*, session: DiagnosisSession) -> Evidence:
                 segments=claim_fact_segments(text=claim.text, facts=claim.facts),
             )
         )
-    composer_input = session_composer_input(session=session)
     return Evidence(
         allowed=allowed_evidence,
         not_accepted=[
@@ -357,7 +353,4 @@ def session_evidence(*, session: DiagnosisSession) -> Evidence:
             for c in claims
             if not c.allowed
         ],
-        hypotheses=list(composer_input.allowed_hypotheses) if composer_input else [],
-        missing_info=list(composer_input.missing_info) if composer_input else [],
-        actions=list(composer_input.recommended_actions) if composer_input else [],
     )

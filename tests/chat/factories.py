@@ -295,7 +295,10 @@ def session_make(
         answer
         if answer is not None
         else "**结论**：payment-service 的数据库连接池在 10:22 后打满（50/50）。\n\n"
-        "- 日志出现大量获取连接超时\n"
+        "- 日志出现大量获取连接超时\n\n"
+        "**可能的原因（待证实）**\n\n- 连接泄漏导致连接池耗尽（依据：连接数持续不回落）\n\n"
+        "**缺少的信息**\n\n- 没有 mysql 慢查询日志\n\n"
+        "**建议的下一步**\n\n- 检查 payment-service 连接池上限与泄漏\n"
     )
     session.answer_source = "composer"
     session.attempt_count = 1

@@ -149,8 +149,8 @@ def test_the_answer_shows_decision_markdown_and_the_evidence_of_each_allowed_cla
     assert "1 series matched, most anomalous first:" in body  # a surrounding line
     # The metric chart with baseline and incident window.
     assert "<svg" in body and 'class="baseline"' in body and 'class="window"' in body
-    # Hypotheses, missing information, recommended actions.
-    assert "连接泄漏导致连接池耗尽" in body
+    # Hypotheses, missing information, recommended actions: in the answer, once.
+    assert body.count("连接泄漏导致连接池耗尽") == 1
     assert "没有 mysql 慢查询日志" in body
     # (a hyphenated identifier is kept whole on one line: chat_tags.identifiers_whole)
     assert '检查 <span class="ident">payment-service</span> 连接池上限与泄漏' in body
@@ -262,3 +262,17 @@ def test_the_environment_picker_preselects_the_default_environment_and_shows_slu
     body = owner_client.get(reverse("chat:conversation_list")).content.decode()
     assert f'<option value="{chosen.pk}" selected>zzz-default — 乙' in body
     assert "aaa-first — 甲" in body
+
+
+@pytest.mark.django_db
+def test_hypotheses_and_next_steps_are_shown_once_in_the_answer_not_again_as_evidence(
+    owner_client, conversation
+):
+    session_make(
+        conversation=conversation,
+        answer="**结论**\n\n- x\n\n**可能的原因（待证实）**\n\n- 连接泄漏导致连接池耗尽\n",
+    )
+    page = owner_client.get(reverse("chat:conversation_detail", args=[conversation.pk]))
+    body = page.content.decode()
+    assert body.count("连接泄漏导致连接池耗尽") == 1
+    assert "假设（未经证实）" not in body and "建议的操作" not in body
