@@ -19,7 +19,10 @@ pass with ``claim_id`` unset: only those, with a basis, may lead the conclusion.
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import ParamSpec, TypeVar
 
 from django.utils import translation
 from django.utils.translation import gettext as _
@@ -46,6 +49,8 @@ from diagnosis.contracts import (
 )
 from diagnosis.flow.renderer import language_key
 
+P = ParamSpec("P")
+R = TypeVar("R")
 _BASIS_EXCERPT_CHARS = 160
 
 
@@ -109,27 +114,20 @@ def _basis(claim: Claim, result: GatekeeperClaimResult | None) -> str:
     return _("；").join(dict.fromkeys(excerpts))
 
 
+def _in_answer_language(build: Callable[P, R]) -> Callable[P, R]:
+    """Run ``build`` with its ``language`` argument active for gettext."""
+
+    @functools.wraps(build)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        language = str(kwargs.get("language") or "")
+        with translation.override("en" if language_key(language) == "en" else "zh-hans"):
+            return build(*args, **kwargs)
+
+    return wrapper
+
+
+@_in_answer_language
 def composer_input_build(
-    *,
-    question: str,
-    language: str,
-    decision: Decision,
-    executor_output: ExecutorEvidenceV2 | None,
-    gatekeeper: GatekeeperReport,
-    verifier: VerifierOutput | None,
-) -> FilterResult:
-    with translation.override("en" if language_key(language) == "en" else "zh-hans"):
-        return _build(
-            question=question,
-            language=language,
-            decision=decision,
-            executor_output=executor_output,
-            gatekeeper=gatekeeper,
-            verifier=verifier,
-        )
-
-
-def _build(
     *,
     question: str,
     language: str,

@@ -204,31 +204,29 @@ def _claim_direction(text: str) -> str | None:
     return None
 
 
-def _absolute_word(text: str, excerpts: str) -> str | None:
+def _word_not_carried(
+    text: str, excerpts: str, zh_words: tuple[str, ...], en_words: tuple[str, ...]
+) -> str | None:
+    """The first of the words that the claim uses and none of its excerpts carries."""
     lowered = text.lower()
     excerpt_text = excerpts.lower()
-    for word in ABSOLUTE_ZH:
+    for word in zh_words:
         if word in lowered and word not in excerpt_text:
             return word
-    for word in ABSOLUTE_EN:
+    for word in en_words:
         pattern = rf"(?<![a-z-]){re.escape(word)}(?![a-z-])"
         if re.search(pattern, lowered) and not re.search(pattern, excerpt_text):
             return word
     return None
 
 
+def _absolute_word(text: str, excerpts: str) -> str | None:
+    return _word_not_carried(text, excerpts, ABSOLUTE_ZH, ABSOLUTE_EN)
+
+
 def _universal_word(text: str, excerpts: str) -> str | None:
     """A universal scope word of the claim that none of its excerpts carries."""
-    lowered = text.lower()
-    excerpt_text = excerpts.lower()
-    for word in UNIVERSAL_ZH:
-        if word in lowered and word not in excerpt_text:
-            return word
-    for word in UNIVERSAL_EN:
-        pattern = rf"(?<![a-z-]){word}(?![a-z-])"
-        if re.search(pattern, lowered) and not re.search(pattern, excerpt_text):
-            return word
-    return None
+    return _word_not_carried(text, excerpts, UNIVERSAL_ZH, UNIVERSAL_EN)
 
 
 def _shows_impact(excerpts: str) -> bool:
