@@ -73,7 +73,10 @@ def llm_call_record(
     latency_ms: int,
     status: str,
     error: str = "",
+    sequence: int | None = None,
 ) -> LLMCall:
+    """Write one LLMCall row. ``sequence``, when the caller counts them, saves the read of
+    the session's last one; a clash (another writer) falls back to reading it."""
     secrets = _configured_secrets()
     request_chars = len(json.dumps(request, ensure_ascii=False, default=str))
     if status not in LLMCall.Status.values:
@@ -96,17 +99,24 @@ def llm_call_record(
     for _ in range(5):
         try:
             with transaction.atomic():
-                last = LLMCall.objects.filter(session=session).aggregate(m=Max("sequence"))["m"]
-                return LLMCall.objects.create(session=session, sequence=(last or 0) + 1, **fields)
+                if sequence is None:
+                    last = LLMCall.objects.filter(session=session).aggregate(m=Max("sequence"))
+                    sequence = (last["m"] or 0) + 1
+                return LLMCall.objects.create(session=session, sequence=sequence, **fields)
         except IntegrityError:
-            continue  # another writer took the sequence number; take the next one
+            sequence = None  # another writer took the sequence number; read the last one
     raise RuntimeError(f"could not allocate an LLMCall sequence for session {session.pk}")
 
 
 def llm_call_recorder(
     *, session: DiagnosisSession, attempt_getter: Callable[[], int]
 ) -> CallRecorder:
-    """A ``CallRecorder`` that writes one LLMCall row of ``session`` per model call."""
+    """A ``CallRecorder`` that writes one LLMCall row of ``session`` per model call.
+
+    It counts the sequence after the first row (one runner writes a session's calls), so
+    each later call is one INSERT.
+    """
+    last: int | None = None
 
     def record(
         *,
@@ -121,7 +131,9 @@ def llm_call_recorder(
         status: str,
         error: str = "",
     ) -> None:
-        llm_call_record(
+        nonlocal last
+        row = llm_call_record(
+            sequence=None if last is None else last + 1,
             session=session,
             attempt=attempt_getter(),
             role=role,
@@ -135,5 +147,6 @@ def llm_call_recorder(
             status=status,
             error=error,
         )
+        last = row.sequence
 
     return record

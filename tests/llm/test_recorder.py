@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from diagnosis.llm.base import Role
 from diagnosis.llm.recorder import MESSAGE_MAX_CHARS, llm_call_recorder
 from diagnosis.models import DiagnosisSession, LLMCall
@@ -69,3 +71,21 @@ def test_an_unknown_status_is_stored_as_error_with_the_original_named(recorder, 
 
     row = LLMCall.objects.get(session=session)
     assert (row.status, row.error) == ("error", "[status weird] boom")
+
+
+@pytest.mark.django_db
+def test_after_the_first_call_each_recorded_call_is_one_insert(session):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from diagnosis.llm.recorder import llm_call_recorder
+
+    record = llm_call_recorder(session=session, attempt_getter=lambda: 1)
+    call = dict(provider="openai", model="m", request={}, raw_response="{}", tokens_in=1,
+                tokens_out=1, latency_ms=1, status="ok")  # fmt: skip
+    record(role="planner", **call)
+    with CaptureQueriesContext(connection) as ctx:
+        record(role="executor", **call)
+    inserts = [q for q in ctx.captured_queries if q["sql"].startswith("INSERT")]
+    assert len(inserts) == 1 and not any("MAX(" in q["sql"] for q in ctx.captured_queries)
+    assert list(session.llm_calls.values_list("sequence", flat=True).order_by("sequence")) == [1, 2]
