@@ -422,3 +422,78 @@ class PlannerOutput(BaseModel):
     focus: list[str] = Field(default_factory=list, description="what to look for")
     tools: list[str] = Field(default_factory=list)
     notes: str = ""
+
+
+# --- What a session records about itself (self_evaluation) ------------------
+
+
+class Lenient(BaseModel):
+    """A stored record: unknown keys survive, a missing key takes its default."""
+
+    model_config = ConfigDict(extra="allow")
+
+
+class Disagreement(Lenient):
+    claim_id: str = ""
+    verifier: str = ""
+    gatekeeper: str = ""
+
+
+class VerifierEvaluation(Lenient):
+    """The Verifier's verdict as routed, and what the Composer got and gave."""
+
+    status: str = ""
+    detail: str = ""
+    payload_keys: list[str] = Field(default_factory=list)
+    decision: Decision | None = None
+    routed_decision: Decision | None = None
+    route_notes: list[str] = Field(default_factory=list)
+    claim_checks: list[ClaimCheck] = Field(default_factory=list)
+    extra_facts: list[str] = Field(default_factory=list)
+    summary: str = ""
+    retry_request: RetryRequest | None = None
+    disagreements: list[Disagreement] = Field(default_factory=list)
+    placements: dict[str, str] = Field(default_factory=dict)
+    composer_output: ComposerOutputSnapshot | None = None
+
+
+class AttemptRecord(Lenient):
+    """One Executor → Gatekeeper → Verifier pass."""
+
+    attempt: int = 0
+    executor_error: str = ""
+    parse_status: ParseStatus | None = None
+    gatekeeper_counts: GatekeeperCounts = Field(default_factory=GatekeeperCounts)
+    verifier_status: str = ""
+    verifier_decision: Decision | None = None
+    routed_decision: Decision | None = None
+    retry_context: dict[str, Any] | None = None
+    structured_output: dict[str, Any] | None = None
+    gatekeeper: GatekeeperReport | None = None
+
+
+class RestartRecord(Lenient):
+    """A worker took the session over after its first worker died."""
+
+    at: str = ""
+    previous_attempts: int = 0
+
+
+class ScopeRecord(Lenient):
+    unknown_services: list[str] = Field(default_factory=list)
+
+
+class SelfEvaluation(Lenient):
+    """``DiagnosisSession.self_evaluation``: the whole audit record of one run.
+
+    Read with ``diagnosis.selectors.session_self_evaluation`` and written with
+    ``diagnosis.services.session_self_evaluation_save``; nothing else touches
+    the JSON. Older rows (``gatekeeper_v1``, missing keys) stay readable.
+    """
+
+    attempts: list[AttemptRecord] = Field(default_factory=list)
+    gatekeeper: GatekeeperReport | None = None
+    verifier_evaluation: VerifierEvaluation | None = None
+    composer_input: ComposerInput | None = None
+    scope: ScopeRecord | None = None
+    restarts: list[RestartRecord] = Field(default_factory=list)

@@ -6,7 +6,9 @@ from dataclasses import dataclass, field
 
 from django.db import connection
 from django.utils.translation import gettext
+from pydantic import ValidationError
 
+from diagnosis.contracts import SelfEvaluation
 from diagnosis.models import DiagnosisSession
 from diagnosis.services import FAILURE_CODES
 
@@ -170,3 +172,26 @@ def session_composer_input(*, session):
         return ComposerInput.model_validate(raw)
     except ValidationError:
         return None
+
+
+def session_self_evaluation(session: DiagnosisSession) -> SelfEvaluation:
+    """The session's audit record, typed; a malformed stored part reads as absent.
+
+    The one reader of ``DiagnosisSession.self_evaluation`` (its writer is
+    ``diagnosis.services.session_self_evaluation_save``).
+    """
+    stored = session.self_evaluation if isinstance(session.self_evaluation, dict) else {}
+    try:
+        return SelfEvaluation.model_validate(stored)
+    except ValidationError:
+        pass
+    kept: dict[str, object] = {}
+    for name in SelfEvaluation.model_fields:
+        if name not in stored:
+            continue
+        try:
+            SelfEvaluation.model_validate({name: stored[name]})
+        except ValidationError:
+            continue  # one unreadable part (an old or hand-edited row) hides only itself
+        kept[name] = stored[name]
+    return SelfEvaluation.model_validate(kept)

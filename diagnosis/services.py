@@ -15,6 +15,7 @@ from django.db import transaction
 from django.db.models import F, Max
 from django.utils import timezone
 
+from diagnosis.contracts import SelfEvaluation
 from diagnosis.flow.renderer import language_key
 from diagnosis.models import DiagnosisSession, Environment, SessionEvent
 from diagnosis.storable import nul_free
@@ -380,3 +381,13 @@ def diagnosis_run(*, session_id: int) -> DiagnosisSession | None:
         logger.exception("diagnosis %s failed", session_id)
         session_fail(session_id=session_id, error=f"{type(exc).__name__}: {exc}")
     return DiagnosisSession.objects.get(pk=session_id)
+
+
+def session_self_evaluation_save(
+    *, session: DiagnosisSession, evaluation: SelfEvaluation, save: bool = True
+) -> None:
+    """The one writer of ``DiagnosisSession.self_evaluation`` (reader:
+    ``diagnosis.selectors.session_self_evaluation``)."""
+    session.self_evaluation = nul_free(evaluation.model_dump(mode="json", exclude_unset=True))
+    if save:
+        session.save(update_fields=["self_evaluation"])
