@@ -18,7 +18,7 @@ from typing import Any
 import yaml
 
 from audit.models import ClaimReview, Review
-from diagnosis.gatekeeper import KNOWLEDGE_TOOL, knowledge_blocks
+from diagnosis.flow.gatekeeper import KNOWLEDGE_TOOL, knowledge_blocks
 from diagnosis.models import DiagnosisSession, LLMCall, ToolInvocation
 from diagnosis.selectors import session_claims_view
 

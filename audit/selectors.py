@@ -30,7 +30,7 @@ from django.utils.safestring import SafeString
 from audit.models import ClaimReview, Review
 from chat.selectors import FactSegment, claim_fact_segments
 from diagnosis.contracts import Classification
-from diagnosis.gatekeeper import excerpt_locate
+from diagnosis.flow.gatekeeper import excerpt_locate
 from diagnosis.models import DiagnosisSession, LLMCall, ToolInvocation
 from diagnosis.selectors import ClaimView, session_claims_view
 

@@ -36,8 +36,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from diagnosis.gatekeeper import InvocationRecord, _Checker, gatekeeper_check
-from diagnosis.parsing import executor_output_parse
+from diagnosis.flow.gatekeeper import InvocationRecord, _Checker, gatekeeper_check
+from diagnosis.flow.parsing import executor_output_parse
 
 SESSION_ID = 1
 N_INVOCATIONS = 50

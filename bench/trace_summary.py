@@ -89,7 +89,7 @@ def main() -> None:
     from django.conf import settings
     from django.utils import timezone
 
-    from diagnosis.evidence.trace_summary import trace_summary_build
+    from diagnosis.flow.trace_summary import trace_summary_build
     from diagnosis.models import DiagnosisSession, Environment, ToolInvocation
     from diagnosis.tokens import estimate_tokens
 

@@ -12,7 +12,7 @@ from django.utils import timezone
 
 from chat.charts import Chart, charts_for_lines
 from chat.models import Conversation, Feedback
-from diagnosis.gatekeeper import excerpt_locate
+from diagnosis.flow.gatekeeper import excerpt_locate
 from diagnosis.models import DiagnosisSession, Environment, SessionEvent, ToolInvocation
 from diagnosis.selectors import ClaimView, session_claims_view
 

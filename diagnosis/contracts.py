@@ -1,6 +1,6 @@
 """The JSON contracts between the stages (docs: contracts.md).
 
-Parsing is tolerant (see ``diagnosis.parsing``), validation is strict. Each
+Parsing is tolerant (see ``diagnosis.flow.parsing``), validation is strict. Each
 contract carries its version string. Models that hold model-produced data use
 ``extra="allow"`` so unknown keys survive for the audit trail without being
 trusted; the Gatekeeper decides what counts.
@@ -105,7 +105,7 @@ class FindingCode(StrEnum):
     CLAIM_FACT_UNBOUND = "claim_fact_unbound"
     CLAIM_NOT_SPECIFIC = "claim_not_specific"
     EXCERPT_IS_INSTRUCTION = "excerpt_is_instruction"
-    # Rootproof additions (report-level, see diagnosis.parsing / diagnosis.gatekeeper)
+    # Rootproof additions (report-level, see diagnosis.flow.parsing / diagnosis.flow.gatekeeper)
     UNKNOWN_ANSWER_VERSION = "unknown_answer_version"
     UNUSABLE_OUTPUT = "unusable_output"
     INTERNAL_ERROR = "internal_error"

@@ -143,7 +143,7 @@ class _Run:
 
     # --- stages --------------------------------------------------------------
     def plan(self) -> tuple[PlannerOutput | None, dict[str, str]]:
-        from diagnosis.parsing import model_output_parse
+        from diagnosis.flow.parsing import model_output_parse
 
         self.stage(DiagnosisSession.Stage.PLANNER)
         context = self.session.context
@@ -187,7 +187,7 @@ class _Run:
     ):
         from diagnosis.evidence.registry import tool_invoke, tool_specs
         from diagnosis.evidence.topology import environment_call_edges
-        from diagnosis.parsing import executor_output_parse
+        from diagnosis.flow.parsing import executor_output_parse
 
         self.attempt += 1
         self.session.attempt_count = self.attempt
@@ -239,7 +239,7 @@ class _Run:
         return raw or "", parsed, error
 
     def gatekeep(self, parsed) -> GatekeeperReport:
-        from diagnosis.gatekeeper import gatekeeper_run
+        from diagnosis.flow.gatekeeper import gatekeeper_run
 
         self.stage(DiagnosisSession.Stage.GATEKEEPER)
         report = gatekeeper_run(session=self.session, parsed=parsed)
@@ -254,8 +254,8 @@ class _Run:
     def verify(
         self, raw: str, parsed, report: GatekeeperReport, retry_context: dict | None
     ) -> tuple[str, VerifierOutput | None, str, VerifierPayload]:
-        from diagnosis.evidence.trace_summary import trace_summary_build
-        from diagnosis.parsing import model_output_parse
+        from diagnosis.flow.parsing import model_output_parse
+        from diagnosis.flow.trace_summary import trace_summary_build
 
         self.stage(DiagnosisSession.Stage.VERIFIER)
         payload = VerifierPayload(
@@ -279,7 +279,7 @@ class _Run:
         return status, verifier, detail, payload
 
     def compose(self, composer_input: ComposerInput) -> tuple[str, ComposerOutputSnapshot]:
-        from diagnosis.parsing import model_output_parse
+        from diagnosis.flow.parsing import model_output_parse
 
         self.stage(DiagnosisSession.Stage.COMPOSER)
         services = self.known_services()

@@ -42,6 +42,7 @@ from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
 from diagnosis.contracts import ComposerInput, ParseStatus, VerifierPayload
+from diagnosis.flow.parsing import executor_output_parse
 from diagnosis.llm.base import (
     CallRecorder,
     ExecutorRequest,
@@ -59,7 +60,6 @@ from diagnosis.llm.prompts import (
     verifier_messages,
 )
 from diagnosis.llm.schemas import role_response_schema
-from diagnosis.parsing import executor_output_parse
 from diagnosis.tokens import estimate_tokens
 
 PROVIDER_NAME = "openai"

@@ -13,7 +13,7 @@ from diagnosis.evidence import metrics as metrics_module
 from diagnosis.evidence.common import Deadline
 from diagnosis.evidence.metrics import Grid, metrics_from_files, selector_parse
 from diagnosis.evidence.registry import tool_invoke
-from diagnosis.evidence.trace_summary import trace_summary_build
+from diagnosis.flow.trace_summary import trace_summary_build
 from diagnosis.models import DiagnosisSession, Environment, ToolInvocation
 from tests.evidence.packbuilder import fleet_pack_write, fleet_service_name
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from diagnosis.facts import text_normalize
-from diagnosis.gatekeeper import (
+from diagnosis.flow.gatekeeper import (
     excerpt_locate,
     excerpt_matches,
     knowledge_blocks,

@@ -11,7 +11,7 @@ from diagnosis.contracts import (
     PlannerOutput,
     VerifierOutput,
 )
-from diagnosis.parsing import executor_output_parse, json_object_extract, model_output_parse
+from diagnosis.flow.parsing import executor_output_parse, json_object_extract, model_output_parse
 
 from .conftest import binding, claim, executor_json
 

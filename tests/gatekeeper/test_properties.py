@@ -15,13 +15,13 @@ from diagnosis.contracts import (
     VerifierOutput,
 )
 from diagnosis.facts import text_normalize, text_normalize_mapped
-from diagnosis.gatekeeper import (
+from diagnosis.flow.gatekeeper import (
     InvocationRecord,
     excerpt_locate,
     excerpt_matches,
     gatekeeper_check,
 )
-from diagnosis.parsing import ParsedExecutorOutput, executor_output_parse, model_output_parse
+from diagnosis.flow.parsing import ParsedExecutorOutput, executor_output_parse, model_output_parse
 
 FAST = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

@@ -6,15 +6,15 @@ import json
 
 import pytest
 
-import diagnosis.gatekeeper as gatekeeper_module
+import diagnosis.flow.gatekeeper as gatekeeper_module
 from diagnosis.contracts import Claim, ExecutorEvidenceV2, ParseStatus
-from diagnosis.gatekeeper import (
+from diagnosis.flow.gatekeeper import (
     InvocationRecord,
     gatekeeper_accepted_claims,
     gatekeeper_check,
     gatekeeper_run,
 )
-from diagnosis.parsing import ParsedExecutorOutput, executor_output_parse
+from diagnosis.flow.parsing import ParsedExecutorOutput, executor_output_parse
 
 from .conftest import LOGS_OUTPUT, binding, claim, executor_json
 

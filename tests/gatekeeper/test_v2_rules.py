@@ -9,8 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from diagnosis.facts import text_normalize
-from diagnosis.gatekeeper import InvocationRecord, excerpt_matches, gatekeeper_check
-from diagnosis.parsing import executor_output_parse
+from diagnosis.flow.gatekeeper import InvocationRecord, excerpt_matches, gatekeeper_check
+from diagnosis.flow.parsing import executor_output_parse
 
 SESSION = 7
 EVENTS = (

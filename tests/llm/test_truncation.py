@@ -7,11 +7,11 @@ import json
 import pytest
 
 from diagnosis.contracts import ParseStatus, PlannerOutput, VerifierOutput
+from diagnosis.flow.parsing import executor_output_parse, json_object_extract, model_output_parse
 from diagnosis.llm.base import ModelText, Role
 from diagnosis.llm.openai_provider import OpenAIProvider
 from diagnosis.llm.scripted import ScriptedProvider
 from diagnosis.models import LLMCall
-from diagnosis.parsing import executor_output_parse, json_object_extract, model_output_parse
 from tests.llm.requests import planner_request
 from tests.support.openai_server import Reply
 

@@ -24,11 +24,11 @@ def _run_pack(pack_id: str):
     from diagnosis.evidence.packs import pack_load
     from diagnosis.evidence.registry import tool_invoke
     from diagnosis.evidence.services import environments_sync_from_packs
-    from diagnosis.gatekeeper import gatekeeper_run
+    from diagnosis.flow.gatekeeper import gatekeeper_run
+    from diagnosis.flow.parsing import executor_output_parse
     from diagnosis.llm.base import ExecutorRequest, PlannerRequest
     from diagnosis.llm.offline import OfflineProvider
     from diagnosis.models import DiagnosisSession
-    from diagnosis.parsing import executor_output_parse
 
     pack = pack_load(PACKS_ROOT / pack_id)
     environment = next(

@@ -15,10 +15,10 @@ import pytest
 from django.conf import settings as django_settings
 
 from diagnosis.contracts import ComposerInput, PlannerOutput
+from diagnosis.flow.parsing import model_output_parse
 from diagnosis.llm.base import ModelText, Role
 from diagnosis.llm.openai_provider import OpenAIProvider
 from diagnosis.models import DiagnosisSession, LLMCall, ToolInvocation
-from diagnosis.parsing import model_output_parse
 from tests.llm.requests import planner_request
 
 pytestmark = [pytest.mark.llm_server, pytest.mark.django_db]

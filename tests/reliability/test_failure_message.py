@@ -16,7 +16,7 @@ PYDANTIC_TEXT = (
 
 @pytest.fixture
 def failed_session(run_scripted, monkeypatch):
-    from diagnosis.evidence import trace_summary
+    from diagnosis.flow import trace_summary
 
     def crash(**kwargs):
         raise ValueError(PYDANTIC_TEXT)

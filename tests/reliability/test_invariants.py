@@ -112,11 +112,11 @@ def test_invariant_1_no_claim_is_allowed_without_a_valid_binding_whatever_the_ve
 
 
 CRASH_POINTS = {
-    "gatekeeper": "diagnosis.gatekeeper.gatekeeper_run",
+    "gatekeeper": "diagnosis.flow.gatekeeper.gatekeeper_run",
     "router": "diagnosis.flow.run.route",
     "composer filter": "diagnosis.flow.run.composer_input_build",
     "renderer": "diagnosis.flow.run.answer_render",
-    "trace summary": "diagnosis.evidence.trace_summary.trace_summary_build",
+    "trace summary": "diagnosis.flow.trace_summary.trace_summary_build",
     "usage totals": "diagnosis.flow.run.llm_usage_totals",
 }
 

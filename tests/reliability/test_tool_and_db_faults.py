@@ -13,7 +13,7 @@ from django.db import OperationalError
 from django.utils import timezone
 
 from diagnosis.evidence import registry
-from diagnosis.evidence.trace_summary import trace_summary_build
+from diagnosis.flow.trace_summary import trace_summary_build
 from diagnosis.models import DiagnosisSession, Environment, LLMCall, SessionEvent, ToolInvocation
 from diagnosis.services import SAFE_FAILURE_ANSWER, sessions_reap_stale
 from tests.reliability.conftest import is_raw_json

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from diagnosis.contracts import FindingCode
 from diagnosis.facts import span_is_whole, text_normalize, text_normalize_mapped
-from diagnosis.parsing import detail_clip
+from diagnosis.flow.parsing import detail_clip
 
 MIN_EXCERPT_CHARS = 8
 MAX_FRAGMENTS = 4

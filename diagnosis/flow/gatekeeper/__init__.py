@@ -74,7 +74,7 @@ from diagnosis.contracts import (
     Verdict,
 )
 from diagnosis.facts import FactKind, FactSource, facts_extract, text_normalize
-from diagnosis.gatekeeper.excerpts import (
+from diagnosis.flow.gatekeeper.excerpts import (
     MIN_EXCERPT_CHARS,
     MatchResult,
     _match,
@@ -82,8 +82,8 @@ from diagnosis.gatekeeper.excerpts import (
     excerpt_locate,
     excerpt_matches,
 )
-from diagnosis.gatekeeper.instructions import excerpt_is_instruction
-from diagnosis.parsing import ClaimNotes, ParsedExecutorOutput, finding
+from diagnosis.flow.gatekeeper.instructions import excerpt_is_instruction
+from diagnosis.flow.parsing import ClaimNotes, ParsedExecutorOutput, finding
 
 if TYPE_CHECKING:
     from diagnosis.models import DiagnosisSession
