@@ -234,7 +234,8 @@ def session_score(
 
 def pack_evaluate(*, path: Path, provider: str | None = None) -> PackResult:
     """Run one pack as a real session (same flow, same persistence) and score it."""
-    from diagnosis.evidence.packs import PackError, pack_load
+    from diagnosis.evidence.pack_check import pack_load
+    from diagnosis.evidence.packs import PackError
     from diagnosis.evidence.services import environment_sync_from_pack
     from diagnosis.services import diagnosis_run, diagnosis_submit
 

@@ -1,7 +1,9 @@
-"""Scenario packs: load and validate one incident folder (see docs/scenario-pack.md).
+"""Scenario packs: one incident folder (see docs/scenario-pack.md), its scenario.yaml and files.
 
-``pack_load`` checks every file of a pack and raises one ``PackError`` that lists every
-problem as ``file:line: message``; a broken pack never ends in a traceback.
+``pack_open`` reads and checks scenario.yaml and lists the data files; ``pack_header_load``
+caches that for the tools. Validating every data file line by line is
+``diagnosis.evidence.pack_check.pack_load``. A broken pack raises one ``PackError`` that
+lists every problem as ``file:line: message``, never a traceback.
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ import dataclasses
 import json
 import os
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -18,13 +20,6 @@ from typing import Any
 
 import yaml
 
-from diagnosis.evidence.formats import (
-    jsonl_line_parse,
-    openmetrics_comment_check,
-    openmetrics_line_parse,
-    plain_line_parse,
-)
-from diagnosis.evidence.recorded import STATUSES as RECORDED_STATUSES
 from diagnosis.evidence.timeutil import TimeFormatError, time_parse
 
 PACK_FILE = "scenario.yaml"
@@ -44,7 +39,6 @@ ROOT_CAUSE_KINDS = (
 )
 DECISIONS = ("PASS", "LOW_CONFID", "REJECT")
 ANSWER_SOURCES = ("composer", "fallback")
-RECORDED_TOOLS = ("query_metrics", "query_logs", "lookup_knowledge")
 # Past this many problems in one file, the rest are counted, not listed.
 MAX_PROBLEMS_PER_FILE = 20
 
@@ -147,7 +141,7 @@ def pack_discover(dirs: Iterable[Path | str]) -> list[Path]:
     return sorted(found)
 
 
-class _ProblemList:
+class ProblemList:
     def __init__(self, root: Path) -> None:
         self.root = root
         self.items: list[Problem] = []
@@ -166,6 +160,10 @@ class _ProblemList:
                 extra = count - MAX_PROBLEMS_PER_FILE
                 self.items.append(Problem(name, None, f"… and {extra} more problem(s)"))
         return self.items
+
+
+# A check of a pack's data: (scenario.yaml fields, file list, problems to add to).
+PackCheck = Callable[[dict[str, Any], PackPaths, ProblemList], None]
 
 
 def _key_lines(text: str) -> dict[str, int]:
@@ -192,7 +190,7 @@ def _time_field(value: object, label: str, add: Any) -> datetime | None:
         return None
 
 
-def _header_check(root: Path, problems: _ProblemList) -> dict[str, Any]:
+def _header_check(root: Path, problems: ProblemList) -> dict[str, Any]:
     """Validate scenario.yaml; return the parsed fields (possibly partial)."""
     path = root / PACK_FILE
     try:
@@ -282,121 +280,14 @@ def _header_check(root: Path, problems: _ProblemList) -> dict[str, Any]:
     return out
 
 
-def _lines(path: Path, problems: _ProblemList) -> Iterable[tuple[int, str]]:
-    try:
-        with path.open(encoding="utf-8", errors="strict") as handle:
-            yield from enumerate(handle, start=1)
-    except UnicodeDecodeError as exc:
-        problems.add(path, None, f"not UTF-8 text ({exc.reason})")
-    except OSError as exc:
-        problems.add(path, None, f"cannot read: {exc}")
-
-
-def _metrics_check(path: Path, problems: _ProblemList) -> None:
-    saw_eof = False
-    samples = 0
-    for number, line in _lines(path, problems):
-        if not line.strip():
-            continue
-        if saw_eof:
-            problems.add(path, number, "content after '# EOF'")
-            break
-        if line.startswith("#"):
-            issue = openmetrics_comment_check(line)
-            if issue:
-                problems.add(path, number, issue)
-            saw_eof = line.split() == ["#", "EOF"]
-            continue
-        try:
-            sample = openmetrics_line_parse(line)
-        except ValueError as exc:
-            problems.add(path, number, f"malformed OpenMetrics sample: {exc}")
-            continue
-        if sample is not None:
-            samples += 1
-            if sample.timestamp is None:
-                problems.add(path, number, "sample has no timestamp (Unix seconds)")
-    if not saw_eof:
-        problems.add(path, None, "missing the final '# EOF' line (promtool needs it)")
-    elif samples == 0:
-        problems.add(path, None, "no samples")
-
-
-def _jsonl_check(path: Path, problems: _ProblemList) -> None:
-    for number, line in _lines(path, problems):
-        if not line.strip():
-            continue
-        try:
-            jsonl_line_parse(line)
-        except ValueError as exc:
-            problems.add(path, number, str(exc))
-
-
-def _plain_check(path: Path, problems: _ProblemList) -> None:
-    service = path.stem
-    for number, line in _lines(path, problems):
-        if not line.strip():
-            continue
-        try:
-            plain_line_parse(line, service=service)
-        except ValueError as exc:
-            problems.add(path, number, str(exc))
-
-
-def _recorded_check(path: Path, problems: _ProblemList) -> None:
-    for number, line in _lines(path, problems):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as exc:
-            problems.add(path, number, f"not valid JSON ({exc.msg})")
-            continue
-        if not isinstance(record, dict):
-            problems.add(path, number, "a recorded invocation must be a JSON object")
-            continue
-        if record.get("tool_name") not in RECORDED_TOOLS:
-            problems.add(path, number, f"tool_name must be one of: {', '.join(RECORDED_TOOLS)}")
-        if not isinstance(record.get("arguments", {}), dict):
-            problems.add(path, number, "arguments must be an object")
-        if record.get("status", "ok") not in RECORDED_STATUSES:
-            problems.add(path, number, f"status must be one of: {', '.join(RECORDED_STATUSES)}")
-        if not isinstance(record.get("output"), str):
-            problems.add(path, number, "output must be a string")
-
-
-def _knowledge_check(path: Path, problems: _ProblemList) -> None:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as exc:
-        problems.add(path, None, f"not UTF-8 text ({exc.reason})")
-        return
-    if not text.strip():
-        problems.add(path, None, "empty runbook")
-
-
-def _scripted_check(folder: Path, problems: _ProblemList) -> None:
-    for path in sorted(folder.glob("*.json")):
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except json.JSONDecodeError as exc:
-            problems.add(path, exc.lineno, f"not valid JSON ({exc.msg})")
-            continue
-        except (OSError, UnicodeDecodeError) as exc:
-            problems.add(path, None, f"cannot read: {exc}")
-            continue
-        if not isinstance(data, dict) or not ({"content", "tool_calls"} & data.keys()):
-            problems.add(path, 1, 'must be {"content": …} or {"tool_calls": […]}')
-
-
 @dataclass(frozen=True)
 class CallEdge:
     caller: str
     callee: str
 
 
-def _topology_read(
-    path: Path, problems: _ProblemList, services: tuple[str, ...]
+def topology_read(
+    path: Path, problems: ProblemList, services: tuple[str, ...]
 ) -> tuple[CallEdge, ...]:
     """``{"calls": [{"caller": "a", "callee": "b"}, …]}``; each bad entry is a problem
     with its line, and a name the pack's ``services`` do not list is one too."""
@@ -442,8 +333,8 @@ def pack_call_edges(path: Path | str) -> tuple[tuple[str, str], ...]:
     pack = pack_header_load(path)
     if pack.paths.topology is None:
         return ()
-    problems = _ProblemList(pack.path)
-    edges = _topology_read(pack.paths.topology, problems, pack.services)
+    problems = ProblemList(pack.path)
+    edges = topology_read(pack.paths.topology, problems, pack.services)
     return tuple((e.caller, e.callee) for e in edges)
 
 
@@ -462,33 +353,21 @@ def _pack_build(root: Path, header: dict[str, Any], paths: PackPaths) -> Scenari
     )
 
 
-def pack_load(path: Path | str, *, check_data: bool = True) -> ScenarioPack:
-    """Load a pack; with ``check_data`` every data file is validated line by line.
+def pack_open(path: Path | str, check: PackCheck | None = None) -> ScenarioPack:
+    """Read a pack's scenario.yaml and list its files; ``check`` may add problems of its own
+    (``diagnosis.evidence.pack_check`` validates the data files so).
 
     Raises ``PackError`` listing every problem found (file and line).
     """
     root = Path(path).resolve()
-    problems = _ProblemList(root)
+    problems = ProblemList(root)
     if not root.is_dir():
         problems.add(root, None, "not a directory")
         raise PackError(root, problems.finish())
     header = _header_check(root, problems)
     paths = pack_paths(root)
-    if check_data:
-        for om in paths.metrics:
-            _metrics_check(om, problems)
-        for jl in paths.logs_jsonl:
-            _jsonl_check(jl, problems)
-        for pl in paths.logs_plain:
-            _plain_check(pl, problems)
-        for md in paths.knowledge:
-            _knowledge_check(md, problems)
-        if paths.recorded:
-            _recorded_check(paths.recorded, problems)
-        if paths.scripted:
-            _scripted_check(paths.scripted, problems)
-        if paths.topology:
-            _topology_read(paths.topology, problems, header.get("services", ()))
+    if check is not None:
+        check(header, paths, problems)
     found = problems.finish()
     if found:
         raise PackError(root, found)
@@ -508,7 +387,7 @@ def pack_header_load(path: Path | str) -> ScenarioPack:
     key = (str(root), mtime)
     pack = _HEADER_CACHE.get(key)
     if pack is None:
-        pack = pack_load(root, check_data=False)
+        pack = pack_open(root)
         if len(_HEADER_CACHE) > 256:
             _HEADER_CACHE.clear()
         _HEADER_CACHE[key] = pack

@@ -10,7 +10,8 @@ from django.conf import settings
 from django.db import transaction
 
 from diagnosis.evidence.knowledge import chunk_drafts, document_slug, markdown_split
-from diagnosis.evidence.packs import PackError, Problem, ScenarioPack, pack_discover, pack_load
+from diagnosis.evidence.pack_check import pack_load
+from diagnosis.evidence.packs import PackError, Problem, ScenarioPack, pack_discover
 from diagnosis.models import Environment, KnowledgeChunk, KnowledgeDocument
 
 logger = logging.getLogger(__name__)

@@ -26,7 +26,8 @@ import pytest
 from diagnosis.evidence import logscan
 from diagnosis.evidence.common import Deadline, QueryWindow
 from diagnosis.evidence.logs import LogFilter, fleet_omitted_line, logs_from_files
-from diagnosis.evidence.packs import pack_discover, pack_load
+from diagnosis.evidence.pack_check import pack_load
+from diagnosis.evidence.packs import pack_discover
 
 SCENARIOS = Path(__file__).resolve().parents[2] / "scenarios"
 PINS = Path(__file__).with_suffix(".json")

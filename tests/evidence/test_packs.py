@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 from django.core.management import CommandError, call_command
 
-from diagnosis.evidence.packs import PackError, pack_call_edges, pack_discover, pack_load
+from diagnosis.evidence.pack_check import pack_load
+from diagnosis.evidence.packs import PackError, pack_call_edges, pack_discover
 from diagnosis.evidence.services import environments_sync_from_packs
 from diagnosis.models import Environment, KnowledgeDocument
 from tests.evidence.packbuilder import pack_write

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from diagnosis.evidence.registry import TOOL_NAMES, tool_invoke, tool_specs
+from diagnosis.evidence import tools
+from diagnosis.evidence.registry import tool_invoke, tool_specs
+from diagnosis.evidence.tools.base import ToolDefinition
 from diagnosis.models import ToolInvocation
 
 
@@ -14,7 +16,7 @@ def _invoke(session, tool_name, arguments, attempt=1):
 
 def test_tool_specs_describe_the_three_tools_for_function_calling():
     specs = tool_specs()
-    assert [s["function"]["name"] for s in specs] == list(TOOL_NAMES)
+    assert [s["function"]["name"] for s in specs] == list(tools.tool_names())
     by_name = {s["function"]["name"]: s["function"]["parameters"] for s in specs}
     assert set(by_name["query_logs"]["properties"]) == {
         "service",
@@ -165,16 +167,14 @@ def test_an_empty_result_is_no_data_with_a_line_saying_so(session):
 
 
 def test_a_backend_exception_becomes_an_error_row(session, monkeypatch):
-    from diagnosis.evidence import registry
-
     def broken(call):
         raise RuntimeError("disk on fire")
 
-    definition = registry.TOOLS["query_logs"]
+    definition = tools.TOOLS["query_logs"]
     monkeypatch.setitem(
-        registry.TOOLS,
+        tools.TOOLS,
         "query_logs",
-        registry.ToolDefinition(
+        ToolDefinition(
             name=definition.name,
             description=definition.description,
             args=definition.args,

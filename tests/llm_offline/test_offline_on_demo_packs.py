@@ -21,7 +21,7 @@ PACKS = sorted(
 
 
 def _run_pack(pack_id: str):
-    from diagnosis.evidence.packs import pack_load
+    from diagnosis.evidence.pack_check import pack_load
     from diagnosis.evidence.registry import tool_invoke
     from diagnosis.evidence.services import environments_sync_from_packs
     from diagnosis.flow.gatekeeper import gatekeeper_run

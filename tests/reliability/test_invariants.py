@@ -182,9 +182,9 @@ def _made_tool_calls(session) -> list[tuple[int, str]]:
 def test_invariant_3_every_tool_call_the_model_made_is_a_row_errors_included(
     openai_run, monkeypatch
 ):
-    from diagnosis.evidence import registry
+    from diagnosis.evidence.tools.query_metrics import definition as query_metrics
 
-    monkeypatch.setattr(registry, "metrics_query", lambda **kw: 1 / 0)
+    monkeypatch.setattr(query_metrics, "metrics_query", lambda **kw: 1 / 0)
     turns = [
         [
             ("query_logs", {"service": "payment-service", "level": "ERROR"}),

@@ -1,0 +1,1 @@
+"""The lookup_knowledge tool: its definition and backends."""

@@ -1,0 +1,1 @@
+"""The query_logs tool: its definition and backends."""

@@ -1,0 +1,1 @@
+"""The query_metrics tool: its definition and backends."""
