@@ -614,7 +614,7 @@ class ApiKeyAdmin(admin.ModelAdmin):
         if change:
             obj.save(update_fields=["name"])
             return
-        from diagnosis.api_services import api_key_create
+        from diagnosis.api.services import api_key_create
 
         created = api_key_create(owner=form.cleaned_data["owner"], name=form.cleaned_data["name"])
         obj.pk = created.api_key.pk
@@ -633,7 +633,7 @@ class ApiKeyAdmin(admin.ModelAdmin):
 
     @admin.action(description=_("吊销所选密钥"), permissions=["change"])
     def revoke(self, request, queryset) -> None:
-        from diagnosis.api_services import api_key_revoke
+        from diagnosis.api.services import api_key_revoke
 
         for api_key in queryset:
             api_key_revoke(api_key=api_key)
@@ -667,7 +667,7 @@ class AlertmanagerReceiverAdmin(admin.ModelAdmin):
 
     @staticmethod
     def _show_token(request, receiver: AlertmanagerReceiver) -> None:
-        from diagnosis.api_services import alert_receiver_token_rotate
+        from diagnosis.api.services import alert_receiver_token_rotate
 
         token = alert_receiver_token_rotate(receiver=receiver)
         messages.warning(

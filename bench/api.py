@@ -35,7 +35,7 @@ from django.test import Client  # noqa: E402
 from django.test.utils import CaptureQueriesContext  # noqa: E402
 from django.utils import timezone  # noqa: E402
 
-from diagnosis.api_services import api_key_create  # noqa: E402
+from diagnosis.api.services import api_key_create  # noqa: E402
 from diagnosis.models import (  # noqa: E402
     DiagnosisSession,
     Environment,

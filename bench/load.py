@@ -49,7 +49,7 @@ import httpx  # noqa: E402
 from django.contrib.auth import get_user_model  # noqa: E402
 from django.db.models import Count  # noqa: E402
 
-from diagnosis.api_services import api_key_create  # noqa: E402
+from diagnosis.api.services import api_key_create  # noqa: E402
 from diagnosis.models import DiagnosisSession, Environment  # noqa: E402
 from tests.support.openai_roles import role_responder  # noqa: E402
 from tests.support.openai_server import openai_server_running  # noqa: E402

@@ -306,14 +306,14 @@ ALERTMANAGER_TEXT_MAX_CHARS = env_int("ALERTMANAGER_TEXT_MAX_CHARS", 300, minimu
 REST_FRAMEWORK = {
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "DEFAULT_AUTHENTICATION_CLASSES": [
-        "diagnosis.api_auth.ApiKeyAuthentication",
+        "diagnosis.api.auth.ApiKeyAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
-    "DEFAULT_THROTTLE_CLASSES": ["diagnosis.api_auth.ApiKeyRateThrottle"],
+    "DEFAULT_THROTTLE_CLASSES": ["diagnosis.api.auth.ApiKeyRateThrottle"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
     "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
-    "EXCEPTION_HANDLER": "diagnosis.api_errors.api_exception_handler",
+    "EXCEPTION_HANDLER": "diagnosis.api.errors.api_exception_handler",
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "Rootproof API",
@@ -330,7 +330,7 @@ SPECTACULAR_SETTINGS = {
     "COMPONENT_SPLIT_REQUEST": True,
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",
-        "diagnosis.apis.strict_request_bodies",
+        "diagnosis.api.serializers.strict_request_bodies",
     ],
     "ENUM_NAME_OVERRIDES": {
         "DiagnosisStatusEnum": "diagnosis.models.DiagnosisSession.Status",

@@ -18,9 +18,9 @@ urlpatterns = [
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("i18n/", include("django.conf.urls.i18n")),
     path("admin/", admin.site.urls),
-    path("api/", include("diagnosis.api_urls")),
+    path("api/", include("diagnosis.api.urls")),
     path("audit/", include("audit.urls")),
     path("", include("chat.urls")),
 ]
 
-handler500 = "diagnosis.api_errors.server_error"
+handler500 = "diagnosis.api.errors.server_error"

@@ -7,7 +7,7 @@ from django.core.cache import cache
 from django.utils import timezone
 from rest_framework.test import APIClient
 
-from diagnosis.api_services import api_key_create
+from diagnosis.api.services import api_key_create
 from diagnosis.models import (
     DiagnosisSession,
     Environment,

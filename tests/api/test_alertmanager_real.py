@@ -9,8 +9,8 @@ from datetime import UTC, datetime, timedelta
 import httpx
 import pytest
 
-from diagnosis import apis
-from diagnosis.api_services import alert_receiver_create
+from diagnosis.api import alerts
+from diagnosis.api.services import alert_receiver_create
 from diagnosis.models import AlertGroupStart, DiagnosisSession, Environment
 from tests.support.binaries import require_binary
 from tests.support.workers import wait_until
@@ -46,14 +46,14 @@ def _free_port() -> int:
 def ingested(monkeypatch):
     """Every notification result the webhook produced, in order."""
     results = []
-    real = apis.alertmanager_notification_ingest
+    real = alerts.alertmanager_notification_ingest
 
     def spy(**kwargs):
         result = real(**kwargs)
         results.append(result)
         return result
 
-    monkeypatch.setattr(apis, "alertmanager_notification_ingest", spy)
+    monkeypatch.setattr(alerts, "alertmanager_notification_ingest", spy)
     return results
 
 

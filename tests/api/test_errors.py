@@ -74,12 +74,12 @@ def test_a_key_over_its_rate_limit_gets_a_429_with_retry_after(api, outsider_api
 
 
 def test_an_unexpected_error_is_a_500_in_the_error_shape(api, owner, environment, monkeypatch):
-    from diagnosis import apis
+    from diagnosis.api import diagnoses
 
     def boom(**kwargs):
         raise RuntimeError("boom")
 
-    monkeypatch.setattr(apis, "diagnosis_list_for_user", boom)
+    monkeypatch.setattr(diagnoses, "diagnosis_list_for_user", boom)
     response = api.get("/api/v1/diagnoses")
     assert response.status_code == 500
     error = _shape(response)

@@ -165,7 +165,7 @@ def test_a_superuser_manages_environments(client, superuser):
 def test_a_superuser_creates_an_api_key_in_admin_and_sees_its_secret_once(client, superuser):
     from django.contrib.messages import get_messages
 
-    from diagnosis.api_auth import secret_hash
+    from diagnosis.api.auth import secret_hash
     from diagnosis.models import ApiKey
 
     client.force_login(superuser)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from rest_framework.test import APIClient
 
-from diagnosis.api_services import api_key_create
+from diagnosis.api.services import api_key_create
 from diagnosis.models import DiagnosisSession
 from tests.flow.conftest import QUERY_LOGS, executor_json, log_claim, verifier_json
 

@@ -10,7 +10,7 @@ from django.conf import settings as django_settings
 from django.urls import reverse
 
 from chat.models import Conversation
-from diagnosis.api_services import api_key_create
+from diagnosis.api.services import api_key_create
 from diagnosis.models import DiagnosisSession, LLMCall, ToolInvocation
 from diagnosis.services import diagnosis_submit
 from tests.reliability.conftest import HOSTILE_LOG, RAW_MARKUP, is_raw_json

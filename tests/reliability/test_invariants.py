@@ -16,7 +16,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from chat.models import Conversation
-from diagnosis.api_services import api_key_create
+from diagnosis.api.services import api_key_create
 from diagnosis.models import DiagnosisSession, LLMCall, ToolInvocation
 from diagnosis.services import SAFE_FAILURE_ANSWER, diagnosis_run, sessions_reap_stale
 from tests.flow.conftest import EXCERPT, QUERY_LOGS, executor_json, log_claim, verifier_json

@@ -12,7 +12,7 @@ from django.utils import timezone
 
 from audit.models import AuditEvent, Review
 from chat.models import Conversation
-from diagnosis.api_services import CreatedApiKey, alert_receiver_create, api_key_create
+from diagnosis.api.services import CreatedApiKey, alert_receiver_create, api_key_create
 from diagnosis.models import (
     AlertGroupStart,
     AlertmanagerReceiver,

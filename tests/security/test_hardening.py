@@ -303,7 +303,7 @@ def test_a_successful_login_resets_the_failure_count(owner):
 
 @pytest.mark.django_db
 def test_each_api_key_has_its_own_rate_limit(settings, owner):
-    from diagnosis.api_services import api_key_create
+    from diagnosis.api.services import api_key_create
 
     settings.API_RATE_LIMIT = "2/min"
     first = api_key_create(owner=owner, name="one").key

@@ -23,14 +23,14 @@ from django.utils import timezone
 from django.utils.translation import gettext as _
 from rest_framework import exceptions
 
-from diagnosis.api_auth import (
+from diagnosis.api.auth import (
     api_key_generate,
     api_key_signing_secret,
     receiver_token_generate,
     secret_hash,
 )
-from diagnosis.api_errors import Conflict
-from diagnosis.api_selectors import diagnosis_detail_data
+from diagnosis.api.errors import Conflict
+from diagnosis.api.selectors import diagnosis_detail_data
 from diagnosis.models import (
     AlertGroupStart,
     AlertmanagerReceiver,

@@ -18,43 +18,43 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitVie
 from rest_framework.exceptions import MethodNotAllowed
 from rest_framework.views import APIView
 
-from diagnosis import apis
-from diagnosis.api_errors import api_not_found, error_body
+from diagnosis.api import alerts, diagnoses, keys, tool_invocations
+from diagnosis.api.errors import api_not_found, error_body
 
 app_name = "api"
 
 # (route under /api/v1/, url name, method, view class)
 OPERATIONS: list[tuple[str, str, str, type[APIView]]] = [
-    ("diagnoses", "diagnosis_collection", "GET", apis.DiagnosisListApi),
-    ("diagnoses", "diagnosis_collection", "POST", apis.DiagnosisCreateApi),
-    ("diagnoses/<uuid:public_id>", "diagnosis_detail", "GET", apis.DiagnosisDetailApi),
-    ("diagnoses/<uuid:public_id>/cancel", "diagnosis_cancel", "POST", apis.DiagnosisCancelApi),
+    ("diagnoses", "diagnosis_collection", "GET", diagnoses.DiagnosisListApi),
+    ("diagnoses", "diagnosis_collection", "POST", diagnoses.DiagnosisCreateApi),
+    ("diagnoses/<uuid:public_id>", "diagnosis_detail", "GET", diagnoses.DiagnosisDetailApi),
+    ("diagnoses/<uuid:public_id>/cancel", "diagnosis_cancel", "POST", diagnoses.DiagnosisCancelApi),
     (
         "diagnoses/<uuid:public_id>/tool-invocations",
         "diagnosis_tool_invocations",
         "GET",
-        apis.DiagnosisToolInvocationListApi,
+        tool_invocations.DiagnosisToolInvocationListApi,
     ),
     (
         "diagnoses/<uuid:public_id>/callback-attempts",
         "diagnosis_callback_attempts",
         "GET",
-        apis.DiagnosisCallbackAttemptListApi,
+        diagnoses.DiagnosisCallbackAttemptListApi,
     ),
     (
         "tool-invocations/<int:invocation_id>",
         "tool_invocation_detail",
         "GET",
-        apis.ToolInvocationDetailApi,
+        tool_invocations.ToolInvocationDetailApi,
     ),
-    ("api-keys", "api_key_collection", "GET", apis.ApiKeyListApi),
-    ("api-keys", "api_key_collection", "POST", apis.ApiKeyCreateApi),
-    ("api-keys/<int:key_id>/revoke", "api_key_revoke", "POST", apis.ApiKeyRevokeApi),
+    ("api-keys", "api_key_collection", "GET", keys.ApiKeyListApi),
+    ("api-keys", "api_key_collection", "POST", keys.ApiKeyCreateApi),
+    ("api-keys/<int:key_id>/revoke", "api_key_revoke", "POST", keys.ApiKeyRevokeApi),
     (
         "integrations/alertmanager/<slug:receiver>",
         "alertmanager_webhook",
         "POST",
-        apis.AlertmanagerWebhookApi,
+        alerts.AlertmanagerWebhookApi,
     ),
 ]
 

@@ -162,7 +162,7 @@ class ApiKeyRateThrottle(throttling.SimpleRateThrottle):
 
 
 class ApiKeyAuthenticationScheme(OpenApiAuthenticationExtension):
-    target_class = "diagnosis.api_auth.ApiKeyAuthentication"
+    target_class = "diagnosis.api.auth.ApiKeyAuthentication"
     name = "apiKey"
 
     def get_security_definition(self, auto_schema):
@@ -176,7 +176,7 @@ class ApiKeyAuthenticationScheme(OpenApiAuthenticationExtension):
 
 
 class ReceiverTokenAuthenticationScheme(OpenApiAuthenticationExtension):
-    target_class = "diagnosis.api_auth.ReceiverTokenAuthentication"
+    target_class = "diagnosis.api.auth.ReceiverTokenAuthentication"
     name = "alertmanagerReceiverToken"
 
     def get_security_definition(self, auto_schema):

@@ -288,3 +288,14 @@ def tool_invocation_data(invocation: ToolInvocation, *, session_public_id: str) 
 
 def callback_attempts_for_session(*, session: DiagnosisSession) -> QuerySet[CallbackAttempt]:
     return CallbackAttempt.objects.filter(session=session).order_by("attempt")
+
+
+def api_key_data(api_key: ApiKey) -> dict[str, Any]:
+    return {
+        "id": api_key.pk,
+        "name": api_key.name,
+        "prefix": api_key.prefix,
+        "created_at": api_key.created_at,
+        "last_used_at": api_key.last_used_at,
+        "revoked_at": api_key.revoked_at,
+    }

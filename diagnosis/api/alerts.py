@@ -1,0 +1,102 @@
+"""The Alertmanager webhook: a firing alert group starts a diagnosis."""
+
+from __future__ import annotations
+
+from django.utils.translation import gettext_lazy as _
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from rest_framework import serializers, status
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from diagnosis.api.auth import IsReceiver, ReceiverTokenAuthentication
+from diagnosis.api.base import TAG_ALERTS, ApiView
+from diagnosis.api.errors import error_responses
+from diagnosis.api.selectors import diagnosis_summary_data
+from diagnosis.api.serializers import AlertIngestSerializer
+from diagnosis.api.services import alertmanager_notification_ingest
+
+
+class AlertmanagerWebhookApi(ApiView):
+    authentication_classes = [ReceiverTokenAuthentication]
+    permission_classes = [IsReceiver]
+
+    class InputSerializer(serializers.Serializer):
+        class AlertSerializer(serializers.Serializer):
+            status = serializers.ChoiceField(choices=["firing", "resolved"])
+            labels = serializers.DictField(child=serializers.CharField(allow_blank=True))
+            annotations = serializers.DictField(
+                child=serializers.CharField(allow_blank=True), required=False, default=dict
+            )
+            startsAt = serializers.DateTimeField()
+            endsAt = serializers.DateTimeField(required=False, allow_null=True)
+            generatorURL = serializers.CharField(required=False, allow_blank=True)
+            fingerprint = serializers.CharField(required=False, allow_blank=True)
+
+            class Meta:
+                ref_name = "AlertmanagerAlert"
+
+        version = serializers.CharField(help_text='Must be "4".')
+        groupKey = serializers.CharField(max_length=5000)
+        truncatedAlerts = serializers.IntegerField(required=False, default=0)
+        status = serializers.ChoiceField(choices=["firing", "resolved"])
+        receiver = serializers.CharField(required=False, allow_blank=True)
+        groupLabels = serializers.DictField(
+            child=serializers.CharField(allow_blank=True), required=False, default=dict
+        )
+        commonLabels = serializers.DictField(
+            child=serializers.CharField(allow_blank=True), required=False, default=dict
+        )
+        commonAnnotations = serializers.DictField(
+            child=serializers.CharField(allow_blank=True), required=False, default=dict
+        )
+        externalURL = serializers.CharField(required=False, allow_blank=True)
+        alerts = AlertSerializer(many=True, allow_empty=True)
+
+        class Meta:
+            ref_name = "AlertmanagerWebhook"
+
+        def validate_version(self, version: str) -> str:
+            if version != "4":
+                raise serializers.ValidationError(_("只支持第 4 版 webhook 负载。"))
+            return version
+
+    OutputSerializer = AlertIngestSerializer
+
+    @extend_schema(
+        operation_id="alertmanager_webhook",
+        tags=[TAG_ALERTS],
+        summary="Alertmanager webhook (payload version 4)",
+        description="Starts one diagnosis per firing alert group, keyed by receiver, groupKey "
+        "and the group's earliest startsAt: a repeat notification starts nothing new (200, "
+        "`duplicate`), a resolved notification starts nothing (200, `resolved`). The question "
+        "is built from the labels and annotations; the window starts before startsAt.",
+        parameters=[
+            OpenApiParameter(
+                "receiver",
+                {"type": "string", "pattern": "^[-a-zA-Z0-9_]+$"},
+                OpenApiParameter.PATH,
+                description="Receiver slug.",
+            )
+        ],
+        request=InputSerializer,
+        responses={
+            202: OpenApiResponse(AlertIngestSerializer, description="A diagnosis was started."),
+            200: OpenApiResponse(AlertIngestSerializer, description="Nothing new was started."),
+            **error_responses(400, 401, 404, 413, 429),
+        },
+    )
+    def post(self, request: Request, receiver: str) -> Response:
+        serializer = self.InputSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        result = alertmanager_notification_ingest(
+            receiver=request.auth, notification=serializer.validated_data
+        )
+        data = {
+            "started": result.started,
+            "reason": result.reason,
+            "diagnosis": diagnosis_summary_data(result.session) if result.session else None,
+        }
+        return Response(
+            self.OutputSerializer(data).data,
+            status=status.HTTP_202_ACCEPTED if result.started else status.HTTP_200_OK,
+        )

@@ -1,0 +1,303 @@
+"""Diagnoses: submit, list, read, cancel, and the callback attempts of one."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from django.conf import settings
+from django.db.models import QuerySet
+from django.utils.translation import gettext_lazy as _
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from rest_framework import exceptions, serializers, status
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from chat.models import Conversation
+from diagnosis.api.base import ID_PARAMETER, TAG_DIAGNOSES, ApiView, diagnosis_or_404, diagnosis_url
+from diagnosis.api.errors import Conflict, error_responses
+from diagnosis.api.pagination import DiagnosisCursorPagination, PageFilterSerializer
+from diagnosis.api.selectors import (
+    callback_attempts_for_session,
+    diagnosis_detail_data,
+    diagnosis_list_for_user,
+    diagnosis_summary_data,
+)
+from diagnosis.api.serializers import (
+    NOT_BLANK,
+    NOT_BLANK_ERROR,
+    CallbackAttemptListSerializer,
+    DiagnosisDetailSerializer,
+    DiagnosisPageSerializer,
+    DiagnosisSummarySerializer,
+    HttpUrlField,
+    StrictInputSerializer,
+)
+from diagnosis.api.services import diagnosis_api_submit
+from diagnosis.models import ApiKey, DiagnosisSession, Environment
+from diagnosis.services import answer_language_pick, diagnosis_cancel, environment_default
+
+LANGUAGES = ("zh-CN", "en")
+MAX_WINDOW = timedelta(days=7)
+IDEMPOTENCY_KEY_MAX = 200
+
+
+class WindowSerializer(StrictInputSerializer):
+    start = serializers.DateTimeField()
+    end = serializers.DateTimeField()
+
+
+class DiagnosisCreateApi(ApiView):
+    class InputSerializer(StrictInputSerializer):
+        class ContextInputSerializer(StrictInputSerializer):
+            services = serializers.ListField(
+                child=serializers.CharField(max_length=100), max_length=20, required=False
+            )
+            window = WindowSerializer(required=False)
+
+            class Meta:
+                ref_name = "DiagnosisContextInput"
+
+            def validate_window(self, window: dict) -> dict:
+                if window["start"] >= window["end"]:
+                    raise serializers.ValidationError(_("start 必须早于 end。"))
+                if window["end"] - window["start"] > MAX_WINDOW:
+                    raise serializers.ValidationError(
+                        _("时间窗口最长 %(days)s 天。") % {"days": MAX_WINDOW.days}
+                    )
+                return window
+
+        question = serializers.RegexField(
+            NOT_BLANK, max_length=settings.API_QUESTION_MAX_CHARS, error_messages=NOT_BLANK_ERROR
+        )
+        environment = serializers.SlugField(
+            required=False,
+            help_text="Environment slug; default: the conversation's, else the configured default.",
+        )
+        context = ContextInputSerializer(required=False)
+        language = serializers.ChoiceField(
+            choices=LANGUAGES,
+            required=False,
+            help_text="The answer's language. Default: the question's language (Chinese when "
+            "it has CJK script, English when it is plain English words), else Accept-Language, "
+            "else zh-CN.",
+        )
+        conversation = serializers.IntegerField(
+            required=False, allow_null=True, help_text="A conversation id of yours."
+        )
+        callback_url = HttpUrlField(
+            required=False,
+            allow_blank=True,
+            max_length=500,
+            help_text="http(s) URL that receives the signed result when the diagnosis ends "
+            "(API key authentication only).",
+        )
+
+        class Meta:
+            ref_name = "DiagnosisCreate"
+
+        def validate_environment(self, slug: str) -> Environment:
+            environment = Environment.objects.filter(slug=slug, is_active=True).first()
+            if environment is None:
+                raise serializers.ValidationError(_("没有使用这个标识的已启用环境。"))
+            return environment
+
+        def validate_conversation(self, conversation_id: int | None) -> Conversation | None:
+            if conversation_id is None:
+                return None
+            user = self.context["request"].user
+            conversation = Conversation.objects.filter(pk=conversation_id, owner=user).first()
+            if conversation is None:
+                raise serializers.ValidationError(_("没有这个对话。"))
+            return conversation
+
+        def validate(self, attrs: dict) -> dict:
+            conversation = attrs.get("conversation")
+            environment = attrs.get("environment")
+            if conversation and environment and conversation.environment_id != environment.pk:
+                raise serializers.ValidationError({"environment": [_("这个对话属于另一个环境。")]})
+            if environment is None:
+                try:
+                    attrs["environment"] = (
+                        conversation.environment if conversation else environment_default()
+                    )
+                except Environment.DoesNotExist:
+                    raise serializers.ValidationError(
+                        {"environment": [_("尚未配置默认环境，请指定一个。")]}
+                    ) from None
+            return attrs
+
+    OutputSerializer = DiagnosisDetailSerializer
+
+    @extend_schema(
+        operation_id="diagnosis_create",
+        tags=[TAG_DIAGNOSES],
+        summary="Submit a diagnosis",
+        description="Queues a diagnosis and answers 202 with it and a Location header. "
+        "With an `Idempotency-Key` header, a retry with the same key and the same body returns "
+        "the first diagnosis (202, `Idempotent-Replayed: true`); the same key with a different "
+        "body is a 409 `idempotency_conflict`.",
+        parameters=[
+            OpenApiParameter(
+                "Idempotency-Key",
+                OpenApiTypes.STR,
+                OpenApiParameter.HEADER,
+                required=False,
+                description=f"Up to {IDEMPOTENCY_KEY_MAX} characters, unique per owner.",
+            ),
+            OpenApiParameter(
+                "Location",
+                OpenApiTypes.STR,
+                OpenApiParameter.HEADER,
+                response=[202],
+                description="The diagnosis's URL.",
+            ),
+            OpenApiParameter(
+                "Idempotent-Replayed",
+                OpenApiTypes.STR,
+                OpenApiParameter.HEADER,
+                response=[202],
+                description='"true" when an earlier request with this Idempotency-Key answered.',
+            ),
+        ],
+        request=InputSerializer,
+        responses={
+            202: OpenApiResponse(DiagnosisDetailSerializer, description="Queued (or replayed)."),
+            **error_responses(400, 401, 403, 409, 413, 429),
+        },
+    )
+    def post(self, request: Request) -> Response:
+        idempotency_key = request.headers.get("Idempotency-Key", "").strip()
+        if len(idempotency_key) > IDEMPOTENCY_KEY_MAX:
+            raise exceptions.ValidationError(
+                {"Idempotency-Key": [_("最多 %(max)s 个字符。") % {"max": IDEMPOTENCY_KEY_MAX}]}
+            )
+        serializer = self.InputSerializer(data=request.data, context={"request": request})
+        serializer.is_valid(raise_exception=True)
+        data = serializer.validated_data
+        context = data.get("context") or {}
+        window = context.get("window")
+        submitted = diagnosis_api_submit(
+            owner=request.user,
+            api_key=request.auth if isinstance(request.auth, ApiKey) else None,
+            question=data["question"],
+            environment=data["environment"],
+            language=data.get("language")
+            or answer_language_pick(
+                question=data["question"], ui_language=request.headers.get("Accept-Language")
+            ),
+            services=list(context.get("services") or []),
+            window={k: v.isoformat().replace("+00:00", "Z") for k, v in window.items()}
+            if window
+            else None,
+            conversation=data.get("conversation"),
+            callback_url=data.get("callback_url", ""),
+            idempotency_key=idempotency_key,
+        )
+        session = diagnosis_or_404(request, submitted.session.public_id)
+        headers = {"Location": diagnosis_url(session)}
+        if submitted.replayed:
+            headers["Idempotent-Replayed"] = "true"
+        return Response(
+            self.OutputSerializer(diagnosis_detail_data(session)).data,
+            status=status.HTTP_202_ACCEPTED,
+            headers=headers,
+        )
+
+
+class DiagnosisListApi(ApiView):
+    class FilterSerializer(PageFilterSerializer):
+        status = serializers.ChoiceField(choices=DiagnosisSession.Status.choices, required=False)
+        decision = serializers.ChoiceField(
+            choices=DiagnosisSession.Decision.choices, required=False
+        )
+        source = serializers.ChoiceField(choices=DiagnosisSession.Source.choices, required=False)
+        environment = serializers.SlugField(required=False, help_text="Environment slug.")
+        created_after = serializers.DateTimeField(required=False, help_text="Inclusive.")
+        created_before = serializers.DateTimeField(required=False, help_text="Exclusive.")
+
+        class Meta:
+            ref_name = "DiagnosisListFilter"
+
+    OutputSerializer = DiagnosisSummarySerializer
+
+    @extend_schema(
+        operation_id="diagnosis_list",
+        tags=[TAG_DIAGNOSES],
+        summary="List your diagnoses",
+        description="Newest first, cursor-paginated. Filters combine with AND.",
+        parameters=[FilterSerializer],
+        responses={200: DiagnosisPageSerializer, **error_responses(400, 401, 429)},
+    )
+    def get(self, request: Request) -> Response:
+        filters = self.FilterSerializer(data=request.query_params)
+        filters.is_valid(raise_exception=True)
+        sessions: QuerySet[DiagnosisSession] = diagnosis_list_for_user(
+            user=request.user, filters=filters.validated_data
+        )
+        paginator = DiagnosisCursorPagination()
+        page = paginator.paginate_queryset(sessions, request, view=self) or []
+        results = self.OutputSerializer([diagnosis_summary_data(s) for s in page], many=True).data
+        return paginator.get_paginated_response(results)
+
+
+class DiagnosisDetailApi(ApiView):
+    OutputSerializer = DiagnosisDetailSerializer
+
+    @extend_schema(
+        operation_id="diagnosis_retrieve",
+        tags=[TAG_DIAGNOSES],
+        summary="Get a diagnosis with its claims and evidence",
+        parameters=[ID_PARAMETER],
+        responses={200: DiagnosisDetailSerializer, **error_responses(401, 404, 429)},
+    )
+    def get(self, request: Request, public_id) -> Response:
+        session = diagnosis_or_404(request, public_id)
+        return Response(self.OutputSerializer(diagnosis_detail_data(session)).data)
+
+
+class DiagnosisCancelApi(ApiView):
+    OutputSerializer = DiagnosisDetailSerializer
+
+    @extend_schema(
+        operation_id="diagnosis_cancel",
+        tags=[TAG_DIAGNOSES],
+        summary="Cancel a queued or running diagnosis",
+        description="A queued diagnosis ends as cancelled at once; a running one stops at its "
+        "next step (`cancel_requested` is true until then). Cancelling a cancelled diagnosis "
+        "is a no-op; a completed or failed one is a 409 `not_cancellable`.",
+        request=None,
+        parameters=[ID_PARAMETER],
+        responses={
+            200: DiagnosisDetailSerializer,
+            **error_responses(401, 403, 404, 409, 413, 429),
+        },
+    )
+    def post(self, request: Request, public_id) -> Response:
+        session = diagnosis_or_404(request, public_id)
+        if session.status in (DiagnosisSession.Status.COMPLETED, DiagnosisSession.Status.FAILED):
+            raise Conflict(
+                _("诊断已经结束（%(status)s）。") % {"status": session.status},
+                code="not_cancellable",
+            )
+        diagnosis_cancel(session=session)
+        session = diagnosis_or_404(request, public_id)
+        return Response(self.OutputSerializer(diagnosis_detail_data(session)).data)
+
+
+class DiagnosisCallbackAttemptListApi(ApiView):
+    OutputSerializer = CallbackAttemptListSerializer
+
+    @extend_schema(
+        operation_id="diagnosis_callback_attempts",
+        tags=[TAG_DIAGNOSES],
+        summary="Every attempt to deliver the diagnosis's callback",
+        parameters=[ID_PARAMETER],
+        responses={200: CallbackAttemptListSerializer, **error_responses(401, 404, 429)},
+    )
+    def get(self, request: Request, public_id) -> Response:
+        session = diagnosis_or_404(request, public_id)
+        attempts = callback_attempts_for_session(session=session).values(
+            "attempt", "url", "status_code", "error", "duration_ms", "at"
+        )
+        return Response(self.OutputSerializer({"results": list(attempts)}).data)
