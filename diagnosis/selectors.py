@@ -2,15 +2,39 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import bisect
+import copy
+import itertools
+import re
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from functools import cached_property
+from typing import Any, TypeVar
 
 from django.db import connection
 from django.utils.translation import gettext
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
-from diagnosis.contracts import SelfEvaluation
-from diagnosis.models import DiagnosisSession
+from config.celery import app as celery_app
+from diagnosis.contracts import (
+    ClaimCheck,
+    ClaimFact,
+    ComposerInput,
+    Disagreement,
+    Finding,
+    GatekeeperClaimResult,
+    Hypothesis,
+    RecommendedAction,
+    SelfEvaluation,
+    Verdict,
+    VerifierEvaluation,
+)
+from diagnosis.flow.gatekeeper import excerpt_locate
+from diagnosis.models import DiagnosisSession, ToolInvocation
 from diagnosis.services import FAILURE_CODES
+
+EXCERPT_CONTEXT_LINES = 2  # lines shown before and after an excerpt in its output
+_Item = TypeVar("_Item", bound=BaseModel)
 
 
 @dataclass(frozen=True)
@@ -30,10 +54,8 @@ def database_health() -> ComponentHealth:
 
 
 def broker_health(*, timeout: float = 2.0) -> ComponentHealth:
-    from config.celery import app
-
     try:
-        with app.connection_for_write() as conn:
+        with celery_app.connection_for_write() as conn:
             conn.ensure_connection(max_retries=1, timeout=timeout)
             transport = conn.transport_cls
     except Exception as exc:
@@ -61,7 +83,265 @@ def session_failure_message(*, session: DiagnosisSession) -> str:
     )
 
 
-# --- Claims as a reader sees them (chat evidence view, API, admin, CLI) -------
+# --- SessionClaims: the one read model of "claims with evidence" -------------------
+#
+# Chat, audit, export, evaluation and the REST API render from ``session_claims``.
+
+
+@dataclass(frozen=True)
+class ExcerptSegment:
+    text: str
+    marked: bool = False
+
+
+@dataclass(frozen=True)
+class ExcerptLine:
+    """One line of a tool output around an excerpt; ``number`` counts from 1."""
+
+    number: int
+    segments: tuple[ExcerptSegment, ...]
+
+    @property
+    def text(self) -> str:
+        return "".join(segment.text for segment in self.segments)
+
+    @property
+    def marked(self) -> bool:
+        return any(segment.marked for segment in self.segments)
+
+
+def _line_segments(
+    output: str, begin: int, end: int, spans: Sequence[tuple[int, int]]
+) -> tuple[ExcerptSegment, ...]:
+    cuts = sorted({begin, end} | {min(max(p, begin), end) for span in spans for p in span})
+    segments = tuple(
+        ExcerptSegment(text=output[a:b], marked=any(s <= a and b <= e for s, e in spans))
+        for a, b in itertools.pairwise(cuts)
+    )
+    return segments or (ExcerptSegment(text=""),)
+
+
+def excerpt_lines(
+    *,
+    output: str,
+    spans: Sequence[tuple[int, int]],
+    context_lines: int = EXCERPT_CONTEXT_LINES,
+    max_chars: int | None = None,
+) -> tuple[ExcerptLine, ...]:
+    """The one excerpt highlighter: the lines from the first to the last matched span,
+    ``context_lines`` around them, the spans split out to be marked.
+
+    ``max_chars`` bounds what is shown of very long lines (around the match); ``()``
+    when nothing matched.
+    """
+    if not spans:
+        return ()
+    spans = sorted(spans)
+    first, last = spans[0][0], spans[-1][1]
+    starts = [0] + [m.end() for m in re.finditer("\n", output)]
+    line_first = bisect.bisect_right(starts, first) - 1
+    line_last = bisect.bisect_right(starts, max(first, last - 1)) - 1
+    shown_first = max(0, line_first - context_lines)
+    shown_last = min(len(starts) - 1, line_last + context_lines)
+
+    def line_end(i: int) -> int:
+        return starts[i + 1] - 1 if i + 1 < len(starts) else len(output)
+
+    begin, end = starts[shown_first], line_end(shown_last)
+    if max_chars is not None and end - begin > max_chars:
+        begin = max(begin, first - max_chars // 2)
+        end = min(end, max(last, begin) + max_chars // 2)
+    lines = []
+    for i in range(shown_first, shown_last + 1):
+        a, b = max(starts[i], begin), min(line_end(i), end)
+        if a <= b:
+            lines.append(ExcerptLine(number=i + 1, segments=_line_segments(output, a, b, spans)))
+    return tuple(lines)
+
+
+@dataclass(frozen=True)
+class ClaimBinding:
+    """One evidence binding of a claim, resolved to the invocation its source_id names."""
+
+    index: int  # as the model wrote it (what findings and facts cite)
+    source_type: str
+    source_id: str  # the trace_ref of a tool_trace binding
+    tool_name: str  # as the model wrote it ("" when it gave none)
+    excerpt: str
+    valid: bool  # the claim was accepted and no finding names this binding
+    invocation: ToolInvocation | None  # None: no invocation of the session has that trace_ref
+
+    @property
+    def invocation_id(self) -> int | None:
+        return self.invocation.pk if self.invocation is not None else None
+
+    @cached_property
+    def spans(self) -> tuple[tuple[int, int], ...]:
+        """Where the excerpt sits in the invocation's output (``()``: not there)."""
+        if self.invocation is None:
+            return ()
+        return tuple(excerpt_locate(self.excerpt, self.invocation.output))
+
+    def lines(self, *, max_chars: int | None = None) -> tuple[ExcerptLine, ...]:
+        """The excerpt in its lines of the invocation's output (``()``: not found)."""
+        if self.invocation is None:
+            return ()
+        return excerpt_lines(output=self.invocation.output, spans=self.spans, max_chars=max_chars)
+
+
+@dataclass(frozen=True)
+class SessionClaim:
+    """A claim the Executor proposed, with what each stage made of it."""
+
+    claim_id: str
+    text: str
+    claim_type: str
+    entity: str
+    support_level: str
+    verdict: str  # Gatekeeper: accepted / demoted / "" when it gave none
+    findings: tuple[Finding, ...]
+    facts: tuple[ClaimFact, ...]  # gatekeeper_v2: the text's facts and what binds each
+    classification: str  # Verifier; "" when it gave none
+    reason: str
+    placement: str  # allowed_claim / hypothesis / missing_info / evidence_gap / dropped / ""
+    bindings: tuple[ClaimBinding, ...]
+
+    @property
+    def allowed(self) -> bool:
+        return self.placement == "allowed_claim"
+
+    @property
+    def accepted(self) -> bool:
+        return self.verdict == Verdict.ACCEPTED
+
+
+@dataclass(frozen=True)
+class SessionClaims:
+    """Everything the Executor proposed in its last attempt and what became of it."""
+
+    claims: tuple[SessionClaim, ...]
+    hypotheses: tuple[Hypothesis, ...]
+    actions: tuple[RecommendedAction, ...]
+    missing_info: tuple[str, ...]
+    disagreements: tuple[Disagreement, ...]
+    invocations: tuple[ToolInvocation, ...]  # every tool call of the session, in order
+
+    @property
+    def allowed(self) -> tuple[SessionClaim, ...]:
+        return tuple(c for c in self.claims if c.allowed)
+
+    @property
+    def not_allowed(self) -> tuple[SessionClaim, ...]:
+        return tuple(c for c in self.claims if not c.allowed)
+
+
+def _dicts(value: object) -> list[dict[str, Any]]:
+    return [v for v in value if isinstance(v, dict)] if isinstance(value, list) else []
+
+
+def _items(model: type[_Item], value: object) -> tuple[_Item, ...]:
+    """The items of a stored list that read as ``model``; a malformed one is left out."""
+    items = []
+    for raw in _dicts(value):
+        try:
+            items.append(model.model_validate(raw))
+        except ValidationError:
+            continue
+    return tuple(items)
+
+
+def _claim_bindings(
+    raw: object, *, gate: GatekeeperClaimResult | None, by_trace: dict[str, ToolInvocation]
+) -> tuple[ClaimBinding, ...]:
+    accepted = gate is not None and gate.verdict == Verdict.ACCEPTED
+    bad = {f.binding for f in gate.findings} if gate is not None else set()
+    bindings = []
+    for index, binding in enumerate(raw if isinstance(raw, list) else []):
+        if not isinstance(binding, dict):
+            continue
+        source_id = str(binding.get("source_id", ""))
+        bindings.append(
+            ClaimBinding(
+                index=index,
+                source_type=str(binding.get("source_type", "")),
+                source_id=source_id,
+                tool_name=str(binding.get("tool_name") or ""),
+                excerpt=str(binding.get("evidence_excerpt") or ""),
+                valid=accepted and index not in bad,
+                invocation=by_trace.get(source_id),
+            )
+        )
+    return tuple(bindings)
+
+
+@dataclass(frozen=True)
+class _Verdicts:
+    """What the Gatekeeper and the Verifier said, by claim id (the last word wins)."""
+
+    gates: dict[str, GatekeeperClaimResult]
+    checks: dict[str, ClaimCheck]
+    placements: dict[str, str]
+    by_trace: dict[str, ToolInvocation]
+
+
+def _session_claim(claim: dict[str, Any], *, verdicts: _Verdicts) -> SessionClaim:
+    claim_id = str(claim.get("claim_id", ""))
+    gate = verdicts.gates.get(claim_id)
+    check = verdicts.checks.get(claim_id)
+    return SessionClaim(
+        claim_id=claim_id,
+        text=str(claim.get("claim_text", "")),
+        claim_type=str(claim.get("claim_type", "")),
+        entity=str(claim.get("entity") or ""),
+        support_level=str(claim.get("support_level", "")),
+        verdict=str(gate.verdict) if gate is not None else "",
+        findings=tuple(gate.findings) if gate is not None else (),
+        facts=tuple(gate.facts) if gate is not None else (),
+        classification=str(check.classification) if check is not None else "",
+        reason=check.reason if check is not None else "",
+        placement=str(verdicts.placements.get(claim_id, "")),
+        bindings=_claim_bindings(
+            claim.get("evidence_bindings"), gate=gate, by_trace=verdicts.by_trace
+        ),
+    )
+
+
+def session_claims(*, session: DiagnosisSession) -> SessionClaims:
+    """The session's claims read model, in one query (the session's tool invocations).
+
+    Claims, hypotheses, actions and missing info come from the Executor's structured
+    output of the last attempt; verdicts, findings and facts from the Gatekeeper report;
+    classifications, placements and disagreements from the Verifier evaluation (both
+    read with ``session_self_evaluation``). Each binding carries the invocation its
+    ``source_id`` (trace_ref) names; where the excerpt sits in that output is computed
+    only when a page asks (``ClaimBinding.spans`` / ``lines``).
+    """
+    evaluation = session_self_evaluation(session)
+    report = evaluation.gatekeeper
+    verifier = evaluation.verifier_evaluation or VerifierEvaluation()
+    structured = session.executor_structured_output
+    structured = structured if isinstance(structured, dict) else {}
+    invocations = tuple(session.invocations.order_by("sequence"))
+    verdicts = _Verdicts(
+        gates={g.claim_id: g for g in report.claims} if report is not None else {},
+        checks={c.claim_id: c for c in verifier.claim_checks},
+        placements=verifier.placements,
+        by_trace={inv.trace_ref: inv for inv in invocations},
+    )
+    missing = structured.get("missing_info")
+    return SessionClaims(
+        claims=tuple(
+            _session_claim(claim, verdicts=verdicts) for claim in _dicts(structured.get("claims"))
+        ),
+        hypotheses=_items(Hypothesis, structured.get("hypotheses")),
+        actions=_items(RecommendedAction, structured.get("recommended_actions")),
+        missing_info=tuple(str(m) for m in missing) if isinstance(missing, list) else (),
+        disagreements=tuple(verifier.disagreements),
+        invocations=invocations,
+    )
+
+
+# --- Claims as the API and the CLI serialise them (dicts of the stored shapes) ----------
 
 
 @dataclass(frozen=True)
@@ -83,115 +363,103 @@ class ClaimView:
     entity: str
     support_level: str
     verdict: str  # gatekeeper: accepted / demoted / "" when unknown
-    findings: list[dict]
+    findings: list[dict[str, Any]]
     classification: str  # verifier; "" when the Verifier gave none
     reason: str
     placement: str  # allowed_claim / hypothesis / missing_info / evidence_gap / dropped
     bindings: list[BindingView]
     # gatekeeper_v2: each fact of the text, its span and the binding that binds it ([] for v1)
-    facts: list[dict] = field(default_factory=list)
+    facts: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def allowed(self) -> bool:
         return self.placement == "allowed_claim"
 
-    def as_dict(self) -> dict:
-        from dataclasses import asdict
-
+    def as_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
-def session_claims_view(*, session) -> list[ClaimView]:
-    """Every claim of the last attempt with what the Gatekeeper and Verifier said of it."""
-    evaluation = session.self_evaluation or {}
-    structured = session.executor_structured_output or {}
-    gatekeeper = {
-        c.get("claim_id"): c
-        for c in (evaluation.get("gatekeeper") or {}).get("claims", [])
-        if isinstance(c, dict)
-    }
-    verifier = evaluation.get("verifier_evaluation") or {}
-    checks = {c.get("claim_id"): c for c in verifier.get("claim_checks", []) if isinstance(c, dict)}
-    placements = verifier.get("placements") or {}
-    invocation_ids = dict(session.invocations.values_list("trace_ref", "id"))
-    views = []
-    claims = structured.get("claims") if isinstance(structured, dict) else None
-    for claim in claims if isinstance(claims, list) else []:
-        if not isinstance(claim, dict):
-            continue
-        claim_id = str(claim.get("claim_id", ""))
-        gate = gatekeeper.get(claim_id, {})
-        bad_bindings = {f.get("binding") for f in gate.get("findings", []) if isinstance(f, dict)}
-        bindings = []
-        raw_bindings = claim.get("evidence_bindings")
-        for index, binding in enumerate(raw_bindings if isinstance(raw_bindings, list) else []):
-            if not isinstance(binding, dict):
-                continue
-            source_id = str(binding.get("source_id", ""))
-            bindings.append(
-                BindingView(
-                    source_type=str(binding.get("source_type", "")),
-                    source_id=source_id,
-                    tool_name=str(binding.get("tool_name") or ""),
-                    excerpt=str(binding.get("evidence_excerpt") or ""),
-                    invocation_id=invocation_ids.get(source_id),
-                    valid=gate.get("verdict") == "accepted" and index not in bad_bindings,
-                    index=index,
-                )
+def _claim_view(claim: SessionClaim) -> ClaimView:
+    return ClaimView(
+        claim_id=claim.claim_id,
+        text=claim.text,
+        claim_type=claim.claim_type,
+        entity=claim.entity,
+        support_level=claim.support_level,
+        verdict=claim.verdict,
+        findings=[f.model_dump(mode="json", exclude_unset=True) for f in claim.findings],
+        classification=claim.classification,
+        reason=claim.reason,
+        placement=claim.placement,
+        bindings=[
+            BindingView(
+                source_type=b.source_type,
+                source_id=b.source_id,
+                tool_name=b.tool_name,
+                excerpt=b.excerpt,
+                invocation_id=b.invocation_id,
+                valid=b.valid,
+                index=b.index,
             )
-        check = checks.get(claim_id, {})
-        views.append(
-            ClaimView(
-                claim_id=claim_id,
-                text=str(claim.get("claim_text", "")),
-                claim_type=str(claim.get("claim_type", "")),
-                entity=str(claim.get("entity") or ""),
-                support_level=str(claim.get("support_level", "")),
-                verdict=str(gate.get("verdict", "")),
-                findings=[f for f in gate.get("findings", []) if isinstance(f, dict)],
-                classification=str(check.get("classification", "")),
-                reason=str(check.get("reason", "")),
-                placement=str(placements.get(claim_id, "")),
-                bindings=bindings,
-                facts=[f for f in gate.get("facts") or [] if isinstance(f, dict)],
-            )
-        )
-    return views
+            for b in claim.bindings
+        ],
+        facts=[f.model_dump(mode="json", exclude_unset=True) for f in claim.facts],
+    )
 
 
-def session_composer_input(*, session):
-    """The filtered material the Composer was given (ComposerInput), or None."""
-    from pydantic import ValidationError
+def session_claims_view(*, session: DiagnosisSession) -> list[ClaimView]:
+    """``session_claims`` as plain values (the REST API's and ``diagnose``'s JSON)."""
+    return [_claim_view(claim) for claim in session_claims(session=session).claims]
 
-    from diagnosis.contracts import ComposerInput
 
-    raw = (session.self_evaluation or {}).get("composer_input")
-    if not isinstance(raw, dict):
-        return None
-    try:
-        return ComposerInput.model_validate(raw)
-    except ValidationError:
-        return None
+def session_composer_input(*, session: DiagnosisSession) -> ComposerInput | None:
+    """The filtered material the Composer was given, or None."""
+    return session_self_evaluation(session).composer_input
+
+
+_REPAIRS_MAX = 200  # each repair drops one stored part; a row is never that broken
+
+
+def _drop(stored: dict[str, Any], loc: tuple[int | str, ...]) -> bool:
+    """Remove the part at ``loc`` (as far as it exists); False when nothing is left to drop."""
+    parent: Any = None
+    node: Any = stored
+    key: int | str | None = None
+    for step in loc:
+        if isinstance(node, dict) and step in node:
+            parent, node, key = node, node[step], step
+        elif isinstance(node, list) and isinstance(step, int) and 0 <= step < len(node):
+            parent, node, key = node, node[step], step
+        else:
+            break  # a step naming a union member or a validator, not stored data
+    if parent is None or key is None:
+        return False
+    del parent[key]
+    return True
+
+
+def _error_part(error: Any) -> tuple[int | str, ...]:
+    """What to drop for one validation error: the bad value, or the object missing a field."""
+    loc = tuple(error["loc"])
+    return loc[:-1] if error["type"] == "missing" else loc
 
 
 def session_self_evaluation(session: DiagnosisSession) -> SelfEvaluation:
     """The session's audit record, typed; a malformed stored part reads as absent.
 
-    The one reader of ``DiagnosisSession.self_evaluation`` (its writer is
+    A part that does not read (an old or hand-edited row) hides only itself: a bad value
+    is dropped, and then the smallest record or list item that needs it, so one broken
+    fact leaves the rest of the Gatekeeper report readable. The one reader of
+    ``DiagnosisSession.self_evaluation`` (its writer is
     ``diagnosis.services.session_self_evaluation_save``).
     """
     stored = session.self_evaluation if isinstance(session.self_evaluation, dict) else {}
-    try:
-        return SelfEvaluation.model_validate(stored)
-    except ValidationError:
-        pass
-    kept: dict[str, object] = {}
-    for name in SelfEvaluation.model_fields:
-        if name not in stored:
-            continue
+    stored = copy.deepcopy(stored)
+    for _ in range(_REPAIRS_MAX):
         try:
-            SelfEvaluation.model_validate({name: stored[name]})
-        except ValidationError:
-            continue  # one unreadable part (an old or hand-edited row) hides only itself
-        kept[name] = stored[name]
-    return SelfEvaluation.model_validate(kept)
+            return SelfEvaluation.model_validate(stored)
+        except ValidationError as exc:
+            part = _error_part(exc.errors()[0])
+        if not _drop(stored, part):
+            break
+    return SelfEvaluation()
