@@ -22,6 +22,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from diagnosis.evidence.common import Deadline, QueryWindow  # noqa: E402
+from diagnosis.evidence.tools.query_logs.files import logs_from_files  # noqa: E402
+from diagnosis.evidence.tools.query_logs.filter import LogFilter  # noqa: E402
+
 START = datetime(2026, 3, 2, 8, 0, tzinfo=UTC)
 END = datetime(2026, 3, 2, 10, 40, tzinfo=UTC)
 INCIDENT = datetime(2026, 3, 2, 10, 17, tzinfo=UTC)
@@ -83,9 +87,6 @@ def file_generate(path: Path, size_mb: int) -> Path:
 
 
 def backend_run(path: Path, query: str | None, window_minutes: int) -> dict:
-    from diagnosis.evidence.common import Deadline, QueryWindow
-    from diagnosis.evidence.logs import LogFilter, logs_from_files
-
     window = QueryWindow.around(start=END - timedelta(minutes=window_minutes), end=END)
     started = time.perf_counter()
     cpu_started = time.process_time()

@@ -25,13 +25,18 @@ sys.path.insert(0, str(ROOT))
 os.environ.setdefault("SECRET_KEY", "bench-secret")
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 
+import django  # noqa: E402
+
+from diagnosis.evidence.common import Deadline, QueryWindow  # noqa: E402
+from diagnosis.evidence.tools.query_metrics import prometheus  # noqa: E402
+from diagnosis.evidence.tools.query_metrics.query import metrics_query  # noqa: E402
+from diagnosis.tokens import estimate_tokens  # noqa: E402
+from tests.evidence.packbuilder import fleet_pack_write, fleet_service_name  # noqa: E402
+
 FAULTY = 7
 
 
 def _sweep(files=None, prometheus_url=None):
-    from diagnosis.evidence.common import Deadline, QueryWindow
-    from diagnosis.evidence.metrics import metrics_query
-
     window = QueryWindow.around(
         start=datetime(2026, 3, 2, 10, 0, tzinfo=UTC), end=datetime(2026, 3, 2, 10, 40, tzinfo=UTC)
     )
@@ -50,13 +55,7 @@ def _sweep(files=None, prometheus_url=None):
 
 
 def main() -> None:
-    import django
-
     django.setup()
-    from diagnosis.evidence import metrics as metrics_module
-    from diagnosis.tokens import estimate_tokens
-    from tests.evidence.packbuilder import fleet_pack_write, fleet_service_name
-
     parser = argparse.ArgumentParser()
     parser.add_argument("--services", default="10,50,200,1000")
     parser.add_argument("--prometheus", action="store_true")
@@ -92,17 +91,17 @@ def main() -> None:
             server = PrometheusServer(pack, root / "prometheus")
             try:
                 calls: list[str] = []
-                real_get = metrics_module.httpx.get
+                real_get = prometheus.httpx.get
 
                 def counting_get(url, *a, _calls=calls, _get=real_get, **k):
                     _calls.append(url)
                     return _get(url, *a, **k)
 
-                metrics_module.httpx.get = counting_get  # type: ignore[assignment]
+                prometheus.httpx.get = counting_get  # type: ignore[assignment]
                 try:
                     live, live_seconds = _sweep(prometheus_url=server.url)
                 finally:
-                    metrics_module.httpx.get = real_get  # type: ignore[assignment]
+                    prometheus.httpx.get = real_get  # type: ignore[assignment]
                 assert live.summary["fleet"] == fleet, "Prometheus and files disagree"
                 prom_queries, prom_seconds = str(len(calls)), f"{live_seconds:.2f}"
             finally:

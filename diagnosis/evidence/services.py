@@ -9,9 +9,13 @@ from pathlib import Path
 from django.conf import settings
 from django.db import transaction
 
-from diagnosis.evidence.knowledge import chunk_drafts, document_slug, markdown_split
 from diagnosis.evidence.pack_check import pack_load
 from diagnosis.evidence.packs import PackError, Problem, ScenarioPack, pack_discover
+from diagnosis.evidence.tools.lookup_knowledge.chunking import (
+    chunk_drafts,
+    document_slug,
+    markdown_split,
+)
 from diagnosis.models import Environment, KnowledgeChunk, KnowledgeDocument
 
 logger = logging.getLogger(__name__)

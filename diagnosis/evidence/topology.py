@@ -19,8 +19,9 @@ from datetime import datetime
 from django.conf import settings
 
 from diagnosis.evidence.common import Deadline, ToolFailure, ToolTimeout
-from diagnosis.evidence.metrics import Grid, metrics_from_prometheus
 from diagnosis.evidence.packs import PackError, pack_call_edges
+from diagnosis.evidence.tools.query_metrics.prometheus import metrics_from_prometheus
+from diagnosis.evidence.tools.query_metrics.series import Grid
 from diagnosis.llm.offline.vocab import call_label_pairs
 from diagnosis.models import Environment
 

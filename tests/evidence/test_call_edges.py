@@ -6,7 +6,7 @@ import pytest
 
 from diagnosis.evidence import topology
 from diagnosis.evidence.common import ToolFailure
-from diagnosis.evidence.metrics import RawSeries
+from diagnosis.evidence.tools.query_metrics.series import RawSeries
 from diagnosis.models import Environment
 
 pytestmark = pytest.mark.django_db

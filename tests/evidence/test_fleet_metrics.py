@@ -9,10 +9,12 @@ from pathlib import Path
 import httpx
 import pytest
 
-from diagnosis.evidence import metrics as metrics_module
 from diagnosis.evidence.common import Deadline
-from diagnosis.evidence.metrics import Grid, metrics_from_files, selector_parse
 from diagnosis.evidence.registry import tool_invoke
+from diagnosis.evidence.tools.query_metrics import prometheus, render
+from diagnosis.evidence.tools.query_metrics.files import metrics_from_files
+from diagnosis.evidence.tools.query_metrics.selector import selector_parse
+from diagnosis.evidence.tools.query_metrics.series import Grid
 from diagnosis.flow.trace_summary import trace_summary_build
 from diagnosis.models import DiagnosisSession, Environment, ToolInvocation
 from tests.evidence.packbuilder import fleet_pack_write, fleet_service_name
@@ -60,14 +62,14 @@ def test_without_a_service_it_ranks_every_service_with_totals(files_session):
         assert entry["line"] in row.output
     # bounded: the top series with the rest counted, never all 300
     shown = row.summary["series"]
-    assert len(shown) <= metrics_module.MAX_SERIES_SHOWN
+    assert len(shown) <= render.MAX_SERIES_SHOWN
     assert row.summary["omitted"] == 300 - len(shown)
     assert f"{300 - len(shown)} more series omitted" in row.output
     assert {s["service"] for s in shown[:6]} == set(ranked)
 
 
 def test_one_service_cannot_fill_the_fleet_view(files_session, monkeypatch):
-    monkeypatch.setattr(metrics_module, "MAX_SERIES_PER_SERVICE", 1)
+    monkeypatch.setattr(render, "MAX_SERIES_PER_SERVICE", 1)
     row = _call(files_session)
     services = [s["service"] for s in row.summary["series"]]
     assert len(services) == len(set(services))
@@ -144,7 +146,7 @@ def test_on_prometheus_the_fleet_is_one_query_whatever_its_size(
 ):
     pack = fleet_pack_write(tmp_path / "fleet", services=services, faulty=(3,))
     fake = FakePrometheus(pack)
-    monkeypatch.setattr(metrics_module.httpx, "get", fake.get)
+    monkeypatch.setattr(prometheus.httpx, "get", fake.get)
     session = _session(owner, slug="fleet-prom", kind="live", prometheus_url="http://prom")
     row = _call(session)
     assert fake.queries == ['{service!=""}']
@@ -156,7 +158,7 @@ def test_files_and_prometheus_name_the_same_suspects_for_the_same_pack(
     files_session, fleet_pack, owner, monkeypatch
 ):
     fake = FakePrometheus(fleet_pack)
-    monkeypatch.setattr(metrics_module.httpx, "get", fake.get)
+    monkeypatch.setattr(prometheus.httpx, "get", fake.get)
     live = _session(owner, slug="fleet-live", kind="live", prometheus_url="http://prom")
     from_files, from_prometheus = _call(files_session), _call(live)
     assert from_files.summary["fleet"] == from_prometheus.summary["fleet"]

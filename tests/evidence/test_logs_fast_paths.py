@@ -13,10 +13,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from diagnosis.evidence import logs
 from diagnosis.evidence.common import Deadline
 from diagnosis.evidence.formats import jsonl_line_parse, level_normalise
-from diagnosis.evidence.logs import MessageMasker, message_mask
+from diagnosis.evidence.tools.query_logs import linescan
+from diagnosis.evidence.tools.query_logs.masking import MessageMasker, message_mask
 
 _TOKENS = [
     "v1",
@@ -116,7 +116,7 @@ def test_a_line_in_the_common_layout_reads_as_json_lines_parsing_reads_it(
     line = json.dumps(record, ensure_ascii=ensure_ascii)
     if extra:
         line = line[:-1] + ", " + json.dumps(extra, ensure_ascii=ensure_ascii)[1:]
-    match = logs._JSONL_COMMON.match(line + "\n")
+    match = linescan.JSONL_COMMON.match(line + "\n")
     if match is None:
         return
     ts_text, service_text, level_text, message_text = match.groups()
@@ -141,7 +141,7 @@ def test_the_common_layout_matches_what_json_dumps_writes():
             "ok": True,
         }
     )
-    assert logs._JSONL_COMMON.match(line + "\n") is not None
+    assert linescan.JSONL_COMMON.match(line + "\n") is not None
 
 
 @settings(max_examples=300, deadline=None)
@@ -163,7 +163,7 @@ def test_blocks_hold_the_lines_text_mode_reading_gives(tmp_path_factory, parts, 
     with path.open(encoding="utf-8", errors="replace") as handle:
         expected = [line.removesuffix("\n") for line in handle]
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(logs, "READ_BLOCK_BYTES", size)  # lines and characters across blocks
-        blocks = list(logs._text_blocks(path, Deadline.after(60)))
+        patch.setattr(linescan, "READ_BLOCK_BYTES", size)  # lines and characters across blocks
+        blocks = list(linescan._text_blocks(path, Deadline.after(60)))
     assert all(block.endswith("\n") for block in blocks)
     assert "".join(blocks).split("\n")[:-1] == expected

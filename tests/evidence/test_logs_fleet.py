@@ -18,13 +18,10 @@ from urllib.parse import parse_qs, urlparse
 import pytest
 
 from diagnosis.evidence.common import Deadline, QueryWindow, ToolFailure
-from diagnosis.evidence.logs import (
-    LogFilter,
-    logql_build,
-    logs_from_files,
-    logs_from_loki,
-    template_surging,
-)
+from diagnosis.evidence.tools.query_logs.files import logs_from_files
+from diagnosis.evidence.tools.query_logs.filter import LogFilter
+from diagnosis.evidence.tools.query_logs.loki import logql_build, logs_from_loki
+from diagnosis.evidence.tools.query_logs.render import template_surging
 
 WINDOW_START = datetime(2026, 3, 2, 10, 0, tzinfo=UTC)
 WINDOW_END = datetime(2026, 3, 2, 10, 40, tzinfo=UTC)

@@ -23,11 +23,13 @@ from typing import Any
 
 import pytest
 
-from diagnosis.evidence import logscan
 from diagnosis.evidence.common import Deadline, QueryWindow
-from diagnosis.evidence.logs import LogFilter, fleet_omitted_line, logs_from_files
 from diagnosis.evidence.pack_check import pack_load
 from diagnosis.evidence.packs import pack_discover
+from diagnosis.evidence.tools.query_logs import logscan
+from diagnosis.evidence.tools.query_logs.files import logs_from_files
+from diagnosis.evidence.tools.query_logs.filter import LogFilter
+from diagnosis.evidence.tools.query_logs.render import fleet_omitted_line
 
 SCENARIOS = Path(__file__).resolve().parents[2] / "scenarios"
 PINS = Path(__file__).with_suffix(".json")

@@ -15,9 +15,10 @@ from types import SimpleNamespace
 
 import pytest
 
-from diagnosis.evidence import logs, logscan
 from diagnosis.evidence.common import Deadline, QueryWindow, ToolTimeout
-from diagnosis.evidence.logs import LogFilter, logs_from_files
+from diagnosis.evidence.tools.query_logs import clustering, logscan
+from diagnosis.evidence.tools.query_logs.files import logs_from_files
+from diagnosis.evidence.tools.query_logs.filter import LogFilter
 
 WINDOW_START = datetime(2026, 3, 2, 10, 0, tzinfo=UTC)
 WINDOW = QueryWindow.around(start=WINDOW_START, end=WINDOW_START + timedelta(minutes=40))
@@ -172,7 +173,7 @@ def test_plain_log_files_are_counted_beside_json_lines(awkward_file, tmp_path, m
 def test_more_distinct_messages_than_the_mask_cache_are_read_line_by_line(
     awkward_file, monkeypatch
 ):
-    monkeypatch.setattr(logs, "MASK_CACHE_SIZE", 5)
+    monkeypatch.setattr(clustering, "MASK_CACHE_SIZE", 5)
     filter_all = LogFilter.build(service=None, query=None, level=None)
     counted = logscan.files_count(
         files=[awkward_file],

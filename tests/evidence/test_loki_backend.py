@@ -18,10 +18,11 @@ from urllib.parse import parse_qs, urlparse
 
 import pytest
 
-from diagnosis.evidence import logs
 from diagnosis.evidence.common import Deadline, QueryWindow
-from diagnosis.evidence.logs import LogFilter, logql_build, logql_count_build, loki_count
 from diagnosis.evidence.registry import tool_invoke
+from diagnosis.evidence.tools.query_logs import loki as loki_backend
+from diagnosis.evidence.tools.query_logs.filter import LogFilter
+from diagnosis.evidence.tools.query_logs.loki import logql_build, logql_count_build, loki_count
 from diagnosis.models import ToolInvocation
 from tests.support.observability_stubs import observability_stub_running
 
@@ -261,7 +262,7 @@ def test_a_count_query_reaches_loki_as_an_instant_metric_query(live_environment,
 
 
 def test_past_the_line_limit_the_totals_are_loki_exact_counts(live_session, loki, monkeypatch):
-    monkeypatch.setattr(logs, "LOKI_MAX_LINES", 50)
+    monkeypatch.setattr(loki_backend, "LOKI_MAX_LINES", 50)
     row = _logs(live_session, service="pay")
     assert row.status == "ok"
     counts = [r["params"] for r in loki.requests if r["path"] == "/loki/api/v1/query"]
@@ -280,7 +281,7 @@ def test_past_the_line_limit_the_totals_are_loki_exact_counts(live_session, loki
 
 
 def test_a_failing_count_query_falls_back_to_lower_bounds(live_session, loki, monkeypatch):
-    monkeypatch.setattr(logs, "LOKI_MAX_LINES", 50)
+    monkeypatch.setattr(loki_backend, "LOKI_MAX_LINES", 50)
     loki.count_status = 429
     row = _logs(live_session, service="pay")
     assert row.status == "ok"
@@ -297,7 +298,7 @@ def test_a_failing_count_query_falls_back_to_lower_bounds(live_session, loki, mo
 
 
 def test_with_a_level_the_loki_count_is_only_an_upper_bound(live_session, loki, monkeypatch):
-    monkeypatch.setattr(logs, "LOKI_MAX_LINES", 10)
+    monkeypatch.setattr(loki_backend, "LOKI_MAX_LINES", 10)
     row = _logs(live_session, service="pay", level="ERROR")
     assert row.summary["total_window"] == 10
     assert "counts there are lower bounds (Loki counts 21 lines matching the LogQL" in row.output
@@ -311,11 +312,11 @@ def test_below_the_line_limit_no_count_query_is_made(live_session, loki):
 
 
 def test_the_shared_observability_stub_answers_count_queries(monkeypatch):
-    monkeypatch.setattr(logs, "LOKI_MAX_LINES", 20)
+    monkeypatch.setattr(loki_backend, "LOKI_MAX_LINES", 20)
     end = datetime.fromtimestamp(BASE, UTC)
     window = QueryWindow.around(start=end - timedelta(minutes=40), end=end)
     with observability_stub_running() as stub:
-        result = logs.logs_from_loki(
+        result = loki_backend.logs_from_loki(
             base_url=stub.url,
             token_env="",
             tenant="",

@@ -6,9 +6,10 @@ import json
 import tracemalloc
 
 from diagnosis.evidence.common import Deadline, QueryWindow
-from diagnosis.evidence.logs import LogFilter, logs_from_files
 from diagnosis.evidence.registry import tool_invoke
 from diagnosis.evidence.timeutil import time_parse
+from diagnosis.evidence.tools.query_logs.files import logs_from_files
+from diagnosis.evidence.tools.query_logs.filter import LogFilter
 from diagnosis.models import ToolInvocation
 
 WINDOW = {"start": "2026-03-02T10:00:00Z", "end": "2026-03-02T10:40:00Z"}

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from diagnosis.evidence.metrics import selector_parse
 from diagnosis.evidence.registry import tool_invoke
+from diagnosis.evidence.tools.query_metrics import render
+from diagnosis.evidence.tools.query_metrics.selector import selector_parse
 from diagnosis.models import ToolInvocation
 
 WINDOW = {"start": "2026-03-02T10:00:00Z", "end": "2026-03-02T10:40:00Z"}
@@ -74,9 +75,7 @@ def test_a_promql_function_needs_a_live_prometheus(session):
 
 
 def test_the_series_count_is_bounded_with_a_line_saying_how_many_were_omitted(session, monkeypatch):
-    from diagnosis.evidence import metrics
-
-    monkeypatch.setattr(metrics, "MAX_SERIES_SHOWN", 1)
+    monkeypatch.setattr(render, "MAX_SERIES_SHOWN", 1)
     row = _metrics(session, metric='{service=~".+"}')
     assert len(row.summary["series"]) == 1
     assert row.summary["omitted"] == 2

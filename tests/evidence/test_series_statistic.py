@@ -8,14 +8,17 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from diagnosis.evidence.common import QueryWindow, num_format, quantity_format
-from diagnosis.evidence.metrics import (
-    ANOMALY_THRESHOLD,
+from diagnosis.evidence.tools.query_metrics.render import metrics_render
+from diagnosis.evidence.tools.query_metrics.series import (
     Grid,
     RawSeries,
     grid_evaluate,
+    unit_detect,
+)
+from diagnosis.evidence.tools.query_metrics.statistics import (
+    ANOMALY_THRESHOLD,
     repeat_length,
     series_analyse,
-    unit_detect,
 )
 
 START = datetime(2026, 3, 2, 10, 0, tzinfo=UTC)
@@ -217,12 +220,8 @@ def test_a_noise_free_baseline_scores_by_relative_change_at_most_100():
 
 
 def test_among_equally_strong_changes_the_earlier_onset_ranks_first():
-    from datetime import timedelta as td
-
-    from diagnosis.evidence.metrics import Grid, metrics_render
-
     late = _series([0.0] * 30, [0.0] * 20 + [5.0] * 10, name="a_late")
     early = _series([0.0] * 30, [0.0] * 5 + [5.0] * 25, name="z_early")
-    grid = Grid.for_window(WINDOW, td(minutes=1))
+    grid = Grid.for_window(WINDOW, timedelta(minutes=1))
     out = metrics_render(series=[late, early], window=WINDOW, grid=grid, description="x")
     assert [s["metric"] for s in out.summary["series"]] == ["z_early", "a_late"]

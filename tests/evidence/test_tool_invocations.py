@@ -7,6 +7,7 @@ import pytest
 from diagnosis.evidence import tools
 from diagnosis.evidence.registry import tool_invoke, tool_specs
 from diagnosis.evidence.tools.base import ToolDefinition
+from diagnosis.evidence.tools.query_logs.clustering import LogClusterer
 from diagnosis.models import ToolInvocation
 
 
@@ -191,16 +192,14 @@ def test_a_backend_exception_becomes_an_error_row(session, monkeypatch):
 def test_a_file_backend_past_the_timeout_gives_a_timeout_row(session, settings, monkeypatch):
     import time
 
-    from diagnosis.evidence import logs
-
     settings.TOOL_TIMEOUT_SECONDS = 0.2
-    real_add = logs.LogClusterer.add_fields
+    real_add = LogClusterer.add_fields
 
     def slow_add(self, *args, **kwargs):
         time.sleep(0.002)
         return real_add(self, *args, **kwargs)
 
-    monkeypatch.setattr(logs.LogClusterer, "add_fields", slow_add)
+    monkeypatch.setattr(LogClusterer, "add_fields", slow_add)
     result = _invoke(session, "query_logs", {"service": "pay"})
     row = ToolInvocation.objects.get(pk=result.invocation_id)
     assert row.status == "timeout"

@@ -80,7 +80,7 @@ def test_a_tiny_budget_drops_the_oldest_and_every_entry_keeps_its_contract(sessi
 
 
 def test_a_session_over_its_trace_budget_still_reaches_an_answer(session, settings):
-    from diagnosis.services import diagnosis_run
+    from diagnosis.flow.run import diagnosis_run
 
     settings.TRACE_SUMMARY_TOKEN_BUDGET = 200
     session.context = {

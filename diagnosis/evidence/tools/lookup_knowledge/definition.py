@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from diagnosis.evidence.common import BackendOutput
-from diagnosis.evidence.knowledge import DEFAULT_K, MAX_K, knowledge_lookup
 from diagnosis.evidence.tools.base import Arg, ToolCall, ToolDefinition
+from diagnosis.evidence.tools.lookup_knowledge.search import DEFAULT_K, MAX_K, knowledge_lookup
 
 
 def _empty() -> dict[str, Any]:

@@ -6,13 +6,6 @@ from __future__ import annotations
 from typing import Any
 
 from diagnosis.evidence.common import BackendOutput
-from diagnosis.evidence.logs import (
-    DEFAULT_SAMPLE_LIMIT,
-    MAX_SAMPLE_LIMIT,
-    LogFilter,
-    logs_from_files,
-    logs_from_loki,
-)
 from diagnosis.evidence.tools.base import (
     TIME_ARGS,
     Arg,
@@ -21,6 +14,10 @@ from diagnosis.evidence.tools.base import (
     no_files,
     source_missing,
 )
+from diagnosis.evidence.tools.query_logs.clustering import DEFAULT_SAMPLE_LIMIT, MAX_SAMPLE_LIMIT
+from diagnosis.evidence.tools.query_logs.files import logs_from_files
+from diagnosis.evidence.tools.query_logs.filter import LogFilter
+from diagnosis.evidence.tools.query_logs.loki import logs_from_loki
 from diagnosis.models import Environment
 
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 from typing import Any
 
 from diagnosis.evidence.common import BackendOutput
-from diagnosis.evidence.metrics import metrics_query
 from diagnosis.evidence.tools.base import (
     TIME_ARGS,
     Arg,
@@ -15,6 +14,7 @@ from diagnosis.evidence.tools.base import (
     no_files,
     source_missing,
 )
+from diagnosis.evidence.tools.query_metrics.query import metrics_query
 from diagnosis.models import Environment
 
 

@@ -1,15 +1,11 @@
-"""lookup_knowledge: runbook chunks ranked with BM25 over jieba-segmented text.
+"""lookup_knowledge's backend: runbook chunks ranked with BM25 over jieba-segmented text.
 
-Markdown runbooks are cut at ``## `` headings; each chunk has a stable id derived from the
-document and section, so bindings that cite a chunk survive re-imports of unchanged text.
 The index is built once per process for each environment and knowledge version.
 """
 
 from __future__ import annotations
 
-import hashlib
 import logging
-import re
 import threading
 from dataclasses import dataclass
 from typing import Any
@@ -17,7 +13,6 @@ from typing import Any
 import bm25s
 import jieba
 from django.db.models import Count, Max, Q
-from django.utils.text import slugify
 
 from diagnosis.evidence.common import BackendOutput
 from diagnosis.models import Environment, KnowledgeChunk, KnowledgeDocument
@@ -27,86 +22,13 @@ jieba.setLogLevel(logging.WARNING)
 DEFAULT_K = 5
 MAX_K = 20
 MAX_CHUNK_CHARS = 2500
-INTRO_HEADING = ""
 INTRO_LABEL = "(intro)"  # how the text before the first section is named in headers
-_FENCE = re.compile(r"^\s*(```|~~~)")
 _STOPWORDS = frozenset(
     "a an and are as at be by for from how in is it of on or the this to was what when where "
     "which who why with do does did can could should would i we you our my me "
     "的 了 是 在 和 与 或 及 吗 呢 吧 啊 我 我们 你 你们 他 她 它 这 那 个 "
     "帮 帮我 看看 一下 怎么 什么 为什么 如何 请 有 没有 就 都 也 把 被".split()
 )
-
-
-@dataclass(frozen=True)
-class ChunkDraft:
-    chunk_id: str
-    ordinal: int
-    heading: str
-    text: str
-
-
-@dataclass(frozen=True)
-class MarkdownDoc:
-    title: str
-    sections: list[tuple[str, str]]  # (heading, text)
-
-
-def markdown_split(text: str, *, fallback_title: str) -> MarkdownDoc:
-    """Title from the first ``# `` line; sections at each ``## `` line outside code fences."""
-    title = ""
-    sections: list[tuple[str, list[str]]] = [(INTRO_HEADING, [])]
-    in_fence = False
-    for line in text.splitlines():
-        if _FENCE.match(line):
-            in_fence = not in_fence
-        if not in_fence and not title and line.startswith("# "):
-            title = line[2:].strip()
-            continue
-        if not in_fence and line.startswith("## "):
-            sections.append((line[3:].strip(), []))
-            continue
-        sections[-1][1].append(line)
-    built = [(heading, "\n".join(body).strip()) for heading, body in sections]
-    built = [(h, t) for h, t in built if t or h]
-    return MarkdownDoc(title=title or fallback_title, sections=built)
-
-
-def slug_or_hash(text: str, *, prefix: str, max_length: int = 60) -> str:
-    slug = slugify(text)[:max_length].strip("-")
-    if slug:
-        return slug
-    return prefix + hashlib.sha1(text.encode("utf-8"), usedforsecurity=False).hexdigest()[:8]
-
-
-def document_slug(stem: str) -> str:
-    return slug_or_hash(stem, prefix="doc-", max_length=120)
-
-
-def chunk_drafts(
-    *, document_slug_value: str, environment_slug: str | None, body: str, title: str
-) -> list[ChunkDraft]:
-    """The chunks of a Markdown body, with ids ``kb-[<env>.]<doc>-<section>``."""
-    doc = markdown_split(body, fallback_title=title)
-    prefix = (
-        f"kb-{environment_slug}.{document_slug_value}"
-        if environment_slug
-        else f"kb-{document_slug_value}"
-    )
-    drafts: list[ChunkDraft] = []
-    used: set[str] = set()
-    for ordinal, (heading, text) in enumerate(doc.sections):
-        section = "intro" if heading == INTRO_HEADING else slug_or_hash(heading, prefix="s")
-        chunk_id = f"{prefix}-{section}"
-        suffix = 2
-        while chunk_id in used:
-            chunk_id = f"{prefix}-{section}-{suffix}"
-            suffix += 1
-        used.add(chunk_id)
-        drafts.append(
-            ChunkDraft(chunk_id=chunk_id[:300], ordinal=ordinal, heading=heading, text=text)
-        )
-    return drafts
 
 
 def text_tokenize(text: str) -> list[str]:

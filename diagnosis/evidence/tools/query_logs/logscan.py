@@ -1,6 +1,6 @@
 """The file backend's scan of big log files: every line counted exactly, in parallel.
 
-``logs_from_files`` reads small inputs line by line (``logs._FileScan``). Past
+``logs_from_files`` reads small inputs line by line (``FileScan``). Past
 ``AGGREGATE_MIN_BYTES`` it counts instead of clustering line by line, with the same result:
 
 1. **Count by masked line.** Each chunk of a file (in worker processes when the machine has
@@ -8,7 +8,7 @@
    keeps, per group, the window and baseline counts, first/last seen, the first sample
    lines and where the group first occurs. Lines in ``json.dumps`` layout are read in
    blocks with numpy (field offsets from the quote positions, a line's timestamp from its
-   digits, the masking from the message's digit shape, see ``logs.MessageMasker``); every
+   digits, the masking from the message's digit shape, see ``MessageMasker``); every
    other line is parsed as the line-by-line scan parses it.
 2. **Learn the templates.** The distinct masked messages, in the order they first occur,
    go through drain3 exactly as the line-by-line scan feeds them, so each group lands in
@@ -16,7 +16,7 @@
 3. **Add up.** Group counts, times and samples merge into the templates' statistics.
 
 Step 2 equals the line-by-line scan while the distinct masked messages fit its mask cache
-(``logs.MASK_CACHE_SIZE``): past that, that scan re-learns messages in an order only it can
+(``clustering.MASK_CACHE_SIZE``): past that, that scan re-learns messages in an order only it can
 give, so such inputs are read line by line after all. Memory is bounded by the number of
 groups and one block per process, not by the file size.
 """
@@ -38,7 +38,6 @@ from typing import Any
 
 import numpy as np
 
-from diagnosis.evidence import logs
 from diagnosis.evidence.common import Deadline, QueryWindow, ToolTimeout
 from diagnosis.evidence.formats import (
     jsonl_line_parse,
@@ -46,6 +45,16 @@ from diagnosis.evidence.formats import (
     log_time_parse,
     plain_line_parse,
 )
+from diagnosis.evidence.tools.query_logs import clustering
+from diagnosis.evidence.tools.query_logs.clustering import LogClusterer, TemplateStats, sample_text
+from diagnosis.evidence.tools.query_logs.filter import LogFilter
+from diagnosis.evidence.tools.query_logs.linescan import (
+    JSON_NUMBER,
+    JSONL_COMMON,
+    second_floor,
+    text_decode,
+)
+from diagnosis.evidence.tools.query_logs.masking import MessageMasker
 
 AGGREGATE_MIN_BYTES = 16 << 20
 PARALLEL_MIN_BYTES = 96 << 20
@@ -92,14 +101,14 @@ class ScanSpec:
     baseline_start: float
     head_low: str
     head_high: str
-    log_filter: logs.LogFilter
+    log_filter: LogFilter
     limit: int
     deadline: Deadline
 
 
 def _sample_keep(samples: list[tuple[int, str]], position: int, sample: str, limit: int) -> None:
     """Keep the ``limit`` samples that come first in the files (lines may arrive out of order)."""
-    bisect.insort(samples, (position, logs._sample_text(sample)))
+    bisect.insort(samples, (position, sample_text(sample)))
     del samples[limit:]
 
 
@@ -107,7 +116,7 @@ class _Aggregator:
     def __init__(self, spec: ScanSpec) -> None:
         self.spec = spec
         self.groups: Groups = {}
-        self.masker = logs.MessageMasker()
+        self.masker = MessageMasker()
         self.levels: dict[str, str] = {}
         self.needles = spec.log_filter.raw_prefilter()
         self.masked: set[str] = set()
@@ -167,7 +176,7 @@ class _Aggregator:
     def add_common(
         self, position: int, ts_text: str, service: str, level_text: str, message: str
     ) -> None:
-        """A line in the common JSON layout, read as ``logs._FileScan._jsonl_common`` reads it."""
+        """A line in the common JSON layout, read as ``FileScan._jsonl_common`` reads it."""
         spec = self.spec
         head = ts_text[:19]
         if head < spec.head_low or head > spec.head_high:
@@ -188,7 +197,7 @@ class _Aggregator:
         self.add_line(position, ts, ts_text, service, level, message, None)
 
     def add_jsonl_line(self, position: int, line: str) -> None:
-        """A line outside the fast path, as ``logs._FileScan.jsonl_file`` reads it.
+        """A line outside the fast path, as ``FileScan.jsonl_file`` reads it.
 
         Lines without the filter's verbatim needles are dropped unread as there (so an
         escaped service name does not match a service filter there either).
@@ -196,7 +205,7 @@ class _Aggregator:
         needles = self.needles
         if needles and not all(n in line for n in needles):
             return
-        match = logs._JSONL_COMMON.match(line + "\n")
+        match = JSONL_COMMON.match(line + "\n")
         if match is not None:
             self.add_common(position, *match.groups())
             return
@@ -292,7 +301,7 @@ def _offsets(low: np.ndarray, high: np.ndarray) -> np.ndarray:
 class _FastBlock:
     """The lines of one block in the common JSON layout, found with array operations.
 
-    ``ok`` marks the lines that start as ``logs._JSONL_COMMON`` demands (the four fields in
+    ``ok`` marks the lines that start as ``JSONL_COMMON`` demands (the four fields in
     order, no backslash or control character, a UTC stamp whose value a float holds
     exactly); whether the fields after the message are flat JSON fields, none of them one
     of the four, is decided per distinct line key (``_shape_rows``). The rest is left to
@@ -357,7 +366,7 @@ class _FastBlock:
 _INVALID = np.iinfo(np.int64).min
 _TAIL = re.compile(
     r'(?:, "(?!(?:ts|service|level|message)")[^"]*": '
-    rf'(?:"[^"]*"|true|false|null|{logs._JSON_NUMBER}))*\}}'
+    rf'(?:"[^"]*"|true|false|null|{JSON_NUMBER}))*\}}'
 )
 
 
@@ -603,7 +612,7 @@ def chunk_scan(
         if jsonl and b"\r" not in buf and len(buf) >= 64:
             base += _fast_block(agg, buf, base, heads)
             continue
-        text = logs._text_decode(buf)
+        text = text_decode(buf)
         lines = text.split("\n")[:-1]
         for i, line in enumerate(lines):
             if jsonl:
@@ -611,13 +620,13 @@ def chunk_scan(
             else:
                 agg.add_plain_line(base + i, line, service)
         base += len(lines)
-        if len(agg.masked) > logs.MASK_CACHE_SIZE:
+        if len(agg.masked) > clustering.MASK_CACHE_SIZE:
             return None
     return agg.groups
 
 
 def _chunks(
-    files: list[Path], log_filter: logs.LogFilter, pieces_per_byte: float
+    files: list[Path], log_filter: LogFilter, pieces_per_byte: float
 ) -> list[tuple[Path, int, int, bool]]:
     """(file, start, end, is JSON lines) in the order the line-by-line scan reads them."""
     out: list[tuple[Path, int, int, bool]] = []
@@ -677,11 +686,11 @@ def _groups_run(
 def files_count(
     *,
     files: list[Path],
-    log_filter: logs.LogFilter,
+    log_filter: LogFilter,
     window: QueryWindow,
     limit: int,
     deadline: Deadline,
-) -> logs.LogClusterer | None:
+) -> LogClusterer | None:
     """The clusterer the line-by-line scan would end with, or None when only it can say.
 
     None when the input holds more distinct masked messages than that scan's mask cache.
@@ -690,8 +699,8 @@ def files_count(
         window_start=window.start.timestamp(),
         window_end=window.end.timestamp(),
         baseline_start=window.baseline_start.timestamp(),
-        head_low=logs._second_floor(window.baseline_start) or "",
-        head_high=logs._second_floor(window.end) or "\uffff",
+        head_low=second_floor(window.baseline_start) or "",
+        head_high=second_floor(window.end) or "\uffff",
         log_filter=log_filter,
         limit=limit,
         deadline=deadline,
@@ -719,9 +728,9 @@ def files_count(
     for (_service, _level, masked), group in merged.items():
         if group.first < first_of.get(masked, LINE_SLOTS * LINE_SLOTS):
             first_of[masked] = group.first
-    if len(first_of) > logs.MASK_CACHE_SIZE:
+    if len(first_of) > clustering.MASK_CACHE_SIZE:
         return None
-    clusterer = logs.LogClusterer(window=window, limit=limit)
+    clusterer = LogClusterer(window=window, limit=limit)
     cluster_of = {
         masked: clusterer._cluster_id_masked(masked)
         for masked in sorted(first_of, key=first_of.__getitem__)
@@ -738,7 +747,7 @@ def files_count(
         template_key = (service, level, cluster_id)
         stats = clusterer.stats.get(template_key)
         if stats is None:
-            stats = clusterer.stats[template_key] = logs.TemplateStats(service, level, cluster_id)
+            stats = clusterer.stats[template_key] = TemplateStats(service, level, cluster_id)
             samples[template_key] = ([], [])
         stats.count_window += group.count_window
         stats.count_baseline += group.count_baseline

@@ -1,0 +1,357 @@
+"""The Loki backend of query_logs: LogQL built from the filter, ``query_range`` per range,
+exact counts past Loki's line limit."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from typing import Any
+
+import httpx
+
+from diagnosis.evidence.common import (
+    BackendOutput,
+    Deadline,
+    QueryWindow,
+    ToolFailure,
+    ToolTimeout,
+)
+from diagnosis.evidence.formats import (
+    LogRecord,
+    level_normalise,
+    plain_line_parse,
+)
+from diagnosis.evidence.timeutil import time_format, time_from_unix
+from diagnosis.evidence.tools.query_logs.clustering import LogClusterer
+from diagnosis.evidence.tools.query_logs.filter import LogFilter
+from diagnosis.evidence.tools.query_logs.render import logs_render
+
+LOKI_MAX_LINES = 5000
+LEVEL_ALIASES = {
+    "WARN": ("warn", "warning"),
+    "ERROR": ("error", "err"),
+    "CRITICAL": ("critical", "crit"),
+    "FATAL": ("fatal", "panic", "emerg"),
+    "INFO": ("info",),
+    "DEBUG": ("debug", "dbg"),
+}
+
+
+def _logql_string(value: str) -> str:
+    return json.dumps(value, ensure_ascii=False)
+
+
+def logql_build(log_filter: LogFilter) -> str:
+    """LogQL for the filter: stream selector, line filter, and a coarse level line filter.
+
+    The level is matched in the line text (not as a label) because deployments differ in
+    whether level is a stream label; each returned line's level is checked exactly afterwards.
+    """
+    if log_filter.service:
+        selector = f"{{service={_logql_string(log_filter.service)}}}"
+    elif log_filter.service_pattern is not None:
+        selector = f"{{service=~{_logql_string(log_filter.service_pattern.pattern)}}}"
+    else:
+        selector = '{service=~".+"}'
+
+    parts = [selector]
+    if log_filter.text is not None:
+        parts.append(f"|= {_logql_string(log_filter.text)}")
+    if log_filter.pattern is not None:
+        parts.append(f"|~ {_logql_string(log_filter.pattern.pattern)}")
+    if log_filter.level:
+        names = LEVEL_ALIASES.get(log_filter.level, (log_filter.level.lower(),))
+        parts.append(f"|~ {_logql_string('(?i)(' + '|'.join(names) + ')')}")
+    return " ".join(parts)
+
+
+def _loki_record(stream: dict[str, str], ns: str, line: str) -> LogRecord:
+    """A Loki entry as a log record: JSON lines and plain lines are read like pack files."""
+    ts = int(ns) / 1e9
+    service = (
+        stream.get("service")
+        or stream.get("service_name")
+        or stream.get("app")
+        or stream.get("job")
+        or ""
+    )
+    stream_level = level_normalise(stream.get("level") or stream.get("detected_level") or "")
+    text = line.rstrip("\r\n")
+    ts_text = time_format(time_from_unix(ts))
+    data: object = None
+    if text.lstrip().startswith("{"):
+        try:
+            data = json.loads(text)
+        except ValueError:
+            data = None
+    if isinstance(data, dict):
+        message = data.get("message", data.get("msg"))
+        if isinstance(message, str):
+            level = level_normalise(data.get("level") or data.get("severity")) or stream_level
+            line_service = data.get("service")
+            service = line_service if isinstance(line_service, str) and line_service else service
+            sample = f"{ts_text} {service} {level or '-'} {message}"
+            return LogRecord(ts, ts_text, service, level, message, sample)
+    try:
+        parsed = plain_line_parse(text, service=service)
+    except ValueError:
+        return LogRecord(ts, ts_text, service, stream_level, text, f"{ts_text} {text}")
+    return LogRecord(
+        ts, parsed.ts_text, service, parsed.level or stream_level, parsed.message, text
+    )
+
+
+def _loki_headers(token_env: str, tenant: str) -> dict[str, str]:
+    headers: dict[str, str] = {}
+    if token_env:
+        token = os.environ.get(token_env, "")
+        if not token:
+            raise ToolFailure(f"the environment variable {token_env} (the Loki token) is empty")
+        headers["Authorization"] = f"Bearer {token}"
+    if tenant:
+        headers["X-Scope-OrgID"] = tenant
+    return headers
+
+
+def _loki_get(
+    *,
+    base_url: str,
+    path: str,
+    params: dict[str, str],
+    headers: dict[str, str],
+    deadline: Deadline,
+) -> dict[str, Any]:
+    """One GET of the Loki HTTP API; the ``data`` object of its JSON answer."""
+    url = base_url.rstrip("/") + path
+    try:
+        response = httpx.get(
+            url, params=params, headers=headers, timeout=max(deadline.remaining(), 0.05)
+        )
+    except httpx.TimeoutException as exc:
+        raise ToolTimeout(
+            f"Loki at {base_url} did not answer within {deadline.seconds:g}s"
+        ) from exc
+    except httpx.HTTPError as exc:
+        raise ToolFailure(f"cannot reach Loki at {base_url}: {exc}") from exc
+    if response.status_code != 200:
+        raise ToolFailure(
+            f"Loki rejected the query {params['query']!r} "
+            f"(HTTP {response.status_code}): {response.text[:300].strip()}"
+        )
+    try:
+        body = response.json()
+    except ValueError:
+        raise ToolFailure(f"Loki at {base_url} answered without JSON") from None
+    data = body.get("data") if isinstance(body, dict) else None
+    return data if isinstance(data, dict) else {}
+
+
+def loki_query_range(
+    *,
+    base_url: str,
+    headers: dict[str, str],
+    logql: str,
+    start: float,
+    end: float,
+    deadline: Deadline,
+) -> tuple[list[LogRecord], bool]:
+    """One ``/loki/api/v1/query_range`` call; the records and whether the line limit was hit."""
+    params = {
+        "query": logql,
+        "start": str(int(start * 1e9)),
+        "end": str(int(end * 1e9)),
+        "limit": str(LOKI_MAX_LINES),
+        "direction": "backward",
+    }
+    data = _loki_get(
+        base_url=base_url,
+        path="/loki/api/v1/query_range",
+        params=params,
+        headers=headers,
+        deadline=deadline,
+    )
+    if data.get("resultType") != "streams":
+        raise ToolFailure("Loki returned no streams result (expected resultType 'streams')")
+    records = []
+    for stream in data.get("result") or []:
+        labels = stream.get("stream") or {}
+        for value in stream.get("values") or []:
+            ns, line = value[0], value[1]
+            records.append(_loki_record(labels, ns, line))
+    return records, len(records) >= LOKI_MAX_LINES
+
+
+def _logql_duration(ms: int) -> str:
+    for unit, size in (("h", 3_600_000), ("m", 60_000), ("s", 1000)):
+        if ms % size == 0:
+            return f"{ms // size}{unit}"
+    return f"{ms}ms"
+
+
+def logql_count_build(logql: str, range_ms: int) -> str:
+    """LogQL counting the lines ``logql`` matches in the ``range_ms`` up to the query time."""
+    return f"sum(count_over_time({logql} [{_logql_duration(range_ms)}]))"
+
+
+def loki_count(
+    *,
+    base_url: str,
+    headers: dict[str, str],
+    logql: str,
+    start: float,
+    end: float,
+    deadline: Deadline,
+) -> int:
+    """The number of lines ``logql`` matches from ``start`` (inclusive) to ``end`` (exclusive).
+
+    An instant ``/loki/api/v1/query`` of ``sum(count_over_time(...))``. Loki's range vector
+    is ``(time - range, time]`` and LogQL ranges go down to milliseconds, so the query is
+    evaluated 1 ms before ``end`` over the range's length: ``[start, end)`` exactly for
+    stamps in whole milliseconds, the same split ``query_range`` makes.
+    """
+    range_ms = round((end - start) * 1000)
+    query = logql_count_build(logql, range_ms)
+    params = {"query": query, "time": str(round(end * 1e9) - 1_000_000)}
+    data = _loki_get(
+        base_url=base_url,
+        path="/loki/api/v1/query",
+        params=params,
+        headers=headers,
+        deadline=deadline,
+    )
+    if data.get("resultType") != "vector":
+        raise ToolFailure("Loki returned no vector result (expected resultType 'vector')")
+    total = 0.0
+    for sample in data.get("result") or []:
+        try:
+            total += float(sample["value"][1])
+        except (KeyError, IndexError, TypeError, ValueError):
+            raise ToolFailure(f"Loki returned an unreadable sample for {query!r}") from None
+    if not math.isfinite(total) or total < 0:
+        raise ToolFailure(f"Loki returned an unreadable count for {query!r}")
+    return round(total)
+
+
+def _loki_total(
+    *,
+    label: str,
+    log_filter: LogFilter,
+    fetched: int,
+    counted: int,
+    loki_total: int | None,
+    failure: str,
+    notes: list[str],
+) -> int:
+    """The total for one range after ``query_range`` hit its line limit there.
+
+    ``fetched`` lines came back, ``counted`` of them passed the exact check; ``loki_total``
+    is Loki's own count of the lines the LogQL matches (None when that query failed).
+    """
+    if loki_total is not None and loki_total <= fetched:
+        return counted  # every line came back after all: the clustered count is exact
+    if loki_total is not None and not log_filter.level:
+        notes.append(
+            f"Loki returned {fetched} of the {loki_total} matching lines for the {label}; "
+            f"the {label} total is Loki's exact count (count_over_time), "
+            "the template counts there come from the lines returned and are lower bounds"
+        )
+        return loki_total
+    note = (
+        f"Loki returned its limit of {LOKI_MAX_LINES} lines for the {label}; "
+        "counts there are lower bounds"
+    )
+    if loki_total is not None:
+        note += (
+            f" (Loki counts {loki_total} lines matching the LogQL there, an upper bound: "
+            "the level is matched in the line text)"
+        )
+    elif failure:
+        note += f" (the count query failed: {failure})"
+    notes.append(note)
+    return counted
+
+
+def logs_from_loki(
+    *,
+    base_url: str,
+    token_env: str,
+    tenant: str,
+    log_filter: LogFilter,
+    window: QueryWindow,
+    limit: int,
+    deadline: Deadline,
+) -> BackendOutput:
+    """Lines of each range from ``query_range``, clustered; exact totals from Loki when capped.
+
+    ``query_range`` returns at most ``LOKI_MAX_LINES`` lines; when a range reaches that,
+    its total comes from a ``count_over_time`` metric query instead (falling back to the
+    lines returned, marked as lower bounds, when that query fails).
+    """
+    headers = _loki_headers(token_env, tenant)
+    logql = logql_build(log_filter)
+    clusterer = LogClusterer(window=window, limit=limit)
+    notes = [f"LogQL: {logql}"]
+    baseline_start, start, end = (
+        window.baseline_start.timestamp(),
+        window.start.timestamp(),
+        window.end.timestamp(),
+    )
+    # (label, query_range start and end, count_over_time start and end): the window's
+    # end is inclusive, so its count runs to 1 ms past it.
+    ranges = (
+        ("baseline", baseline_start, start - 1e-9, baseline_start, start),
+        ("window", start, end + 1e-9, start, end + 1e-3),
+    )
+    # Ranges that hit the line limit: (label, count start and end, lines returned, counted).
+    capped_ranges: list[tuple[str, float, float, int, int]] = []
+    for label, range_start, range_end, count_start, count_end in ranges:
+        records, capped = loki_query_range(
+            base_url=base_url,
+            headers=headers,
+            logql=logql,
+            start=range_start,
+            end=range_end,
+            deadline=deadline,
+        )
+        before = clusterer.total_window + clusterer.total_baseline
+        records.sort(key=lambda r: r.ts)
+        for record in records:
+            if clusterer.in_range(record.ts) and log_filter.matches(record):
+                clusterer.add(record)
+        if capped:
+            counted = clusterer.total_window + clusterer.total_baseline - before
+            capped_ranges.append((label, count_start, count_end, len(records), counted))
+    # Counted after both line queries, so a slow count cannot cost the window's lines.
+    totals: dict[str, int] = {}
+    for label, count_start, count_end, fetched, counted in capped_ranges:
+        loki_total: int | None = None
+        failure = ""
+        try:
+            loki_total = loki_count(
+                base_url=base_url,
+                headers=headers,
+                logql=logql,
+                start=count_start,
+                end=count_end,
+                deadline=deadline,
+            )
+        except (ToolFailure, ToolTimeout) as exc:
+            failure = str(exc)
+        totals[label] = _loki_total(
+            label=label,
+            log_filter=log_filter,
+            fetched=fetched,
+            counted=counted,
+            loki_total=loki_total,
+            failure=failure,
+            notes=notes,
+        )
+    return logs_render(
+        clusterer=clusterer,
+        window=window,
+        log_filter=log_filter,
+        notes=notes,
+        total_window=totals.get("window"),
+        total_baseline=totals.get("baseline"),
+    )

@@ -1,0 +1,120 @@
+"""The file backend of query_metrics: a pack's OpenMetrics files read into raw series."""
+
+from __future__ import annotations
+
+from array import array
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+
+from diagnosis.evidence.common import (
+    Deadline,
+)
+from diagnosis.evidence.formats import Labels, openmetrics_line_parse
+from diagnosis.evidence.tools.query_metrics.selector import Selector
+from diagnosis.evidence.tools.query_metrics.series import (
+    LOOKBACK_SECONDS,
+    MAX_SERIES_READ,
+    Grid,
+    RawSeries,
+    counter_to_rate,
+    grid_evaluate,
+    is_counter_name,
+)
+
+
+def _head_key(head: str, selector: Selector) -> tuple[str, Labels] | None:
+    """The series key of a sample head (``name{labels}``) when it matches ``selector``."""
+    try:
+        parsed = openmetrics_line_parse(head + " 0")
+    except ValueError:
+        return None
+    if parsed is None or not selector.matches(parsed.name, dict(parsed.labels)):
+        return None
+    return parsed.name, parsed.labels
+
+
+def metrics_from_files(
+    *,
+    files: Iterable[Path],
+    selector: Selector,
+    grid: Grid,
+    deadline: Deadline,
+) -> tuple[Iterator[RawSeries], list[str]]:
+    """Read OpenMetrics files in one pass; keep only samples of matching series in range.
+
+    Samples are kept compactly (two float arrays per series) and each series is put on
+    the grid only when it is consumed, so a whole fleet fits in memory.
+    """
+    earliest = grid.start - LOOKBACK_SECONDS
+    collected: dict[tuple[str, Labels], tuple[array[float], array[float]]] = {}
+    # head text -> the series key, or None when the series does not match the selector
+    heads: dict[str, tuple[str, Labels] | None] = {}
+    notes: list[str] = []
+    too_many = False
+    latest = grid.end
+    for path in files:
+        with path.open(encoding="utf-8", errors="replace") as handle:
+            for number, line in enumerate(handle, start=1):
+                if number % 50_000 == 0:
+                    deadline.check()
+                if line[:1] == "#":
+                    continue
+                # The common line, "name{labels} value timestamp", splits from the right (the
+                # value and timestamp hold no spaces); its head is parsed once per series.
+                # Anything else (exemplars, no timestamp, odd spacing) takes the full parser.
+                parts = line.rsplit(None, 2)
+                try:
+                    if len(parts) != 3 or " # " in line:
+                        raise ValueError
+                    head = parts[0]
+                    timestamp = float(parts[2])
+                    value = float(parts[1])
+                except ValueError:
+                    try:
+                        sample = openmetrics_line_parse(line)
+                    except ValueError:
+                        continue
+                    if sample is None or sample.timestamp is None:
+                        continue
+                    head = "\0" + repr((sample.name, sample.labels))  # never a real head
+                    value, timestamp = sample.value, sample.timestamp
+                    if timestamp < earliest or timestamp > latest:
+                        continue
+                    if head not in heads:
+                        matched = selector.matches(sample.name, dict(sample.labels))
+                        heads[head] = (sample.name, sample.labels) if matched else None
+                else:
+                    if timestamp < earliest or timestamp > latest:
+                        continue
+                    if head not in heads:
+                        heads[head] = _head_key(head, selector)
+                key = heads[head]
+                if key is None:
+                    continue
+                bucket = collected.get(key)
+                if bucket is None:
+                    if len(collected) >= MAX_SERIES_READ:
+                        too_many = True
+                        continue
+                    bucket = collected[key] = (array("d"), array("d"))
+                bucket[0].append(timestamp)
+                bucket[1].append(value)
+    if too_many:
+        notes.append(f"more than {MAX_SERIES_READ} series matched; narrow the selector")
+
+    def evaluated() -> Iterator[RawSeries]:
+        for name, label_pairs in sorted(collected):
+            times, values = collected.pop((name, label_pairs))
+            points = grid_evaluate(list(zip(times, values, strict=True)), grid)
+            if points:
+                yield RawSeries(name=name, labels=dict(label_pairs), points=points)
+
+    return evaluated(), notes
+
+
+def rates_apply(series: Iterable[RawSeries]) -> Iterator[RawSeries]:
+    for item in series:
+        if is_counter_name(item.name):
+            yield RawSeries(item.name, item.labels, counter_to_rate(item.points), is_rate=True)
+        else:
+            yield item

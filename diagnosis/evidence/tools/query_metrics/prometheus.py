@@ -1,0 +1,91 @@
+"""The Prometheus backend of query_metrics: ``query_range`` on the grid."""
+
+from __future__ import annotations
+
+import os
+
+import httpx
+
+from diagnosis.evidence.common import (
+    Deadline,
+    ToolFailure,
+    ToolTimeout,
+)
+from diagnosis.evidence.tools.query_metrics.series import MAX_SERIES_READ, Grid, RawSeries
+
+
+def _auth_headers(token_env: str) -> dict[str, str]:
+    if token_env:
+        token = os.environ.get(token_env, "")
+        if not token:
+            raise ToolFailure(
+                f"the environment variable {token_env} (the Prometheus token) is empty"
+            )
+        return {"Authorization": f"Bearer {token}"}
+    return {}
+
+
+def metrics_from_prometheus(
+    *,
+    base_url: str,
+    token_env: str,
+    query: str,
+    grid: Grid,
+    deadline: Deadline,
+) -> tuple[list[RawSeries], list[str]]:
+    """One ``/api/v1/query_range`` call on the grid; the series as Prometheus evaluated them.
+
+    ``limit`` asks Prometheus (3.x; older versions ignore it) for at most one series more
+    than MAX_SERIES_READ, so a fleet-wide selector cannot return the whole TSDB.
+    """
+    url = base_url.rstrip("/") + "/api/v1/query_range"
+    params = {
+        "query": query,
+        "start": f"{grid.start:.3f}",
+        "end": f"{grid.end:.3f}",
+        "step": f"{grid.step:g}",
+        "limit": str(MAX_SERIES_READ + 1),
+        # Prometheus durations take no fractions: whole milliseconds.
+        "timeout": f"{max(int(deadline.remaining() * 1000), 100)}ms",
+    }
+    timeout = max(deadline.remaining(), 0.05)
+    try:
+        response = httpx.get(url, params=params, headers=_auth_headers(token_env), timeout=timeout)
+    except httpx.TimeoutException as exc:
+        raise ToolTimeout(
+            f"Prometheus at {base_url} did not answer within {deadline.seconds:g}s"
+        ) from exc
+    except httpx.HTTPError as exc:
+        raise ToolFailure(f"cannot reach Prometheus at {base_url}: {exc}") from exc
+    try:
+        body = response.json()
+    except ValueError:
+        raise ToolFailure(
+            f"Prometheus at {base_url} answered HTTP {response.status_code} without JSON"
+        ) from None
+    if response.status_code != 200 or body.get("status") != "success":
+        detail = body.get("error") if isinstance(body, dict) else None
+        raise ToolFailure(
+            f"Prometheus rejected the query {query!r} "
+            f"(HTTP {response.status_code}): {detail or 'no detail'}"
+        )
+    data = body.get("data") or {}
+    if data.get("resultType") != "matrix":
+        raise ToolFailure(
+            f"Prometheus returned {data.get('resultType')!r}, expected a range matrix"
+        )
+    series = []
+    for item in data.get("result") or []:
+        labels = dict(item.get("metric") or {})
+        name = labels.pop("__name__", "") or query
+        points = [(float(t), float(v)) for t, v in item.get("values") or []]
+        series.append(RawSeries(name=name, labels=labels, points=points))
+    series.sort(key=lambda s: (s.name, sorted(s.labels.items())))
+    notes = []
+    if len(series) > MAX_SERIES_READ:
+        series = series[:MAX_SERIES_READ]
+        notes.append(f"more than {MAX_SERIES_READ} series matched; narrow the selector")
+    return series, notes
+
+
+# Every series that names its service: the whole fleet, in one query.

@@ -1,0 +1,111 @@
+"""query_metrics over either backend: the selector built from the arguments, the grid
+chosen, the series read, analysed and rendered."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+from diagnosis.evidence.common import (
+    BackendOutput,
+    Deadline,
+    QueryWindow,
+    ToolFailure,
+    clamp_record,
+)
+from diagnosis.evidence.timeutil import duration_format
+from diagnosis.evidence.tools.query_metrics.files import metrics_from_files, rates_apply
+from diagnosis.evidence.tools.query_metrics.prometheus import metrics_from_prometheus
+from diagnosis.evidence.tools.query_metrics.render import metrics_render
+from diagnosis.evidence.tools.query_metrics.selector import Matcher, Selector, selector_build
+from diagnosis.evidence.tools.query_metrics.series import MAX_GRID_POINTS, Grid, RawSeries
+
+SWEEP_MAX_POINTS = 80  # grid points over baseline and window for the whole-fleet sweep
+FLEET_SELECTOR = Selector(name=None, matchers=(Matcher("service", "!=", ""),))
+
+
+def metrics_query(
+    *,
+    service: str | None,
+    metric: str | None,
+    labels: dict[str, str],
+    window: QueryWindow,
+    step: timedelta | None,
+    deadline: Deadline,
+    files: tuple[Path, ...] | None = None,
+    prometheus_url: str | None = None,
+    prometheus_token_env: str = "",
+    clamps: dict[str, dict[str, Any]] | None = None,
+) -> BackendOutput:
+    """Run query_metrics against files (``files``) or Prometheus (``prometheus_url``).
+
+    Without ``service`` the call ranks across the whole environment (fleet view): with
+    no ``metric`` either, every series that has a ``service`` label. Either way it is one
+    pass over the files or one range query, whatever the number of services.
+
+    A ``step`` the grid cannot use (longer than the window, or too fine for the range) is
+    clamped and recorded in ``clamps``.
+    """
+    sweep = not service and not metric
+    # The whole-environment sweep runs on a coarser grid (unless a step is asked for): its
+    # cost is every series of the fleet; a drill-down into one service gets full resolution.
+    grid = Grid.for_window(
+        window, step, SWEEP_MAX_POINTS if sweep and step is None else MAX_GRID_POINTS
+    )
+    if step is not None and clamps is not None and grid.step != step.total_seconds():
+        clamp_record(
+            clamps,
+            "step",
+            given=duration_format(step),
+            used=duration_format(timedelta(seconds=grid.step)),
+            why=f"at most the window and at most {MAX_GRID_POINTS} points over the range",
+        )
+    fleet = not service
+    if metric:
+        selector = selector_build(metric=metric, service=service, labels=labels)
+    else:
+        base = FLEET_SELECTOR if fleet else Selector(name=None, matchers=())
+        selector = selector_build(metric=base.render(), service=service, labels=labels)
+    described = " ".join(f"{k}={v}" for k, v in (("service", service), ("metric", metric)) if v)
+    if labels:
+        described += " labels=" + ",".join(f"{k}={v}" for k, v in sorted(labels.items()))
+    if fleet:
+        described = (described + " (all services)").strip()
+    notes: list[str] = []
+    series: Iterable[RawSeries]
+    if prometheus_url:
+        if selector is not None:
+            fetched, notes = metrics_from_prometheus(
+                base_url=prometheus_url,
+                token_env=prometheus_token_env,
+                query=selector.render(),
+                grid=grid,
+                deadline=deadline,
+            )
+            series = rates_apply(fetched)
+        else:
+            # A PromQL expression is evaluated as written; service/labels filter its result.
+            fetched, notes = metrics_from_prometheus(
+                base_url=prometheus_url,
+                token_env=prometheus_token_env,
+                query=metric or "",
+                grid=grid,
+                deadline=deadline,
+            )
+            wanted = {**labels, **({"service": service} if service else {})}
+            series = [s for s in fetched if all(s.labels.get(k) == v for k, v in wanted.items())]
+    else:
+        if selector is None:
+            raise ToolFailure(
+                f"metric {metric!r} is not a metric name or selector such as "
+                'hikaricp_connections_active{pool="main"}; PromQL functions need a live Prometheus'
+            )
+        read, notes = metrics_from_files(
+            files=files or (), selector=selector, grid=grid, deadline=deadline
+        )
+        series = rates_apply(read)
+    return metrics_render(
+        series=series, window=window, grid=grid, description=described, notes=notes, fleet=fleet
+    )

@@ -1,0 +1,87 @@
+"""Series selectors: ``name{label="v", …}`` as PromQL writes them, parsed and built."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+# Names that OpenMetrics reserves for monotonic counters: these are compared as per-second rates.
+COUNTER_SUFFIXES = ("_total", "_count", "_sum", "_bucket")
+
+_SELECTOR = re.compile(r"^\s*([a-zA-Z_:][a-zA-Z0-9_:]*)?\s*(\{.*\})?\s*$", re.DOTALL)
+_MATCHER = re.compile(
+    r'\s*([a-zA-Z_][a-zA-Z0-9_]*)\s*(=~|!~|!=|=)\s*"((?:[^"\\]|\\.)*)"\s*(,|$)', re.DOTALL
+)
+
+
+@dataclass(frozen=True)
+class Matcher:
+    name: str
+    op: str
+    value: str
+
+    def matches(self, labels: dict[str, str]) -> bool:
+        actual = labels.get(self.name, "")
+        if self.op == "=":
+            return actual == self.value
+        if self.op == "!=":
+            return actual != self.value
+        found = re.fullmatch(self.value, actual) is not None
+        return found if self.op == "=~" else not found
+
+    def render(self) -> str:
+        escaped = self.value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+        return f'{self.name}{self.op}"{escaped}"'
+
+
+@dataclass(frozen=True)
+class Selector:
+    name: str | None
+    matchers: tuple[Matcher, ...]
+
+    def render(self) -> str:
+        inner = ",".join(m.render() for m in self.matchers)
+        return f"{self.name or ''}{{{inner}}}" if inner or not self.name else self.name
+
+    def matches(self, name: str, labels: dict[str, str]) -> bool:
+        if self.name and name != self.name:
+            return False
+        with_name = {**labels, "__name__": name}
+        return all(m.matches(with_name) for m in self.matchers)
+
+
+def selector_parse(text: str) -> Selector | None:
+    """Parse ``name``, ``name{l="v",…}`` or ``{l=~"v"}``; None when it is not a plain selector."""
+    match = _SELECTOR.match(text)
+    if not match or not (match.group(1) or match.group(2)):
+        return None
+    matchers: list[Matcher] = []
+    body = (match.group(2) or "{}")[1:-1].strip()
+    position = 0
+    while position < len(body):
+        item = _MATCHER.match(body, position)
+        if not item:
+            return None
+        value = re.sub(r"\\(.)", lambda m: {"n": "\n"}.get(m.group(1), m.group(1)), item.group(3))
+        if item.group(2) in {"=~", "!~"}:
+            try:
+                re.compile(value)
+            except re.error:
+                return None
+        matchers.append(Matcher(item.group(1), item.group(2), value))
+        position = item.end()
+    return Selector(name=match.group(1), matchers=tuple(matchers))
+
+
+def selector_build(
+    *, metric: str | None, service: str | None, labels: dict[str, str]
+) -> Selector | None:
+    """The selector for these arguments, or None when ``metric`` is a PromQL expression."""
+    base = selector_parse(metric) if metric else Selector(name=None, matchers=())
+    if base is None:
+        return None
+    extra = [Matcher("service", "=", service)] if service else []
+    extra += [Matcher(k, "=", v) for k, v in sorted(labels.items())]
+    existing = {(m.name, m.op) for m in base.matchers}
+    merged = list(base.matchers) + [m for m in extra if (m.name, m.op) not in existing]
+    return Selector(name=base.name, matchers=tuple(merged))

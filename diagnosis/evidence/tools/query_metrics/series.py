@@ -1,0 +1,145 @@
+"""Raw series on one time grid: the grid, units read from names, grid evaluation with
+Prometheus' lookback, counters as per-second rates."""
+
+from __future__ import annotations
+
+import itertools
+import math
+import re
+from dataclasses import dataclass
+from datetime import timedelta
+
+from diagnosis.evidence.common import (
+    QueryWindow,
+)
+from diagnosis.evidence.tools.query_metrics.selector import COUNTER_SUFFIXES
+
+LOOKBACK_SECONDS = 300.0  # Prometheus' default lookback delta
+DEFAULT_STEP_SECONDS = 60
+MAX_GRID_POINTS = 1500
+MAX_SERIES_READ = 50_000
+
+
+@dataclass(frozen=True)
+class Grid:
+    start: float
+    end: float
+    step: float
+
+    @classmethod
+    def for_window(
+        cls, window: QueryWindow, step: timedelta | None, max_points: int = MAX_GRID_POINTS
+    ) -> Grid:
+        span = (window.end - window.baseline_start).total_seconds()
+        seconds = step.total_seconds() if step else float(DEFAULT_STEP_SECONDS)
+        # A step longer than the window would leave it without points to compare.
+        seconds = min(seconds, max((window.end - window.start).total_seconds(), 1.0))
+        if span / seconds > max_points:
+            # Coarsen to whole minutes so long ranges stay within Prometheus' point limit.
+            seconds = math.ceil(span / max_points / 60) * 60
+        # One extra step before the baseline so a counter's first rate lands on the baseline start.
+        start = math.floor(window.baseline_start.timestamp() / seconds) * seconds - seconds
+        end = math.floor(window.end.timestamp() / seconds) * seconds
+        return cls(start=start, end=end, step=seconds)
+
+    def times(self) -> list[float]:
+        count = round((self.end - self.start) / self.step) + 1
+        return [self.start + i * self.step for i in range(count)]
+
+
+@dataclass
+class RawSeries:
+    name: str
+    labels: dict[str, str]  # without __name__
+    points: list[tuple[float, float]]  # on the grid
+    is_rate: bool = False
+
+
+def is_counter_name(name: str) -> bool:
+    return name.endswith(COUNTER_SUFFIXES)
+
+
+# Unit words of metric-naming conventions (Prometheus base units, and common abbreviations),
+# read from the end of the name or from a ``unit`` label: (unit, factor to the base unit).
+_UNIT_WORDS = {
+    "bytes": ("bytes", 1.0),
+    "byte": ("bytes", 1.0),
+    "kilobytes": ("bytes", 1024.0),
+    "kibibytes": ("bytes", 1024.0),
+    "kb": ("bytes", 1024.0),
+    "kib": ("bytes", 1024.0),
+    "megabytes": ("bytes", 1024.0**2),
+    "mebibytes": ("bytes", 1024.0**2),
+    "mb": ("bytes", 1024.0**2),
+    "mib": ("bytes", 1024.0**2),
+    "gigabytes": ("bytes", 1024.0**3),
+    "gibibytes": ("bytes", 1024.0**3),
+    "gb": ("bytes", 1024.0**3),
+    "gib": ("bytes", 1024.0**3),
+    "seconds": ("seconds", 1.0),
+    "second": ("seconds", 1.0),
+    "secs": ("seconds", 1.0),
+    "sec": ("seconds", 1.0),
+    "milliseconds": ("seconds", 1e-3),
+    "millis": ("seconds", 1e-3),
+    "ms": ("seconds", 1e-3),
+    "microseconds": ("seconds", 1e-6),
+    "micros": ("seconds", 1e-6),
+    "us": ("seconds", 1e-6),
+    "nanoseconds": ("seconds", 1e-9),
+    "nanos": ("seconds", 1e-9),
+    "ns": ("seconds", 1e-9),
+}
+# Words after the unit that do not change it: counter suffixes and aggregations.
+_UNIT_TRAILERS = {"total", "sum", "max", "min", "avg", "mean", "median", "last", "current"}
+_QUANTILE_WORD = re.compile(r"^p\d{1,3}$")
+
+
+def unit_parse(name: str, labels: dict[str, str]) -> tuple[str, float]:
+    """(unit, factor to it) from a ``unit`` label or the name's last words; ("", 1) if none."""
+    label = labels.get("unit", "").strip().lower()
+    if label in _UNIT_WORDS:
+        return _UNIT_WORDS[label]
+    words = name.lower().split("_")
+    if words and words[-1] in {"count", "bucket"}:
+        return "", 1.0  # how many observations, whatever they measure
+    while words and (words[-1] in _UNIT_TRAILERS or _QUANTILE_WORD.match(words[-1])):
+        words.pop()
+    if len(words) >= 2 and words[-1] in _UNIT_WORDS:
+        if words[-1].startswith("sec") and words[-2] in {"time", "timestamp"}:
+            return "", 1.0  # a point in time (Unix seconds), not a duration
+        return _UNIT_WORDS[words[-1]]
+    return "", 1.0
+
+
+def unit_detect(name: str, labels: dict[str, str], *, rate: bool) -> tuple[str, float]:
+    """(``bytes``, ``seconds``, ``bytes/s`` or "", factor from the raw value to that unit)."""
+    unit, factor = unit_parse(name, labels)
+    if rate:
+        # Seconds per second is a fraction (CPU cores, busy time), not a duration.
+        return ("bytes/s", factor) if unit == "bytes" else ("", 1.0)
+    return unit, factor
+
+
+def grid_evaluate(samples: list[tuple[float, float]], grid: Grid) -> list[tuple[float, float]]:
+    """Prometheus instant-vector semantics at each grid time: the latest sample within lookback."""
+    samples.sort(key=lambda p: p[0])
+    points: list[tuple[float, float]] = []
+    index, last = -1, len(samples) - 1
+    for t in grid.times():
+        while index < last and samples[index + 1][0] <= t:
+            index += 1
+        if index >= 0 and samples[index][0] >= t - LOOKBACK_SECONDS:
+            points.append((t, samples[index][1]))
+    return points
+
+
+def counter_to_rate(points: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    """Per-second increase between consecutive grid points, resets counted from zero."""
+    rates: list[tuple[float, float]] = []
+    for (t0, v0), (t1, v1) in itertools.pairwise(points):
+        if t1 <= t0:
+            continue
+        increase = v1 - v0 if v1 >= v0 else v1
+        rates.append((t1, increase / (t1 - t0)))
+    return rates

@@ -1,0 +1,426 @@
+"""The change statistic of one series: the robust level shift of the window against the
+baseline (``shift_measure``) and the facts of a series (``series_analyse``)."""
+
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from diagnosis.evidence.common import (
+    QueryWindow,
+    num_format,
+    num_value,
+    quantity_format,
+)
+from diagnosis.evidence.timeutil import duration_format, unix_format
+from diagnosis.evidence.tools.query_metrics.series import RawSeries, unit_detect
+
+TREND_POINTS = 12
+ANOMALY_THRESHOLD = 3.0  # robust-scale units a level must move to count as a shift
+ANOMALY_CAP = 1000.0
+SUSTAIN_POINTS = 3  # consecutive samples a shift must hold (2 in windows under 12 samples)
+SPARSE_BASELINE_POINTS = 8  # fewer baseline samples: said in the line, score scaled down
+RELATIVE_SCALE_FLOOR = 0.01  # a flat baseline's noise counts as 1 % of its level
+
+
+def _quantile_sorted(ordered: list[float], q: float) -> float:
+    position = (len(ordered) - 1) * q
+    low = math.floor(position)
+    high = math.ceil(position)
+    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
+
+
+def _median(values: list[float]) -> float:
+    return _quantile_sorted(sorted(values), 0.5)
+
+
+def _spread(values: list[float], median: float) -> float:
+    """Spread of ``values`` (MAD or IQR, as a standard deviation); 0 when noise-free."""
+    ordered = sorted(values)
+    iqr = _quantile_sorted(ordered, 0.75) - _quantile_sorted(ordered, 0.25)
+    mad = _median([abs(v - median) for v in values])
+    return max(iqr / 1.349, 1.4826 * mad)
+
+
+def _robust_scale(values: list[float], median: float) -> float:
+    """The spread, never below 1 % of the level (nor zero)."""
+    return max(_spread(values, median), RELATIVE_SCALE_FLOOR * abs(median), 1e-9)
+
+
+def repeat_length(values: list[float]) -> int:
+    """Grid points per raw sample: the shortest run of equal values inside the series.
+
+    A sample coarser than the grid is repeated at every grid time of its lookback (a
+    5-minute sample fills five 1-minute points); a series that changes at every point
+    gives 1. Runs touching either end may be cut, so only inner runs count.
+    """
+    runs: list[int] = []
+    length = 1
+    for previous, current in itertools.pairwise(values):
+        if current == previous:
+            length += 1
+        else:
+            runs.append(length)
+            length = 1
+    inner = runs[1:]  # the first run may be cut by the range start; the last is never added
+    return min(inner) if inner else 1
+
+
+def _sustain_length(window_points: int, repeat: int) -> int:
+    """Consecutive window points a shift must hold: 3 samples (2 in short windows).
+
+    Counted in samples, not grid points, so one coarse sample repeated over the grid is
+    still one sample.
+    """
+    samples = min(SUSTAIN_POINTS, max(2, window_points // repeat // 4))
+    return max(min(samples * repeat, window_points), 1)
+
+
+def _strongest_run(deviations: list[float], length: int) -> tuple[float, int, int]:
+    """(strength, sign, start) of the run of ``length`` points farthest from the baseline.
+
+    A run's strength is its least extreme point, so one spike cannot make a run strong.
+    """
+    shifted = [deviations[i:] for i in range(length)]
+    lows = [min(run) for run in zip(*shifted, strict=False)]
+    highs = [max(run) for run in zip(*shifted, strict=False)]
+    up_at = max(range(len(lows)), key=lows.__getitem__)
+    down_at = min(range(len(highs)), key=highs.__getitem__)
+    if lows[up_at] >= -highs[down_at]:
+        return lows[up_at], 1, up_at
+    return -highs[down_at], -1, down_at
+
+
+@dataclass
+class SeriesFacts:
+    service: str
+    metric: str
+    labels: dict[str, str]
+    is_rate: bool
+    unit: str
+    unit_scale: float
+    baseline_mean: float | None
+    baseline_median: float | None
+    window_mean: float | None
+    window_level: float | None
+    window_max: float | None
+    window_max_at: float | None
+    window_min: float | None
+    ratio: float | None
+    change_point: float | None
+    shift_end: float | None
+    direction: str
+    new: bool
+    anomaly_score: float
+    sustained_points: int
+    baseline_points: int
+    baseline_samples: int
+    window_points: int
+    last_seen: float | None
+    trend: list[float | None]
+    trend_step: float
+    trend_start: float
+
+    @property
+    def sparse_baseline(self) -> bool:
+        return 0 < self.baseline_samples < SPARSE_BASELINE_POINTS
+
+    @property
+    def anomalous(self) -> bool:
+        return self.direction in {"up", "down"}
+
+    @property
+    def relative_change(self) -> float:
+        """|window level − baseline median| relative to the baseline: orders equal scores.
+
+        A change from zero is infinite, whatever its magnitude (units are not comparable).
+        """
+        if self.window_level is None or self.baseline_median is None:
+            return 0.0
+        change = abs(self.window_level - self.baseline_median)
+        if self.baseline_median == 0:
+            return math.inf if change else 0.0
+        return change / abs(self.baseline_median)
+
+    @property
+    def identity(self) -> str:
+        shown = {k: v for k, v in sorted(self.labels.items()) if k != "service"}
+        inner = ",".join(f'{k}="{v}"' for k, v in shown.items())
+        name = f"{self.metric}{{{inner}}}" if inner else self.metric
+        prefix = f"{self.service} " if self.service else ""
+        return prefix + name + (" per-second rate" if self.is_rate else "")
+
+    def _value(self, value: float | None) -> str:
+        """The raw value (quoted verbatim), with its human form when the unit is known."""
+        text = num_format(value)
+        human = self._human(value)
+        return f"{text} ({human})" if human else text
+
+    def _human(self, value: float | None) -> str:
+        if value is None or not self.unit:
+            return ""
+        return quantity_format(value * self.unit_scale, self.unit)
+
+    def _means_agree(self) -> bool:
+        """The means point the same way as the level shift (or there is no shift)."""
+        if self.window_mean is None or self.baseline_mean is None or not self.anomalous:
+            return True
+        sign = 1 if self.direction == "up" else -1
+        shown = num_value(self.window_mean), num_value(self.baseline_mean)
+        return shown[0] is not None and shown[1] is not None and sign * (shown[0] - shown[1]) > 0
+
+    def line(self) -> str:
+        if self.window_points == 0:
+            seen = unix_format(self.last_seen) if self.last_seen else "n/a"
+            return (
+                f"{self.identity}: no samples in the window, baseline median "
+                f"{self._value(self.baseline_median)} over {self.baseline_points} points, "
+                f"last seen {seen}"
+            )
+        parts: list[str] = []
+        if not self.baseline_points:
+            parts.append("new series (no baseline samples)")
+        elif self.new:
+            parts.append("new (zero baseline)")
+        if self.anomalous:
+            since = (
+                f" since {unix_format(self.change_point)}" if self.change_point is not None else ""
+            )
+            if self.shift_end is not None:
+                since += f" until {unix_format(self.shift_end)}"
+            parts.append(
+                f"{self.direction}{since}, level {self._value(self.window_level)} over "
+                f"{self.sustained_points} window points"
+            )
+        else:
+            parts.append(f"no sustained shift, level {self._value(self.window_level)}")
+        if self.baseline_points:
+            parts[-1] += f" vs baseline median {self._value(self.baseline_median)}"
+            parts.append(
+                f"ratio {num_format(self.ratio)}x" if self.ratio is not None else "ratio n/a"
+            )
+        if self.sparse_baseline:
+            parts.append(f"sparse baseline ({self.baseline_samples} samples, score damped)")
+        parts.append(f"anomaly score {num_format(self.anomaly_score)}")
+        details = [
+            f"window max {self._value(self.window_max)} at {unix_format(self.window_max_at or 0)}",
+            f"window min {self._value(self.window_min)}",
+        ]
+        if self._means_agree():
+            details.append(f"window mean {self._value(self.window_mean)}")
+            if self.baseline_points:
+                details.append(
+                    f"baseline mean {self._value(self.baseline_mean)} "
+                    f"over {self.baseline_points} points"
+                )
+        return f"{self.identity}: " + ", ".join(parts) + "; " + ", ".join(details)
+
+    def trend_line(self) -> str:
+        values = " | ".join(num_format(v) if v is not None else "-" for v in self.trend)
+        step = duration_format(timedelta(seconds=self.trend_step))
+        return (
+            f"{self.identity} trend, mean per {step} from {unix_format(self.trend_start)}: {values}"
+        )
+
+    def summary(self) -> dict[str, Any]:
+        human = {
+            key: self._human(value)
+            for key, value in (
+                ("baseline_median", self.baseline_median),
+                ("window_level", self.window_level),
+                ("window_max", self.window_max),
+                ("window_min", self.window_min),
+            )
+            if self._human(value)
+        }
+        return {
+            "service": self.service,
+            "metric": self.metric,
+            "labels": dict(sorted(self.labels.items())),
+            "rate": self.is_rate,
+            "unit": self.unit,
+            "baseline_mean": num_value(self.baseline_mean),
+            "baseline_median": num_value(self.baseline_median),
+            "baseline_points": self.baseline_points,
+            "baseline_samples": self.baseline_samples,
+            "sparse_baseline": self.sparse_baseline,
+            "window_mean": num_value(self.window_mean),
+            "window_level": num_value(self.window_level),
+            "window_max": num_value(self.window_max),
+            "window_max_at": unix_format(self.window_max_at) if self.window_max_at else None,
+            "window_min": num_value(self.window_min),
+            "window_points": self.window_points,
+            "ratio": num_value(self.ratio),
+            "new": self.new,
+            "change_point": unix_format(self.change_point) if self.change_point else None,
+            "shift_end": unix_format(self.shift_end) if self.shift_end else None,
+            "sustained_points": self.sustained_points,
+            "direction": self.direction,
+            "anomaly_score": num_value(self.anomaly_score) or 0.0,
+            "human": human,
+            "line": self.line(),
+            "trend_line": self.trend_line(),
+        }
+
+
+def _trend(
+    points: list[tuple[float, float]], start: float, end: float, step: float
+) -> tuple[list[float | None], float]:
+    """Bucket means, at most TREND_POINTS buckets, each a whole number of steps wide."""
+    width = max(math.ceil((end - start) / TREND_POINTS / step), 1) * step
+    buckets = max(min(math.ceil((end - start) / width), TREND_POINTS), 1)
+    sums = [0.0] * buckets
+    counts = [0] * buckets
+    top = buckets - 1
+    for t, v in points:
+        if t < start or v != v:  # v != v: NaN
+            continue
+        index = int((t - start) // width)
+        if index > top:
+            index = top
+        sums[index] += v
+        counts[index] += 1
+    return [s / c if c else None for s, c in zip(sums, counts, strict=True)], width
+
+
+def _ratio(level: float, median: float) -> float | None:
+    """level / median, only where it reads as a ratio (a positive baseline, a level ≥ 0)."""
+    if median <= 0 or level < 0:
+        return None
+    return level / median
+
+
+@dataclass(frozen=True)
+class Shift:
+    """The one comparison every figure of a series comes from."""
+
+    level: float  # median of the window points of the shift (the whole window when none)
+    score: float  # |level − baseline median| / robust scale, damped when the baseline is sparse
+    direction: str  # up | down | flat
+    change_point: float | None
+    sustained_points: int
+    shift_end: float | None = None  # the last shifted point, when the shift ended in the window
+
+
+def baseline_samples(points: int, repeat: int) -> int:
+    """The raw samples behind ``points`` baseline grid points."""
+    return math.ceil(points / repeat) if points else 0
+
+
+def shift_measure(
+    *, baseline: list[float], window: list[tuple[float, float]], before: list[tuple[float, float]]
+) -> Shift:
+    """Robust level shift of ``window`` against ``baseline``.
+
+    The strongest run of consecutive window points away from the baseline median (in
+    robust-scale units, its strength the least extreme of its points) locates the shift;
+    it is extended both ways while points stay at least half the threshold away. The
+    shift's level is the median of those points; score, direction, ratio and change point
+    all follow from that one level against the baseline median, so they cannot disagree.
+    """
+    values = [v for _, v in window]
+    median = _median(baseline)
+    noise = _spread(baseline, median)
+    repeat = repeat_length(baseline + values)
+    samples = baseline_samples(len(baseline), repeat)
+    if samples < SPARSE_BASELINE_POINTS:
+        # A few baseline samples say little about its noise: let the data's own spread count.
+        everything = baseline + values
+        noise = max(noise, 1.4826 * _median([abs(v - _median(everything)) for v in everything]))
+    noisy = noise > 0
+    scale = max(noise, RELATIVE_SCALE_FLOOR * abs(median), 1e-9)
+    damping = min(1.0, samples / SPARSE_BASELINE_POINTS)
+    deviations = [(v - median) / scale for v in values]
+    length = _sustain_length(len(values), repeat)
+    strength, sign, start = _strongest_run(deviations, length)
+    segment = values
+    first = 0
+    if strength >= ANOMALY_THRESHOLD:
+        low, high = start, start + length
+        while low > 0 and sign * deviations[low - 1] >= ANOMALY_THRESHOLD / 2:
+            low -= 1
+        while high < len(values) and sign * deviations[high] >= ANOMALY_THRESHOLD / 2:
+            high += 1
+        segment = values[low:high]
+        first = low
+    level = _median(segment)
+    # A noise-free baseline (constant, or mostly zero) has no noise to measure against: its
+    # floor is 1 % of the larger of the two levels, so a change from a constant scores by
+    # how far it moved relative to itself (at most 100, e.g. from zero) rather than without
+    # bound; a shift against measured noise can score higher.
+    spread = scale if noisy else max(scale, RELATIVE_SCALE_FLOOR * abs(level))
+    # Rounded as shown, so that the shown score and the direction agree at the threshold.
+    score = num_value(min(abs(level - median) / spread, ANOMALY_CAP) * damping) or 0.0
+    if score < ANOMALY_THRESHOLD or level == median:
+        return Shift(level, score, "flat", None, 0)
+    up = level > median
+    onset = window[first][0]
+    if first == 0:
+        # The change may have begun before the window: walk back while the baseline's last
+        # points stay away from its median.
+        for t, v in reversed(before):
+            if (1 if up else -1) * (v - median) / scale < ANOMALY_THRESHOLD / 2:
+                break
+            onset = t
+    last = first + len(segment) - 1
+    ended = window[last][0] if last < len(window) - 1 else None
+    return Shift(level, score, "up" if up else "down", onset, len(segment), ended)
+
+
+def series_analyse(series: RawSeries, window: QueryWindow, step: float) -> SeriesFacts:
+    ws, we = window.start.timestamp(), window.end.timestamp()
+    bs = window.baseline_start.timestamp()
+    usable = [(t, v) for t, v in series.points if t >= bs and t <= we and math.isfinite(v)]
+    before = [(t, v) for t, v in usable if t < ws]
+    baseline = [v for _, v in before]
+    in_window = [(t, v) for t, v in usable if t >= ws]
+    values = [v for _, v in in_window]
+    baseline_median = _median(baseline) if baseline else None
+    window_max = max(values) if values else None
+    shift: Shift | None = None
+    level = _median(values) if values else None
+    score, direction = 0.0, "flat"
+    if baseline and values:
+        shift = shift_measure(baseline=baseline, window=in_window, before=before)
+        level, score, direction = shift.level, shift.score, shift.direction
+    elif baseline:
+        # A series that stopped reporting is worth a look, but ranks below clear excursions.
+        score, direction = ANOMALY_THRESHOLD, "down"
+    new = bool(values) and (not baseline or (baseline_median == 0 and direction != "flat"))
+    ratio = None
+    if shift is not None and baseline_median is not None and not new:
+        ratio = _ratio(shift.level, baseline_median)
+    trend, width = _trend(usable, bs, we, step)
+    unit, unit_scale = unit_detect(series.name, series.labels, rate=series.is_rate)
+    return SeriesFacts(
+        service=series.labels.get("service", ""),
+        metric=series.name,
+        labels=series.labels,
+        is_rate=series.is_rate,
+        unit=unit,
+        unit_scale=unit_scale,
+        baseline_mean=sum(baseline) / len(baseline) if baseline else None,
+        baseline_median=baseline_median,
+        window_mean=sum(values) / len(values) if values else None,
+        window_level=level,
+        window_max=window_max,
+        window_max_at=next(t for t, v in in_window if v == window_max) if values else None,
+        window_min=min(values) if values else None,
+        ratio=ratio,
+        change_point=shift.change_point if shift else None,
+        shift_end=shift.shift_end if shift else None,
+        direction=direction,
+        new=new,
+        anomaly_score=score,
+        sustained_points=shift.sustained_points if shift else 0,
+        baseline_points=len(baseline),
+        baseline_samples=baseline_samples(len(baseline), repeat_length(baseline + values)),
+        window_points=len(values),
+        last_seen=usable[-1][0] if usable else None,
+        trend=trend,
+        trend_step=width,
+        trend_start=bs,
+    )
