@@ -35,6 +35,8 @@ from audit.templatetags.audit_tags import (
     pretty_text,
 )
 from chat.models import Conversation
+from diagnosis.alerts.services import alert_receiver_token_rotate
+from diagnosis.api.services import api_key_create, api_key_revoke
 from diagnosis.models import (
     AlertGroupStart,
     AlertmanagerReceiver,
@@ -614,8 +616,6 @@ class ApiKeyAdmin(admin.ModelAdmin):
         if change:
             obj.save(update_fields=["name"])
             return
-        from diagnosis.api.services import api_key_create
-
         created = api_key_create(owner=form.cleaned_data["owner"], name=form.cleaned_data["name"])
         obj.pk = created.api_key.pk
         obj.prefix = created.api_key.prefix
@@ -633,8 +633,6 @@ class ApiKeyAdmin(admin.ModelAdmin):
 
     @admin.action(description=_("吊销所选密钥"), permissions=["change"])
     def revoke(self, request, queryset) -> None:
-        from diagnosis.api.services import api_key_revoke
-
         for api_key in queryset:
             api_key_revoke(api_key=api_key)
         messages.success(request, _("已吊销。"))
@@ -667,8 +665,6 @@ class AlertmanagerReceiverAdmin(admin.ModelAdmin):
 
     @staticmethod
     def _show_token(request, receiver: AlertmanagerReceiver) -> None:
-        from diagnosis.api.services import alert_receiver_token_rotate
-
         token = alert_receiver_token_rotate(receiver=receiver)
         messages.warning(
             request,

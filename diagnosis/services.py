@@ -268,7 +268,7 @@ def session_cancel_finish(*, session: DiagnosisSession) -> None:
 
 def _session_ended(session: DiagnosisSession) -> None:
     """Tell the API's callback machinery, after commit (a no-op without a callback_url)."""
-    from diagnosis.api.services import session_ended_notify
+    from diagnosis.callbacks.services import session_ended_notify
 
     session_ended_notify(session=session)
 

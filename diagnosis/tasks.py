@@ -38,7 +38,8 @@ def sessions_reap_stale_task() -> int:
 @shared_task(name="diagnosis.api_callback", acks_late=True, soft_time_limit=60, time_limit=90)
 def diagnosis_callback_task(session_id: int, attempt: int = 1) -> None:
     """POST a finished session's result to its callback URL; each retry is its own task."""
-    from diagnosis.api.services import callback_backoff_seconds, callback_deliver
+    from diagnosis.callbacks.delivery import callback_deliver
+    from diagnosis.callbacks.services import callback_backoff_seconds
 
     if callback_deliver(session_id=session_id, attempt=attempt) == "retry":
         diagnosis_callback_task.apply_async(

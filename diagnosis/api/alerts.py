@@ -8,12 +8,12 @@ from rest_framework import serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from diagnosis.alerts.services import alertmanager_notification_ingest
 from diagnosis.api.auth import IsReceiver, ReceiverTokenAuthentication
 from diagnosis.api.base import TAG_ALERTS, ApiView
 from diagnosis.api.errors import error_responses
 from diagnosis.api.selectors import diagnosis_summary_data
 from diagnosis.api.serializers import AlertIngestSerializer
-from diagnosis.api.services import alertmanager_notification_ingest
 
 
 class AlertmanagerWebhookApi(ApiView):

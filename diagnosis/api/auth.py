@@ -11,6 +11,7 @@ import hashlib
 import hmac
 import secrets
 from datetime import timedelta
+from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 from django.utils import timezone
@@ -20,6 +21,9 @@ from rest_framework import authentication, exceptions, permissions, throttling
 from rest_framework.request import Request
 
 from diagnosis.models import AlertmanagerReceiver, ApiKey
+
+if TYPE_CHECKING:  # DRF's views module reads the settings that name this module
+    from rest_framework.views import APIView
 
 KEY_PREFIX = "rp_"
 RECEIVER_TOKEN_PREFIX = "rpam_"  # noqa: S105 (a prefix, not a secret)
@@ -92,7 +96,7 @@ def _touch(instance: ApiKey | AlertmanagerReceiver) -> None:
 class ApiKeyAuthentication(authentication.BaseAuthentication):
     """``Authorization: Bearer rp_…``: the user is the key's owner, ``request.auth`` the key."""
 
-    def authenticate(self, request: Request):
+    def authenticate(self, request: Request) -> tuple[Any, ApiKey] | None:
         token = bearer_token(request)
         if token is None:
             return None
@@ -113,7 +117,7 @@ class ReceiverTokenAuthentication(authentication.BaseAuthentication):
     cannot be probed.
     """
 
-    def authenticate(self, request: Request):
+    def authenticate(self, request: Request) -> tuple[Any, AlertmanagerReceiver]:
         slug = (request.parser_context or {}).get("kwargs", {}).get("receiver", "")
         token = bearer_token(request)
         if token is None:
@@ -137,7 +141,7 @@ class ReceiverTokenAuthentication(authentication.BaseAuthentication):
 
 
 class IsReceiver(permissions.BasePermission):
-    def has_permission(self, request: Request, view) -> bool:
+    def has_permission(self, request: Request, view: APIView) -> bool:
         return isinstance(request.auth, AlertmanagerReceiver)
 
 
@@ -149,7 +153,7 @@ class ApiKeyRateThrottle(throttling.SimpleRateThrottle):
     def get_rate(self) -> str | None:
         return settings.API_RATE_LIMIT or None
 
-    def get_cache_key(self, request: Request, view) -> str | None:
+    def get_cache_key(self, request: Request, view: APIView) -> str | None:
         if isinstance(request.auth, ApiKey):
             ident = f"key-{request.auth.pk}"
         elif isinstance(request.auth, AlertmanagerReceiver):
@@ -165,7 +169,7 @@ class ApiKeyAuthenticationScheme(OpenApiAuthenticationExtension):
     target_class = "diagnosis.api.auth.ApiKeyAuthentication"
     name = "apiKey"
 
-    def get_security_definition(self, auto_schema):
+    def get_security_definition(self, auto_schema: Any) -> dict[str, Any]:
         return {
             "type": "http",
             "scheme": "bearer",
@@ -179,7 +183,7 @@ class ReceiverTokenAuthenticationScheme(OpenApiAuthenticationExtension):
     target_class = "diagnosis.api.auth.ReceiverTokenAuthentication"
     name = "alertmanagerReceiverToken"
 
-    def get_security_definition(self, auto_schema):
+    def get_security_definition(self, auto_schema: Any) -> dict[str, Any]:
         return {
             "type": "http",
             "scheme": "bearer",

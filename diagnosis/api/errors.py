@@ -9,6 +9,7 @@ from typing import Any
 from django.conf import settings
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.core.exceptions import RequestDataTooBig
+from django.core.exceptions import ValidationError as DjangoValidationError
 from django.http import Http404, HttpRequest, JsonResponse
 from django.utils.translation import gettext, gettext_lazy
 from django.views import defaults
@@ -33,6 +34,15 @@ class Conflict(exceptions.APIException):
     status_code = status.HTTP_409_CONFLICT
     default_detail = gettext_lazy("请求与当前状态冲突。")
     default_code = "conflict"
+
+
+class ConflictError(Exception):
+    """A service's refusal because of the current state (the API answers 409 with ``code``)."""
+
+    def __init__(self, message: str, *, code: str = "conflict") -> None:
+        super().__init__(message)
+        self.message = message
+        self.code = code
 
 
 class JSONParser(parsers.JSONParser):
@@ -81,15 +91,25 @@ def _details_of(exc: exceptions.APIException) -> dict[str, Any]:
     return {}
 
 
+def _as_api_exception(exc: Exception) -> Exception:
+    """Django's and the services' errors as the DRF exception with the same status."""
+    if isinstance(exc, Http404):
+        return exceptions.NotFound()
+    if isinstance(exc, DjangoPermissionDenied):
+        return exceptions.PermissionDenied()
+    if isinstance(exc, RequestDataTooBig):
+        return PayloadTooLarge()
+    if isinstance(exc, DjangoValidationError):
+        fields = exc.message_dict if hasattr(exc, "error_dict") else exc.messages
+        return exceptions.ValidationError(fields)
+    if isinstance(exc, ConflictError):
+        return Conflict(exc.message, code=exc.code)
+    return exc
+
+
 def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
     """DRF EXCEPTION_HANDLER: every exception in an API view becomes the one error shape."""
-    if isinstance(exc, Http404):
-        exc = exceptions.NotFound()
-    elif isinstance(exc, DjangoPermissionDenied):
-        exc = exceptions.PermissionDenied()
-    elif isinstance(exc, RequestDataTooBig):
-        exc = PayloadTooLarge()
-
+    exc = _as_api_exception(exc)
     if not isinstance(exc, exceptions.APIException):
         logger.exception("unhandled API error", exc_info=exc)
         set_rollback()

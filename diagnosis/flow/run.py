@@ -16,7 +16,7 @@ from django.db import transaction
 from django.db.models import Count, Sum
 from django.utils import timezone
 
-from diagnosis.api.services import session_ended_notify
+from diagnosis.callbacks.services import session_ended_notify
 from diagnosis.contracts import AnswerSource as Source
 from diagnosis.contracts import (
     ComposerInput,

@@ -3,7 +3,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from django.utils import timezone
 
-from diagnosis.api.services import alert_receiver_create
+from diagnosis.alerts.services import alert_receiver_create
 from diagnosis.models import AlertGroupStart, DiagnosisSession
 from tests.api.conftest import client_for
 

@@ -9,8 +9,8 @@ from datetime import UTC, datetime, timedelta
 import httpx
 import pytest
 
+from diagnosis.alerts.services import alert_receiver_create
 from diagnosis.api import alerts
-from diagnosis.api.services import alert_receiver_create
 from diagnosis.models import AlertGroupStart, DiagnosisSession, Environment
 from tests.support.binaries import require_binary
 from tests.support.workers import wait_until

@@ -199,7 +199,7 @@ def test_a_session_without_a_callback_enqueues_nothing(
     ["http://127.0.0.1:9/hook", "http://10.1.2.3/hook", "http://169.254.169.254/latest/meta-data"],
 )
 def test_a_callback_to_a_private_address_is_refused_and_recorded(settings, url):
-    from diagnosis.api.services import callback_address_refusal
+    from diagnosis.callbacks.services import callback_address_refusal
 
     settings.API_CALLBACK_ALLOW_PRIVATE = False
     assert "non-public address" in callback_address_refusal(url)
@@ -208,7 +208,7 @@ def test_a_callback_to_a_private_address_is_refused_and_recorded(settings, url):
 def test_a_callback_to_a_public_address_is_allowed(settings, monkeypatch):
     import socket
 
-    from diagnosis.api.services import callback_address_refusal
+    from diagnosis.callbacks.services import callback_address_refusal
 
     settings.API_CALLBACK_ALLOW_PRIVATE = False
     monkeypatch.setattr(

@@ -5,7 +5,8 @@ from hypothesis import settings as hypothesis_settings
 from rest_framework.test import APIClient
 from schemathesis.specs.openapi.checks import positive_data_acceptance
 
-from diagnosis.api.services import alert_receiver_create, api_key_create
+from diagnosis.alerts.services import alert_receiver_create
+from diagnosis.api.services import api_key_create
 from diagnosis.api.urls import OPERATIONS
 from tests.api.conftest import completed_session_make
 

@@ -8,7 +8,7 @@ import pytest
 from django.core.cache import cache
 from django.test import Client
 
-from diagnosis.api.services import alert_receiver_create
+from diagnosis.alerts.services import alert_receiver_create
 from diagnosis.models import AlertGroupStart, DiagnosisSession, Environment
 
 URL = "/api/v1/integrations/alertmanager/prod-am"

@@ -12,7 +12,8 @@ from django.utils import timezone
 
 from audit.models import AuditEvent, Review
 from chat.models import Conversation
-from diagnosis.api.services import CreatedApiKey, alert_receiver_create, api_key_create
+from diagnosis.alerts.services import alert_receiver_create
+from diagnosis.api.services import CreatedApiKey, api_key_create
 from diagnosis.models import (
     AlertGroupStart,
     AlertmanagerReceiver,

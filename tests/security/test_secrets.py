@@ -20,7 +20,8 @@ from django.db import models
 from django.test import Client
 from django.urls import reverse
 
-from diagnosis.api.services import alert_receiver_create, api_key_create
+from diagnosis.alerts.services import alert_receiver_create
+from diagnosis.api.services import api_key_create
 from diagnosis.models import ApiSubmission, DiagnosisSession
 from tests.api.test_callbacks import Receiver
 from tests.flow.conftest import MINI_PACK
