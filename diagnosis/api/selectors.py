@@ -8,12 +8,13 @@ from __future__ import annotations
 
 from datetime import datetime
 from typing import Any
+from uuid import UUID
 
+from django.contrib.auth.models import User
 from django.db.models import QuerySet
 from django.utils import timezone
-from pydantic import ValidationError
 
-from diagnosis.contracts import ClaimFact
+from diagnosis.contracts import ComposerInput, SelfEvaluation
 from diagnosis.models import (
     ApiKey,
     ApiSubmission,
@@ -23,10 +24,11 @@ from diagnosis.models import (
     ToolInvocation,
 )
 from diagnosis.selectors import (
-    session_claims_view,
-    session_composer_input,
+    SessionClaim,
+    session_claims,
     session_failure_code,
     session_failure_message,
+    session_self_evaluation,
 )
 
 # Columns a list row needs; the big JSON columns stay in the database.
@@ -63,7 +65,7 @@ def _seconds(start: datetime | None, end: datetime | None) -> float | None:
 # --- lookups ---------------------------------------------------------------------
 
 
-def diagnosis_list_for_user(*, user, filters: dict[str, Any]) -> QuerySet[DiagnosisSession]:
+def diagnosis_list_for_user(*, user: User, filters: dict[str, Any]) -> QuerySet[DiagnosisSession]:
     sessions = DiagnosisSession.objects.filter(owner=user)
     for field in ("status", "decision", "source"):
         if filters.get(field):
@@ -77,7 +79,7 @@ def diagnosis_list_for_user(*, user, filters: dict[str, Any]) -> QuerySet[Diagno
     return sessions.select_related("environment").only(*LIST_FIELDS)
 
 
-def diagnosis_get_for_user(*, user, public_id) -> DiagnosisSession | None:
+def diagnosis_get_for_user(*, user: User, public_id: UUID | str) -> DiagnosisSession | None:
     return (
         DiagnosisSession.objects.filter(owner=user, public_id=public_id)
         .select_related("environment", "api_submission")
@@ -89,7 +91,7 @@ def tool_invocations_for_session(*, session: DiagnosisSession) -> QuerySet[ToolI
     return ToolInvocation.objects.filter(session=session).order_by("sequence")
 
 
-def tool_invocation_get_for_user(*, user, invocation_id: int) -> ToolInvocation | None:
+def tool_invocation_get_for_user(*, user: User, invocation_id: int) -> ToolInvocation | None:
     return (
         ToolInvocation.objects.filter(pk=invocation_id, session__owner=user)
         .select_related("session")
@@ -97,11 +99,11 @@ def tool_invocation_get_for_user(*, user, invocation_id: int) -> ToolInvocation 
     )
 
 
-def api_keys_for_user(*, user) -> QuerySet[ApiKey]:
+def api_keys_for_user(*, user: User) -> QuerySet[ApiKey]:
     return ApiKey.objects.filter(owner=user)
 
 
-def api_key_get_for_user(*, user, key_id: int) -> ApiKey | None:
+def api_key_get_for_user(*, user: User, key_id: int) -> ApiKey | None:
     return ApiKey.objects.filter(owner=user, pk=key_id).first()
 
 
@@ -125,17 +127,6 @@ def diagnosis_summary_data(session: DiagnosisSession) -> dict[str, Any]:
         "started_at": _iso(session.started_at),
         "finished_at": _iso(session.finished_at),
     }
-
-
-def _facts_data(facts: list[dict]) -> list[dict[str, Any]]:
-    """Stored gatekeeper_v2 facts as the API shows them (read through their contract)."""
-    shown = []
-    for fact in facts:
-        try:
-            shown.append(ClaimFact.model_validate(fact).model_dump(mode="json"))
-        except ValidationError:
-            continue  # a stored row that is not a fact is left out, never a 500
-    return shown
 
 
 def _executor_lists(session: DiagnosisSession) -> dict[str, list]:
@@ -176,44 +167,89 @@ def _event_data(event: SessionEvent) -> dict[str, Any]:
     }
 
 
+def _claim_data(claim: SessionClaim) -> dict[str, Any]:
+    return {
+        "claim_id": claim.claim_id,
+        "text": claim.text,
+        "type": claim.claim_type,
+        "entity": claim.entity,
+        "support_level": claim.support_level,
+        "placement": claim.placement,
+        "gatekeeper": {
+            "verdict": claim.verdict,
+            "findings": [f.model_dump(mode="json", exclude_unset=True) for f in claim.findings],
+        },
+        "verifier": {"classification": claim.classification, "reason": claim.reason},
+        "bindings": [
+            {
+                "source_type": b.source_type,
+                "source_id": b.source_id,
+                "tool_name": b.tool_name,
+                "invocation_id": b.invocation_id,
+                "excerpt": b.excerpt,
+                "valid": b.valid,
+            }
+            for b in claim.bindings
+        ],
+        "facts": [f.model_dump(mode="json") for f in claim.facts],
+    }
+
+
+def _filtered_data(filtered: ComposerInput | None) -> dict[str, Any]:
+    """What the Composer input filter allowed (empty lists before it ran)."""
+    if filtered is None:
+        return {"hypotheses": [], "missing_info": [], "recommended_actions": []}
+    return {
+        "hypotheses": [h.model_dump(mode="json") for h in filtered.allowed_hypotheses],
+        "missing_info": list(filtered.missing_info),
+        "recommended_actions": [a.model_dump(mode="json") for a in filtered.recommended_actions],
+    }
+
+
+def _composer_data(evaluation: SelfEvaluation) -> dict[str, Any] | None:
+    verifier = evaluation.verifier_evaluation
+    output = verifier.composer_output if verifier is not None else None
+    if output is None:
+        return None
+    return {
+        "status": str(output.status),
+        "source": str(output.source),
+        "guard_findings": list(output.guard_findings),
+    }
+
+
+def _gatekeeper_counts(evaluation: SelfEvaluation) -> dict[str, Any] | None:
+    if evaluation.gatekeeper is None:
+        return None
+    return evaluation.gatekeeper.counts.model_dump(mode="json", exclude_unset=True) or None
+
+
+def _timings_data(session: DiagnosisSession) -> dict[str, Any]:
+    return {
+        "created_at": _iso(session.created_at),
+        "started_at": _iso(session.started_at),
+        "finished_at": _iso(session.finished_at),
+        "queued_seconds": _seconds(session.created_at, session.started_at),
+        "run_seconds": _seconds(session.started_at, session.finished_at),
+        "elapsed_seconds": _seconds(session.created_at, session.finished_at or timezone.now()),
+    }
+
+
+def _callback_data(session: DiagnosisSession) -> dict[str, Any] | None:
+    submission: ApiSubmission | None = getattr(session, "api_submission", None)
+    if submission is None or not session.callback_url:
+        return None
+    return {
+        "url": session.callback_url,
+        "state": submission.callback_state,
+        "delivered_at": _iso(submission.callback_delivered_at),
+    }
+
+
 def diagnosis_detail_data(session: DiagnosisSession) -> dict[str, Any]:
     """Everything an integrator may read about one session (same JSON as the callback)."""
-    evaluation = session.self_evaluation if isinstance(session.self_evaluation, dict) else {}
-    verifier = evaluation.get("verifier_evaluation") or {}
-    composer_output = verifier.get("composer_output") if isinstance(verifier, dict) else None
-    composer_output = composer_output if isinstance(composer_output, dict) else {}
-    raw_gatekeeper = evaluation.get("gatekeeper")
-    gatekeeper: dict[str, Any] = raw_gatekeeper if isinstance(raw_gatekeeper, dict) else {}
-    filtered = session_composer_input(session=session)
-    events = list(session.events.order_by("sequence"))
-    claims = [
-        {
-            "claim_id": c.claim_id,
-            "text": c.text,
-            "type": c.claim_type,
-            "entity": c.entity,
-            "support_level": c.support_level,
-            "placement": c.placement,
-            "gatekeeper": {"verdict": c.verdict, "findings": c.findings},
-            "verifier": {"classification": c.classification, "reason": c.reason},
-            "bindings": [
-                {
-                    "source_type": b.source_type,
-                    "source_id": b.source_id,
-                    "tool_name": b.tool_name,
-                    "invocation_id": b.invocation_id,
-                    "excerpt": b.excerpt,
-                    "valid": b.valid,
-                }
-                for b in c.bindings
-            ],
-            "facts": _facts_data(c.facts),
-        }
-        for c in session_claims_view(session=session)
-    ]
+    evaluation = session_self_evaluation(session)
     context = session.context if isinstance(session.context, dict) else {}
-    submission: ApiSubmission | None = getattr(session, "api_submission", None)
-    now = timezone.now()
     data = diagnosis_summary_data(session)
     data.update(
         {
@@ -226,41 +262,16 @@ def diagnosis_detail_data(session: DiagnosisSession) -> dict[str, Any]:
                 "services": [str(s) for s in context.get("services") or []],
                 "window": context.get("window") or context.get("window_hint"),
             },
-            "progress": [_event_data(e) for e in events],
+            "progress": [_event_data(e) for e in session.events.order_by("sequence")],
             "executor_output_parse_status": session.executor_output_parse_status or None,
-            "gatekeeper_counts": gatekeeper.get("counts") or None,
-            "claims": claims,
-            "hypotheses": [h.model_dump(mode="json") for h in filtered.allowed_hypotheses]
-            if filtered
-            else [],
-            "missing_info": list(filtered.missing_info) if filtered else [],
-            "recommended_actions": [a.model_dump(mode="json") for a in filtered.recommended_actions]
-            if filtered
-            else [],
+            "gatekeeper_counts": _gatekeeper_counts(evaluation),
+            "claims": [_claim_data(c) for c in session_claims(session=session).claims],
+            **_filtered_data(evaluation.composer_input),
             "executor_proposals": _executor_lists(session),
-            "composer": {
-                "status": composer_output.get("status"),
-                "source": composer_output.get("source"),
-                "guard_findings": list(composer_output.get("guard_findings") or []),
-            }
-            if composer_output
-            else None,
+            "composer": _composer_data(evaluation),
             "model_usage": session.llm_usage or {},
-            "timings": {
-                "created_at": _iso(session.created_at),
-                "started_at": _iso(session.started_at),
-                "finished_at": _iso(session.finished_at),
-                "queued_seconds": _seconds(session.created_at, session.started_at),
-                "run_seconds": _seconds(session.started_at, session.finished_at),
-                "elapsed_seconds": _seconds(session.created_at, session.finished_at or now),
-            },
-            "callback": {
-                "url": session.callback_url,
-                "state": submission.callback_state,
-                "delivered_at": _iso(submission.callback_delivered_at),
-            }
-            if submission is not None and session.callback_url
-            else None,
+            "timings": _timings_data(session),
+            "callback": _callback_data(session),
         }
     )
     return data
