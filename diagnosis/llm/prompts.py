@@ -5,6 +5,15 @@ braces). Substitution is a single pass, so a value that itself contains
 ``{{ x }}`` (a question, a log line) is inserted literally, never expanded.
 A role's file holds the system prompt, then a line ``<!-- user -->``, then the
 user message; ``prompt_messages`` splits it.
+
+What a prompt says about the tools comes from the tool registry
+(``diagnosis.evidence.tools``): the loader fills these variables itself, so no caller
+passes them and a new tool needs no prompt edit:
+
+- ``{{ tool_catalogue }}``: one line per tool, ``- `name`: purpose (arguments: a, b)``;
+- ``{{ tool_names }}``: the names as a JSON list;
+- ``{{ evidence_tools }}``: the evidence tools' names, ```a`` or ``b```;
+- ``{{ knowledge_tools }}``: the knowledge tools' names, the same way.
 """
 
 from __future__ import annotations
@@ -18,11 +27,16 @@ from typing import Any
 from django.conf import settings
 
 from diagnosis.contracts import ComposerInput, VerifierPayload
+from diagnosis.evidence.tools import tool_definitions
+from diagnosis.evidence.tools.base import ToolDefinition
 from diagnosis.llm.base import ExecutorRequest, PlannerRequest
 
 USER_MARKER = "<!-- user -->"
 _PLACEHOLDER = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
 _NAME = re.compile(r"^[a-z][a-z0-9_]*$")
+REGISTRY_VARIABLES = frozenset(
+    {"tool_catalogue", "tool_names", "evidence_tools", "knowledge_tools"}
+)
 
 
 class PromptError(Exception):
@@ -53,8 +67,29 @@ def _load(name: str) -> tuple[str, frozenset[str]]:
 
 
 def prompt_variables(name: str) -> frozenset[str]:
-    """The placeholder names a prompt file uses."""
-    return _load(name)[1]
+    """The variables a caller passes to a prompt: its placeholders but the registry's."""
+    return _load(name)[1] - REGISTRY_VARIABLES
+
+
+def _names_text(definitions: list[ToolDefinition]) -> str:
+    names = [f"`{d.name}`" for d in definitions]
+    return " or ".join(names) if len(names) < 3 else ", ".join(names[:-1]) + " or " + names[-1]
+
+
+def _registry_values() -> dict[str, str]:
+    """The values of ``REGISTRY_VARIABLES``, from the tools registered now."""
+    definitions = list(tool_definitions())
+    catalogue = [
+        f"- `{d.name}`: {d.purpose or d.description} "
+        f"(arguments: {', '.join(a.name for a in d.args)})"
+        for d in definitions
+    ]
+    return {
+        "tool_catalogue": "\n".join(catalogue),
+        "tool_names": json.dumps([d.name for d in definitions]),
+        "evidence_tools": _names_text([d for d in definitions if d.kind == "evidence"]),
+        "knowledge_tools": _names_text([d for d in definitions if d.kind == "knowledge"]),
+    }
 
 
 def _as_text(value: Any) -> str:
@@ -66,7 +101,8 @@ def _as_text(value: Any) -> str:
 
 
 def _checked_values(name: str, variables: dict[str, Any]) -> tuple[str, dict[str, str]]:
-    text, names = _load(name)
+    text, used = _load(name)
+    names = used - REGISTRY_VARIABLES
     missing = sorted(names - variables.keys())
     if missing:
         raise PromptError(f"prompt {name!r}: missing variable(s) {', '.join(missing)}")
@@ -76,7 +112,11 @@ def _checked_values(name: str, variables: dict[str, Any]) -> tuple[str, dict[str
             f"prompt {name!r}: unknown variable(s) {', '.join(unknown)}; "
             f"the file uses {', '.join(sorted(names)) or 'none'}"
         )
-    return text, {key: _as_text(value) for key, value in variables.items()}
+    values = {key: _as_text(value) for key, value in variables.items()}
+    if used & REGISTRY_VARIABLES:
+        own = _registry_values()
+        values.update({key: own[key] for key in used & REGISTRY_VARIABLES})
+    return text, values
 
 
 def _substitute(text: str, values: dict[str, str]) -> str:

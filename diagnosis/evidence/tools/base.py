@@ -266,6 +266,8 @@ class ToolDefinition:
     - ``recordable``: a pack's ``recorded/invocations.jsonl`` may hold calls of it, replayed
       instead of running the backend.
     - ``chart``: its summary's ``series`` can be drawn as charts on the evidence page.
+    - ``purpose``: what it gives, in a few words, for the Planner's tool list (the prompt
+      loader's ``{{ tool_catalogue }}``); without one the description stands in.
     """
 
     name: str
@@ -277,6 +279,7 @@ class ToolDefinition:
     facts: Callable[[dict[str, Any]], list[str]] = no_facts
     recordable: bool = True
     chart: bool = False
+    purpose: str = ""
 
     def summary_facts(self, summary: dict[str, Any]) -> list[str]:
         """The summary's facts for the trace summary (``[]``: use the output's lines)."""

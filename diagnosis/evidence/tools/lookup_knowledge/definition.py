@@ -29,6 +29,7 @@ def _facts(summary: dict[str, Any]) -> list[str]:
 
 DEFINITION = ToolDefinition(
     name="lookup_knowledge",
+    purpose="runbooks and past-incident notes",
     description=(
         "Search the runbooks and past-incident notes (Chinese or English). Each result "
         "starts with '=== <chunk_id> | <title> / <section> ===' followed by the section "

@@ -77,6 +77,7 @@ def _facts(summary: dict[str, Any]) -> list[str]:
 
 DEFINITION = ToolDefinition(
     name="query_logs",
+    purpose="log lines of a service, clustered into templates",
     description=(
         "Log lines of the window clustered into templates, each with its count in the "
         "window and in the baseline before it, NEW when absent from the baseline, surge "

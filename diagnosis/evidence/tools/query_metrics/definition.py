@@ -62,6 +62,7 @@ def _facts(summary: dict[str, Any]) -> list[str]:
 
 DEFINITION = ToolDefinition(
     name="query_metrics",
+    purpose="metrics of a service over a time window",
     description=(
         "Metrics compared between the query window and the baseline right before it. "
         "Without a service it ranks the whole environment in one query: a totals line "
