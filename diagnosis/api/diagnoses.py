@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import timedelta
+from uuid import UUID
 
 from django.conf import settings
 from django.db.models import QuerySet
@@ -251,7 +252,7 @@ class DiagnosisDetailApi(ApiView):
         parameters=[ID_PARAMETER],
         responses={200: DiagnosisDetailSerializer, **error_responses(401, 404, 429)},
     )
-    def get(self, request: Request, public_id) -> Response:
+    def get(self, request: Request, public_id: UUID) -> Response:
         session = diagnosis_or_404(request, public_id)
         return Response(self.OutputSerializer(diagnosis_detail_data(session)).data)
 
@@ -273,7 +274,7 @@ class DiagnosisCancelApi(ApiView):
             **error_responses(401, 403, 404, 409, 413, 429),
         },
     )
-    def post(self, request: Request, public_id) -> Response:
+    def post(self, request: Request, public_id: UUID) -> Response:
         session = diagnosis_or_404(request, public_id)
         if session.status in (DiagnosisSession.Status.COMPLETED, DiagnosisSession.Status.FAILED):
             raise Conflict(
@@ -295,7 +296,7 @@ class DiagnosisCallbackAttemptListApi(ApiView):
         parameters=[ID_PARAMETER],
         responses={200: CallbackAttemptListSerializer, **error_responses(401, 404, 429)},
     )
-    def get(self, request: Request, public_id) -> Response:
+    def get(self, request: Request, public_id: UUID) -> Response:
         session = diagnosis_or_404(request, public_id)
         attempts = callback_attempts_for_session(session=session).values(
             "attempt", "url", "status_code", "error", "duration_ms", "at"

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.conf import settings
 from django.utils.translation import gettext_lazy as _
 from rest_framework import exceptions, serializers
@@ -18,7 +20,7 @@ class DiagnosisCursorPagination(CursorPagination):
         self.page_size = settings.API_PAGE_SIZE
         self.max_page_size = settings.API_PAGE_SIZE_MAX
 
-    def decode_cursor(self, request: Request):
+    def decode_cursor(self, request: Request) -> Any:
         try:
             return super().decode_cursor(request)
         except exceptions.NotFound:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from uuid import UUID
+
 from django.utils.translation import gettext_lazy as _
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
@@ -31,7 +33,7 @@ class DiagnosisToolInvocationListApi(ApiView):
         parameters=[ID_PARAMETER, PageFilterSerializer],
         responses={200: ToolInvocationListSerializer, **error_responses(400, 401, 404, 429)},
     )
-    def get(self, request: Request, public_id) -> Response:
+    def get(self, request: Request, public_id: UUID) -> Response:
         PageFilterSerializer(data=request.query_params).is_valid(raise_exception=True)
         session = diagnosis_or_404(request, public_id)
         public = str(session.public_id)
