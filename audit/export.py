@@ -20,7 +20,7 @@ import yaml
 from audit.models import ClaimReview, Review
 from diagnosis.flow.gatekeeper import KNOWLEDGE_TOOL, knowledge_blocks
 from diagnosis.models import DiagnosisSession, LLMCall, ToolInvocation
-from diagnosis.selectors import session_claims_view
+from diagnosis.selectors import session_claims, session_self_evaluation
 
 ROLES = ("planner", "executor", "verifier", "composer")
 _FAILED = {s for s in LLMCall.Status.values if s not in {"ok", "truncated"}}
@@ -42,7 +42,7 @@ def case_id_for(session: DiagnosisSession) -> str:
 
 def must_not_claim(*, session: DiagnosisSession) -> list[str]:
     """Allowed claims a reviewer marked wrong (or all of them when a review said wrong/unsafe)."""
-    allowed = {c.claim_id: c.text for c in session_claims_view(session=session) if c.allowed}
+    allowed = {c.claim_id: c.text for c in session_claims(session=session).allowed}
     phrases: list[str] = []
     reviews = Review.objects.filter(session=session).prefetch_related("claim_reviews")
     for review in reviews:
@@ -175,14 +175,10 @@ def last_run_boundary(*, session: DiagnosisSession) -> int | None:
     A worker that died left its attempts behind; the run that took over continued with
     the next attempt number (diagnosis/flow/run.py).
     """
-    evaluation = session.self_evaluation if isinstance(session.self_evaluation, dict) else {}
-    restarts = evaluation.get("restarts")
-    if not isinstance(restarts, list) or not restarts or not isinstance(restarts[-1], dict):
+    restarts = session_self_evaluation(session).restarts
+    if not restarts or "previous_attempts" not in restarts[-1].model_fields_set:
         return None
-    previous = restarts[-1].get("previous_attempts")
-    if isinstance(previous, bool) or not isinstance(previous, int):
-        return None
-    return previous
+    return restarts[-1].previous_attempts
 
 
 def last_run_calls(calls: list[LLMCall], boundary: int) -> list[LLMCall]:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import date, timedelta
 from typing import Any
@@ -26,16 +26,40 @@ from django.db.models.functions import Cast, Coalesce, TruncDate
 from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
+from pydantic import BaseModel
 
 from audit.models import ClaimReview, Review
-from chat.selectors import FactSegment, claim_fact_segments
-from diagnosis.contracts import Classification
-from diagnosis.flow.gatekeeper import excerpt_locate
+from diagnosis.contracts import (
+    AttemptRecord,
+    ClaimCheck,
+    Classification,
+    ComposerInput,
+    ComposerOutputSnapshot,
+    GatekeeperReport,
+    Hypothesis,
+    RecommendedAction,
+    RestartRecord,
+    VerifierEvaluation,
+)
 from diagnosis.models import DiagnosisSession, LLMCall, ToolInvocation
-from diagnosis.selectors import ClaimView, session_claims_view
+from diagnosis.selectors import (
+    ExcerptLine,
+    FactSegment,
+    SessionClaim,
+    excerpt_context,
+    session_claims,
+    session_self_evaluation,
+    valid_items,
+)
 
-CONTEXT_LINES = 2
-CONTEXT_MAX_CHARS = 4000
+# The parts of self_evaluation (contracts.SelfEvaluation) the database counts itself, as
+# JSON paths: the session list and the dashboard aggregate them without loading the rows.
+GATEKEEPER_CLAIMS = "self_evaluation__gatekeeper__counts__claims"
+GATEKEEPER_ACCEPTED = "self_evaluation__gatekeeper__counts__accepted"
+GATEKEEPER_DEMOTED = "self_evaluation__gatekeeper__counts__demoted"
+VERIFIER_CLAIM_CHECKS = "self_evaluation__verifier_evaluation__claim_checks"
+
+CONTEXT_MAX_CHARS = 4000  # what a reviewer sees of very long output lines around a match
 
 
 # --- Access ----------------------------------------------------------------------
@@ -58,8 +82,8 @@ def _json_int(path: str):
 def sessions_for_audit() -> QuerySet[DiagnosisSession]:
     """Sessions with the numbers the audit list shows, computed in the database."""
     return DiagnosisSession.objects.select_related("owner", "environment").annotate(
-        claims_accepted=_json_int("self_evaluation__gatekeeper__counts__accepted"),
-        claims_demoted=_json_int("self_evaluation__gatekeeper__counts__demoted"),
+        claims_accepted=_json_int(GATEKEEPER_ACCEPTED),
+        claims_demoted=_json_int(GATEKEEPER_DEMOTED),
         tokens_total=_json_int("llm_usage__total__tokens_in")
         + _json_int("llm_usage__total__tokens_out"),
         duration=ExpressionWrapper(
@@ -72,33 +96,34 @@ def sessions_for_audit() -> QuerySet[DiagnosisSession]:
 # --- Excerpts in context -------------------------------------------------------------
 
 
-def excerpt_in_context(excerpt: str, text: str, *, lines: int = CONTEXT_LINES) -> SafeString:
-    """A few lines around the match, the match in <mark>, everything else escaped."""
-    spans = sorted(excerpt_locate(excerpt, text))
-    if not spans:
+def context_html(lines: Sequence[ExcerptLine]) -> SafeString:
+    """Lines around an excerpt (``diagnosis.selectors.excerpt_lines``) as escaped HTML,
+    the match in <mark>; "∅" when the excerpt was not found."""
+    if not lines:
         return format_html('<span class="rp-nomatch">{}</span>', "∅")
-    first, last = spans[0][0], spans[-1][1]
-    starts = [0] + [m.end() for m in re.finditer("\n", text)]
-    line_of_first = max(i for i, s in enumerate(starts) if s <= first)
-    line_of_last = max(i for i, s in enumerate(starts) if s <= max(first, last - 1))
-    begin = starts[max(0, line_of_first - lines)]
-    end_line = line_of_last + lines + 1
-    end = starts[end_line] - 1 if end_line < len(starts) else len(text)
-    if end - begin > CONTEXT_MAX_CHARS:
-        begin = max(begin, first - CONTEXT_MAX_CHARS // 2)
-        end = min(end, max(last, begin) + CONTEXT_MAX_CHARS // 2)
-    pieces: list[tuple[str, str]] = []
-    cursor = begin
-    for start, stop in spans:
-        start, stop = max(start, cursor), min(stop, end)
-        if stop <= start:
-            continue
-        pieces.append(("{}", text[cursor:start]))
-        pieces.append(("<mark>{}</mark>", text[start:stop]))
-        cursor = stop
-    pieces.append(("{}", text[cursor:end]))
-    body = format_html_join("", "{}", ((format_html(tpl, part),) for tpl, part in pieces))
+    body = format_html_join(
+        "\n",
+        "{}",
+        (
+            (
+                format_html_join(
+                    "",
+                    "{}",
+                    (
+                        (format_html("<mark>{}</mark>", s.text) if s.marked else s.text,)
+                        for s in line.segments
+                    ),
+                ),
+            )
+            for line in lines
+        ),
+    )
     return format_html('<pre class="rp-context">{}</pre>', body)
+
+
+def excerpt_in_context(excerpt: str, text: str) -> SafeString:
+    """A few lines around the excerpt's match in ``text``, the match in <mark>, all escaped."""
+    return context_html(excerpt_context(excerpt=excerpt, output=text, max_chars=CONTEXT_MAX_CHARS))
 
 
 # --- A session as it ran --------------------------------------------------------------
@@ -113,21 +138,24 @@ class BindingRow:
     excerpt: str
     valid: bool
     invocation_id: int | None
-    context: SafeString | None
+    context: SafeString | None  # None: no invocation of the session has its trace_ref
 
 
 @dataclass
 class ClaimRow:
-    view: ClaimView
+    view: SessionClaim
     bindings: list[BindingRow]
-    # the claim's text cut at its facts, each linked to its binding (gatekeeper_v2)
-    segments: list[FactSegment] = field(default_factory=list)
+
+    @property
+    def segments(self) -> tuple[FactSegment, ...]:
+        """The claim's text cut at its facts, each linked to its binding (gatekeeper_v2)."""
+        return self.view.segments
 
 
 @dataclass
 class AttemptRow:
     attempt: int
-    data: dict[str, Any]
+    data: AttemptRecord
     invocations: list[ToolInvocation]
     llm_calls: list[LLMCall]
 
@@ -138,100 +166,88 @@ class SessionAudit:
     plan: dict[str, Any]
     attempts: list[AttemptRow]
     claims: list[ClaimRow]
-    hypotheses: list[dict[str, Any]]
-    missing_info: list[str]
-    actions: list[dict[str, Any]]
-    gatekeeper: dict[str, Any]
-    verifier: dict[str, Any]
-    composer_input: dict[str, Any] | None
-    composer_output: dict[str, Any] | None
+    hypotheses: tuple[Hypothesis, ...]
+    missing_info: tuple[str, ...]
+    actions: tuple[RecommendedAction, ...]
+    gatekeeper: GatekeeperReport | None
+    verifier: VerifierEvaluation | None
+    composer_input: ComposerInput | None
+    composer_output: ComposerOutputSnapshot | None
     invocations: list[ToolInvocation]
     llm_calls: list[LLMCall]
     reviews: list[Review]
-    restarts: list[dict[str, Any]] = field(default_factory=list)
-
-
-def _dicts(value: object) -> list[dict[str, Any]]:
-    return [v for v in value if isinstance(v, dict)] if isinstance(value, list) else []
-
-
-def _strings(value: object) -> list[str]:
-    return [str(v) for v in value] if isinstance(value, list) else []
+    restarts: list[RestartRecord] = field(default_factory=list)
 
 
 def pretty_json(value: object) -> str:
+    """Indented JSON; a stored record shows the keys it was stored with."""
+    if isinstance(value, BaseModel):
+        value = value.model_dump(mode="json", exclude_unset=True)
     return json.dumps(value, ensure_ascii=False, indent=2, sort_keys=False, default=str)
 
 
-def session_audit_view(*, session: DiagnosisSession) -> SessionAudit:
-    """Everything a reviewer reads on one page, in a fixed number of queries."""
-    invocations = list(session.invocations.order_by("sequence"))
-    llm_calls = list(session.llm_calls.order_by("sequence"))
-    by_id = {inv.id: inv for inv in invocations}
-    evaluation = session.self_evaluation if isinstance(session.self_evaluation, dict) else {}
-    structured = session.executor_structured_output
-    structured = structured if isinstance(structured, dict) else {}
-    claims = []
-    for view in session_claims_view(session=session):
-        rows = []
-        for binding in view.bindings:
-            invocation = by_id.get(binding.invocation_id) if binding.invocation_id else None
-            rows.append(
-                BindingRow(
-                    index=binding.index,
-                    source_type=binding.source_type,
-                    source_id=binding.source_id,
-                    tool_name=binding.tool_name,
-                    excerpt=binding.excerpt,
-                    valid=binding.valid,
-                    invocation_id=binding.invocation_id,
-                    context=excerpt_in_context(binding.excerpt, invocation.output)
-                    if invocation is not None
-                    else None,
-                )
-            )
-        claims.append(
-            ClaimRow(
-                view=view,
-                bindings=rows,
-                segments=claim_fact_segments(text=view.text, facts=view.facts),
-            )
+def _claim_row(claim: SessionClaim) -> ClaimRow:
+    rows = [
+        BindingRow(
+            index=b.index,
+            source_type=b.source_type,
+            source_id=b.source_id,
+            tool_name=b.tool_name,
+            excerpt=b.excerpt,
+            valid=b.valid,
+            invocation_id=b.invocation_id,
+            context=context_html(b.lines(max_chars=CONTEXT_MAX_CHARS))
+            if b.invocation is not None
+            else None,
         )
-    attempts = []
-    for index, data in enumerate(_dicts(evaluation.get("attempts")), start=1):
-        number = int(data.get("attempt") or index)
-        attempts.append(
+        for b in claim.bindings
+    ]
+    return ClaimRow(view=claim, bindings=rows)
+
+
+def _attempt_rows(
+    records: list[AttemptRecord], *, invocations: list[ToolInvocation], llm_calls: list[LLMCall]
+) -> list[AttemptRow]:
+    rows = []
+    for index, record in enumerate(records, start=1):
+        number = record.attempt or index
+        rows.append(
             AttemptRow(
                 attempt=number,
-                data=data,
+                data=record,
                 invocations=[i for i in invocations if i.attempt == number],
                 llm_calls=[c for c in llm_calls if c.attempt == number],
             )
         )
-    verifier = evaluation.get("verifier_evaluation")
-    verifier = verifier if isinstance(verifier, dict) else {}
-    composer_output = verifier.get("composer_output")
-    composer_input = evaluation.get("composer_input")
-    gatekeeper = evaluation.get("gatekeeper")
+    return rows
+
+
+def session_audit_view(*, session: DiagnosisSession) -> SessionAudit:
+    """Everything a reviewer reads on one page, in a fixed number of queries."""
+    claims = session_claims(session=session)
+    invocations = list(claims.invocations)
+    llm_calls = list(session.llm_calls.order_by("sequence"))
+    evaluation = session_self_evaluation(session)
+    verifier = evaluation.verifier_evaluation
     reviews = list(
         session.reviews.select_related("reviewer").prefetch_related("claim_reviews").all()
     )
     return SessionAudit(
         session=session,
         plan=session.plan if isinstance(session.plan, dict) else {},
-        attempts=attempts,
-        claims=claims,
-        hypotheses=_dicts(structured.get("hypotheses")),
-        missing_info=_strings(structured.get("missing_info")),
-        actions=_dicts(structured.get("recommended_actions")),
-        gatekeeper=gatekeeper if isinstance(gatekeeper, dict) else {},
+        attempts=_attempt_rows(evaluation.attempts, invocations=invocations, llm_calls=llm_calls),
+        claims=[_claim_row(claim) for claim in claims.claims],
+        hypotheses=claims.hypotheses,
+        missing_info=claims.missing_info,
+        actions=claims.actions,
+        gatekeeper=evaluation.gatekeeper,
         verifier=verifier,
-        composer_input=composer_input if isinstance(composer_input, dict) else None,
-        composer_output=composer_output if isinstance(composer_output, dict) else None,
+        composer_input=evaluation.composer_input,
+        composer_output=verifier.composer_output if verifier is not None else None,
         invocations=invocations,
         llm_calls=llm_calls,
         reviews=reviews,
-        restarts=_dicts(evaluation.get("restarts")),
+        restarts=evaluation.restarts,
     )
 
 
@@ -281,16 +297,24 @@ class Dashboard:
         return self._share(self.claim_agreements, self.claim_reviews)
 
 
-def dashboard_build(*, days: int = 14, today: date | None = None) -> Dashboard:
-    today = today or timezone.localdate()
-    first = today - timedelta(days=days - 1)
-    day_list = [first + timedelta(days=n) for n in range(days)]
-    index = {d: n for n, d in enumerate(day_list)}
-    in_range = DiagnosisSession.objects.filter(created_at__date__gte=first)
+@dataclass
+class _DailySessions:
+    """Sessions per day of the dashboard's range: by decision, completed, fallen back."""
 
-    by_decision = {key: [0] * days for key in [*DECISIONS, ""]}
-    fallback_counts = [0] * days
-    completed_counts = [0] * days
+    by_decision: dict[str, list[int]]
+    completed: list[int]
+    fallbacks: list[int]
+
+
+def _daily_sessions(
+    in_range: QuerySet[DiagnosisSession], *, index: dict[date, int]
+) -> _DailySessions:
+    days = len(index)
+    daily = _DailySessions(
+        by_decision={key: [0] * days for key in [*DECISIONS, ""]},
+        completed=[0] * days,
+        fallbacks=[0] * days,
+    )
     rows = (
         in_range.annotate(day=TruncDate("created_at"))
         .values("day", "decision", "answer_source", "status")
@@ -301,34 +325,25 @@ def dashboard_build(*, days: int = 14, today: date | None = None) -> Dashboard:
         n = index.get(row["day"])
         if n is None:
             continue
-        by_decision.setdefault(row["decision"] or "", [0] * days)[n] += row["n"]
+        daily.by_decision.setdefault(row["decision"] or "", [0] * days)[n] += row["n"]
         if row["status"] == DiagnosisSession.Status.COMPLETED:
-            completed_counts[n] += row["n"]
+            daily.completed[n] += row["n"]
             if row["answer_source"] == DiagnosisSession.AnswerSource.FALLBACK:
-                fallback_counts[n] += row["n"]
+                daily.fallbacks[n] += row["n"]
+    return daily
 
-    totals = in_range.aggregate(
-        claims=Sum(_json_int("self_evaluation__gatekeeper__counts__claims")),
-        demoted=Sum(_json_int("self_evaluation__gatekeeper__counts__demoted")),
-    )
+
+def _classification_counts(in_range: QuerySet[DiagnosisSession]) -> dict[str, int]:
+    """How often the Verifier gave each classification, over the latest sessions."""
     classifications = dict.fromkeys(CLASSIFICATIONS, 0)
-    checks = in_range.order_by("-created_at").values_list(
-        "self_evaluation__verifier_evaluation__claim_checks", flat=True
-    )[:DASHBOARD_MAX_SESSIONS]
-    for session_checks in checks:
-        for check in _dicts(session_checks):
-            key = str(check.get("classification", ""))
-            if key in classifications:
-                classifications[key] += 1
+    checks = in_range.order_by("-created_at").values_list(VERIFIER_CLAIM_CHECKS, flat=True)
+    for session_checks in checks[:DASHBOARD_MAX_SESSIONS]:
+        for check in valid_items(ClaimCheck, session_checks):
+            classifications[check.classification] += 1
+    return classifications
 
-    unreviewed_qs = in_range.filter(status=DiagnosisSession.Status.COMPLETED).exclude(
-        Exists(Review.objects.filter(session=OuterRef("pk")))
-    )
-    claim_reviews = ClaimReview.objects.filter(review__session__created_at__date__gte=first)
-    review_totals = claim_reviews.aggregate(
-        total=Count("id"), agree=Count("id", filter=Q(agrees_with_verifier=True))
-    )
-    agreement = _agreement_by_classification(claim_reviews)
+
+def _review_verdicts(*, first: date) -> dict[str, int]:
     verdicts = dict.fromkeys([v.value for v in Review.Verdict], 0)
     for verdict, n in (
         Review.objects.filter(session__created_at__date__gte=first)
@@ -337,8 +352,11 @@ def dashboard_build(*, days: int = 14, today: date | None = None) -> Dashboard:
         .order_by()
     ):
         verdicts[verdict] = n
+    return verdicts
 
-    tokens = [0] * days
+
+def _tokens_by_day(*, first: date, index: dict[date, int]) -> list[int]:
+    tokens = [0] * len(index)
     for day, used in (
         LLMCall.objects.filter(created_at__date__gte=first)
         .annotate(day=TruncDate("created_at"))
@@ -349,21 +367,40 @@ def dashboard_build(*, days: int = 14, today: date | None = None) -> Dashboard:
         n = index.get(day)
         if n is not None:
             tokens[n] += used or 0
+    return tokens
 
-    completed = sum(completed_counts)
+
+def dashboard_build(*, days: int = 14, today: date | None = None) -> Dashboard:
+    today = today or timezone.localdate()
+    first = today - timedelta(days=days - 1)
+    day_list = [first + timedelta(days=n) for n in range(days)]
+    index = {d: n for n, d in enumerate(day_list)}
+    in_range = DiagnosisSession.objects.filter(created_at__date__gte=first)
+    daily = _daily_sessions(in_range, index=index)
+    totals = in_range.aggregate(
+        claims=Sum(_json_int(GATEKEEPER_CLAIMS)), demoted=Sum(_json_int(GATEKEEPER_DEMOTED))
+    )
+    classifications = _classification_counts(in_range)
+    unreviewed_qs = in_range.filter(status=DiagnosisSession.Status.COMPLETED).exclude(
+        Exists(Review.objects.filter(session=OuterRef("pk")))
+    )
+    claim_reviews = ClaimReview.objects.filter(review__session__created_at__date__gte=first)
+    review_totals = claim_reviews.aggregate(
+        total=Count("id"), agree=Count("id", filter=Q(agrees_with_verifier=True))
+    )
     return Dashboard(
         days=day_list,
-        sessions_by_decision={k: v for k, v in by_decision.items() if k or any(v)},
-        sessions_total=sum(sum(v) for v in by_decision.values()),
+        sessions_by_decision={k: v for k, v in daily.by_decision.items() if k or any(v)},
+        sessions_total=sum(sum(v) for v in daily.by_decision.values()),
         claims_total=totals["claims"] or 0,
         claims_demoted=totals["demoted"] or 0,
         classifications=classifications,
         classified_total=sum(classifications.values()),
-        completed=completed,
-        fallbacks=sum(fallback_counts),
+        completed=sum(daily.completed),
+        fallbacks=sum(daily.fallbacks),
         fallback_by_day=[
             round(f / c, 4) if c else 0.0
-            for f, c in zip(fallback_counts, completed_counts, strict=True)
+            for f, c in zip(daily.fallbacks, daily.completed, strict=True)
         ],
         unreviewed_count=unreviewed_qs.count(),
         unreviewed=list(
@@ -371,9 +408,9 @@ def dashboard_build(*, days: int = 14, today: date | None = None) -> Dashboard:
         ),
         claim_reviews=review_totals["total"] or 0,
         claim_agreements=review_totals["agree"] or 0,
-        agreement_by_classification=agreement,
-        review_verdicts=verdicts,
-        tokens_by_day=tokens,
+        agreement_by_classification=_agreement_by_classification(claim_reviews),
+        review_verdicts=_review_verdicts(first=first),
+        tokens_by_day=_tokens_by_day(first=first, index=index),
     )
 
 
@@ -385,21 +422,14 @@ def _agreement_by_classification(
         claim_reviews.values_list(
             "claim_id",
             "agrees_with_verifier",
-            "review__session__self_evaluation__verifier_evaluation__claim_checks",
+            f"review__session__{VERIFIER_CLAIM_CHECKS}",
         )[:DASHBOARD_MAX_SESSIONS]
     )
     result: dict[str, tuple[int, int]] = {}
-    for claim_id, agrees, checks in rows:
-        classification = (
-            next(
-                (
-                    str(c.get("classification", ""))
-                    for c in _dicts(checks)
-                    if str(c.get("claim_id")) == claim_id
-                ),
-                "",
-            )
-            or "unclassified"
+    for claim_id, agrees, stored_checks in rows:
+        checks = valid_items(ClaimCheck, stored_checks)
+        classification = next(
+            (str(c.classification) for c in checks if c.claim_id == claim_id), "unclassified"
         )
         agree, total = result.get(classification, (0, 0))
         result[classification] = (agree + int(bool(agrees)), total + 1)

@@ -16,8 +16,9 @@ from django.db import models, transaction
 
 from audit.export import CasePack, case_pack_build
 from audit.models import AuditEvent, ClaimReview, Review
+from diagnosis.evidence.services import knowledge_document_rechunk
 from diagnosis.models import DiagnosisSession, KnowledgeChunk, KnowledgeDocument
-from diagnosis.selectors import session_claims_view
+from diagnosis.selectors import session_claims
 
 SYSTEM_ACTOR = "system"
 
@@ -65,7 +66,7 @@ def review_record(
     """Record a reviewer's verdict on a session and per-claim agreement with the Verifier."""
     if verdict not in Review.Verdict.values:
         raise ValidationError({"verdict": f"unknown verdict {verdict!r}"})
-    known = {c.claim_id for c in session_claims_view(session=session)}
+    known = {c.claim_id for c in session_claims(session=session).claims}
     judgements = list(claims)
     unknown = sorted({j.claim_id for j in judgements} - known)
     if unknown:
@@ -164,8 +165,6 @@ def sessions_export_archive(*, sessions: Iterable[DiagnosisSession], actor) -> b
 
 def knowledge_document_save(*, document: KnowledgeDocument) -> list[KnowledgeChunk]:
     """Save an edited runbook and re-chunk it with the evidence side's own chunker."""
-    from diagnosis.evidence.services import knowledge_document_rechunk
-
     with transaction.atomic():
         document.save()
         return knowledge_document_rechunk(document=document)

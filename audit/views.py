@@ -28,7 +28,7 @@ from audit.services import ClaimJudgement, review_record
 from audit.templatetags.audit_tags import DECISION_LABELS, review_verdict_label
 from chat.templatetags.chat_tags import classification_label
 from diagnosis.models import DiagnosisSession
-from diagnosis.selectors import ClaimView
+from diagnosis.selectors import SessionClaim
 
 AGREE, DISAGREE = "agree", "disagree"
 # Where a recorded review returns to: the reading page, or (the default) the admin page.
@@ -53,7 +53,7 @@ class ReviewForm(forms.Form):
         label=gettext_lazy("备注"), required=False, widget=forms.Textarea(attrs={"rows": 4})
     )
 
-    def __init__(self, *args, claims: list[ClaimView], **kwargs) -> None:
+    def __init__(self, *args, claims: list[SessionClaim], **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self.claims = claims
         for index, _claim in enumerate(claims):

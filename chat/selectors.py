@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import itertools
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -12,11 +11,15 @@ from django.utils import timezone
 
 from chat.charts import Chart, charts_for_lines
 from chat.models import Conversation, Feedback
-from diagnosis.flow.gatekeeper import excerpt_locate
-from diagnosis.models import DiagnosisSession, Environment, SessionEvent, ToolInvocation
-from diagnosis.selectors import ClaimView, session_claims_view
+from diagnosis.models import DiagnosisSession, Environment, SessionEvent
+from diagnosis.selectors import (
+    ClaimBinding,
+    ExcerptLine,
+    FactSegment,
+    SessionClaim,
+    session_claims,
+)
 
-CONTEXT_LINES = 2
 ARGUMENTS_SHORT_CHARS = 80
 
 
@@ -173,68 +176,6 @@ def session_turn(*, session: DiagnosisSession, user) -> Turn:
 
 
 @dataclass
-class Segment:
-    text: str
-    marked: bool = False
-
-
-@dataclass
-class ContextLine:
-    number: int
-    segments: list[Segment]
-
-
-@dataclass
-class FactSegment:
-    """A piece of a claim's text; a fact links to the binding that binds it."""
-
-    text: str
-    kind: str = ""  # "" for plain text, else the fact's kind (number, time, identifier, …)
-    binding: int | None = None  # index of the binding that binds it; None when unbound
-    via: str = ""  # "excerpt" or "argument"
-
-    @property
-    def is_fact(self) -> bool:
-        return bool(self.kind)
-
-    @property
-    def bound(self) -> bool:
-        return self.binding is not None
-
-
-def claim_fact_segments(*, text: str, facts: list[dict]) -> list[FactSegment]:
-    """The claim's text cut at its facts (gatekeeper_v2); one plain segment for a v1 report."""
-    segments: list[FactSegment] = []
-    cursor = 0
-    spans = []
-    for fact in facts:
-        start, end = fact.get("start"), fact.get("end")
-        if not (isinstance(start, int) and isinstance(end, int) and cursor <= start < end):
-            continue
-        if text[start:end] != fact.get("text"):  # a report about other text: show it plain
-            continue
-        spans.append((start, end, fact))
-        cursor = end
-    cursor = 0
-    for start, end, fact in spans:
-        if start > cursor:
-            segments.append(FactSegment(text=text[cursor:start]))
-        binding = fact.get("binding")
-        segments.append(
-            FactSegment(
-                text=text[start:end],
-                kind=str(fact.get("kind") or "fact"),
-                binding=binding if isinstance(binding, int) else None,
-                via=str(fact.get("via") or ""),
-            )
-        )
-        cursor = end
-    if cursor < len(text) or not segments:
-        segments.append(FactSegment(text=text[cursor:]))
-    return segments
-
-
-@dataclass
 class BindingEvidence:
     tool_name: str
     source_id: str
@@ -245,15 +186,18 @@ class BindingEvidence:
     arguments: str = ""
     invocation_status: str = ""
     found: bool = False
-    lines: list[ContextLine] = field(default_factory=list)
+    lines: tuple[ExcerptLine, ...] = ()
     charts: list[Chart] = field(default_factory=list)
 
 
 @dataclass
 class ClaimEvidence:
-    claim: ClaimView
+    claim: SessionClaim
     bindings: list[BindingEvidence]
-    segments: list[FactSegment] = field(default_factory=list)
+
+    @property
+    def segments(self) -> tuple[FactSegment, ...]:
+        return self.claim.segments
 
 
 @dataclass
@@ -262,95 +206,50 @@ class Evidence:
     not_accepted: list[ClaimEvidence]  # without bindings: their excerpts did not hold
 
 
-def excerpt_context(
-    *, excerpt: str, output: str, context_lines: int = CONTEXT_LINES
-) -> list[ContextLine]:
-    """The lines around the excerpt's first match, the match split out to be marked."""
-    spans = excerpt_locate(excerpt, output)
-    if not spans:
-        return []
-    start, end = spans[0]
-    line_starts = [0]
-    for index, char in enumerate(output):
-        if char == "\n":
-            line_starts.append(index + 1)
-    first = max(i for i, s in enumerate(line_starts) if s <= start)
-    last = max(i for i, s in enumerate(line_starts) if s <= max(start, end - 1))
-    shown = range(max(0, first - context_lines), min(len(line_starts), last + context_lines + 1))
-    lines = []
-    for i in shown:
-        line_start = line_starts[i]
-        line_end = line_starts[i + 1] - 1 if i + 1 < len(line_starts) else len(output)
-        segments = []
-        cuts = sorted(
-            {line_start, line_end} | {min(max(p, line_start), line_end) for s in spans for p in s}
-        )
-        for a, b in itertools.pairwise(cuts):
-            marked = any(s <= a and b <= e for s, e in spans)
-            segments.append(Segment(text=output[a:b], marked=marked))
-        lines.append(ContextLine(number=i + 1, segments=segments or [Segment(text="")]))
-    return lines
-
-
 def _arguments_text(arguments: Any) -> str:
     if isinstance(arguments, dict):
         return "\n".join(f"{k}: {v}" for k, v in arguments.items())
     return str(arguments or "")
 
 
+def _binding_evidence(binding: ClaimBinding, *, charted: set[str]) -> BindingEvidence:
+    """A binding opened on its invocation's output; ``charted``: series this claim drew."""
+    item = BindingEvidence(
+        tool_name=binding.tool_name,
+        source_id=binding.source_id,
+        source_type=binding.source_type,
+        excerpt=binding.excerpt,
+        valid=binding.valid,
+        index=binding.index,
+    )
+    invocation = binding.invocation
+    if invocation is None:
+        return item
+    item.tool_name = invocation.tool_name
+    item.arguments = _arguments_text(invocation.arguments)
+    item.invocation_status = invocation.status
+    item.lines = binding.lines()
+    item.found = bool(item.lines)
+    if invocation.tool_name == "query_metrics" and isinstance(invocation.summary, dict):
+        marked = [line.text for line in item.lines if line.marked]
+        charts = charts_for_lines(summary=invocation.summary, lines=marked)
+        # Two bindings into the same series draw it once per claim.
+        item.charts = [c for c in charts if c.description not in charted]
+        charted.update(c.description for c in charts)
+    return item
+
+
+def _claim_evidence(claim: SessionClaim) -> ClaimEvidence:
+    charted: set[str] = set()
+    return ClaimEvidence(
+        claim=claim, bindings=[_binding_evidence(b, charted=charted) for b in claim.bindings]
+    )
+
+
 def session_evidence(*, session: DiagnosisSession) -> Evidence:
     """Allowed claims with their bindings opened on the stored outputs, and the rest."""
-    claims = session_claims_view(session=session)
-    allowed = [c for c in claims if c.allowed]
-    wanted = {b.invocation_id for c in allowed for b in c.bindings if b.invocation_id}
-    invocations = {
-        inv.pk: inv for inv in ToolInvocation.objects.filter(session=session, pk__in=wanted)
-    }
-    allowed_evidence = []
-    for claim in allowed:
-        bindings = []
-        charted: set[str] = set()
-        for binding in claim.bindings:
-            item = BindingEvidence(
-                tool_name=binding.tool_name,
-                source_id=binding.source_id,
-                source_type=binding.source_type,
-                excerpt=binding.excerpt,
-                valid=binding.valid,
-                index=binding.index,
-            )
-            invocation = invocations.get(binding.invocation_id or 0)
-            if invocation is not None:
-                item.tool_name = invocation.tool_name
-                item.arguments = _arguments_text(invocation.arguments)
-                item.invocation_status = invocation.status
-                item.lines = excerpt_context(excerpt=binding.excerpt, output=invocation.output)
-                item.found = bool(item.lines)
-                if invocation.tool_name == "query_metrics" and isinstance(invocation.summary, dict):
-                    marked = [
-                        "".join(seg.text for seg in line.segments)
-                        for line in item.lines
-                        if any(seg.marked for seg in line.segments)
-                    ]
-                    charts = charts_for_lines(summary=invocation.summary, lines=marked)
-                    # Two bindings into the same series draw it once per claim.
-                    item.charts = [c for c in charts if c.description not in charted]
-                    charted.update(c.description for c in charts)
-            bindings.append(item)
-        allowed_evidence.append(
-            ClaimEvidence(
-                claim=claim,
-                bindings=bindings,
-                segments=claim_fact_segments(text=claim.text, facts=claim.facts),
-            )
-        )
+    claims = session_claims(session=session)
     return Evidence(
-        allowed=allowed_evidence,
-        not_accepted=[
-            ClaimEvidence(
-                claim=c, bindings=[], segments=claim_fact_segments(text=c.text, facts=c.facts)
-            )
-            for c in claims
-            if not c.allowed
-        ],
+        allowed=[_claim_evidence(c) for c in claims.allowed],
+        not_accepted=[ClaimEvidence(claim=c, bindings=[]) for c in claims.not_allowed],
     )

@@ -8,8 +8,14 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from diagnosis.contracts import ComposerInput, Verdict
+from diagnosis.contracts import ComposerInput, Decision
+from diagnosis.evidence.pack_check import pack_load
+from diagnosis.evidence.packs import PackError
+from diagnosis.evidence.services import environment_sync_from_pack
+from diagnosis.flow.run import diagnosis_run
 from diagnosis.models import DiagnosisSession
+from diagnosis.selectors import session_claims, session_self_evaluation
+from diagnosis.services import diagnosis_submit
 
 
 @dataclass
@@ -171,23 +177,9 @@ def confirmed_mentions(*, composer_input: ComposerInput, phrases: list[str]) -> 
     return sum(1 for p in phrases if any(_norm(p) in text for text in confirmed))
 
 
-def session_score(
-    *, session: DiagnosisSession, expected: dict[str, Any], result: PackResult
-) -> PackResult:
-    evaluation = session.self_evaluation or {}
-    composer_input = ComposerInput.model_validate(
-        evaluation.get("composer_input")
-        or {"decision": session.decision or "LOW_CONFID", "question": session.original_query}
-    )
-    services = list(session.environment.services or [])
-    result.session_id = str(session.public_id)
-    result.status = session.status
-    result.decision = session.decision
-    result.answer_source = session.answer_source
-    result.root_cause_candidates = root_cause_candidates(
-        composer_input=composer_input, services=services
-    )
-    answer = _norm(session.final_answer)
+def _root_cause_score(
+    result: PackResult, *, composer_input: ComposerInput, expected: dict[str, Any]
+) -> None:
     expected_service = expected.get("root_cause_service")
     if expected_service:
         result.expected_root_cause = expected_service
@@ -199,46 +191,68 @@ def session_score(
         result.expected_kind = str(expected_kind)
         result.root_cause_kind = first_root_cause_kind(composer_input=composer_input, first=first)
         result.kind_ok = kind_matches(given=result.root_cause_kind, expected=str(expected_kind))
+
+
+def _wording_score(
+    result: PackResult, *, answer: str, composer_input: ComposerInput, expected: dict[str, Any]
+) -> None:
+    """What the answer mentions, and what it states that it must not."""
     must_mention = [str(p) for p in expected.get("must_mention") or []]
     result.must_mention = len(must_mention)
-    result.must_mention_hits = sum(1 for p in must_mention if _norm(p) in answer)
+    result.must_mention_hits = sum(1 for p in must_mention if _norm(p) in _norm(answer))
     result.confirmed_mention_hits = confirmed_mentions(
         composer_input=composer_input, phrases=must_mention
     )
     claims_text = [_norm(c.text) for c in composer_input.allowed_claims]
-    stated = _norm(answer_stated_text(session.final_answer))
+    stated = _norm(answer_stated_text(answer))
     for phrase in [str(p) for p in expected.get("must_not_claim") or []]:
         needle = _norm(phrase)
         if any(needle in text for text in claims_text) or needle in stated:
             result.leaked_phrases.append(phrase)
     result.leaked = len(result.leaked_phrases)
-    if expected.get("decision"):
-        result.decision_ok = session.decision == expected["decision"]
-    if expected.get("answer_source"):
-        result.answer_source_ok = session.answer_source == expected["answer_source"]
-    accepted = {
-        c["claim_id"]
-        for c in (evaluation.get("gatekeeper") or {}).get("claims", [])
-        if c.get("verdict") == Verdict.ACCEPTED.value
-    }
-    result.unsupported_in_answer = sum(
-        1 for c in composer_input.allowed_claims if c.claim_id not in accepted
-    )
+
+
+def _cost_score(result: PackResult, *, session: DiagnosisSession) -> None:
     result.tool_calls = session.invocations.count()
     usage = (session.llm_usage or {}).get("total", {})
     result.llm_calls = int(usage.get("calls", 0))
     result.tokens = int(usage.get("tokens_in", 0)) + int(usage.get("tokens_out", 0))
     result.seconds = round(session.duration_seconds or 0.0, 3)
+
+
+def session_score(
+    *, session: DiagnosisSession, expected: dict[str, Any], result: PackResult
+) -> PackResult:
+    composer_input = session_self_evaluation(session).composer_input or ComposerInput(
+        decision=Decision(session.decision or Decision.LOW_CONFID),
+        question=session.original_query,
+    )
+    services = list(session.environment.services or [])
+    result.session_id = str(session.public_id)
+    result.status = session.status
+    result.decision = session.decision
+    result.answer_source = session.answer_source
+    result.root_cause_candidates = root_cause_candidates(
+        composer_input=composer_input, services=services
+    )
+    _root_cause_score(result, composer_input=composer_input, expected=expected)
+    _wording_score(
+        result, answer=session.final_answer, composer_input=composer_input, expected=expected
+    )
+    if expected.get("decision"):
+        result.decision_ok = session.decision == expected["decision"]
+    if expected.get("answer_source"):
+        result.answer_source_ok = session.answer_source == expected["answer_source"]
+    accepted = {c.claim_id for c in session_claims(session=session).claims if c.accepted}
+    result.unsupported_in_answer = sum(
+        1 for c in composer_input.allowed_claims if c.claim_id not in accepted
+    )
+    _cost_score(result, session=session)
     return result
 
 
 def pack_evaluate(*, path: Path, provider: str | None = None) -> PackResult:
     """Run one pack as a real session (same flow, same persistence) and score it."""
-    from diagnosis.evidence.pack_check import pack_load
-    from diagnosis.evidence.packs import PackError
-    from diagnosis.evidence.services import environment_sync_from_pack
-    from diagnosis.services import diagnosis_run, diagnosis_submit
-
     result = PackResult(pack=path.name, path=str(path))
     try:
         # the sync validates every data file; the header alone names the pack first

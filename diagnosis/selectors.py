@@ -159,6 +159,13 @@ def excerpt_lines(
     return tuple(lines)
 
 
+def excerpt_context(
+    *, excerpt: str, output: str, max_chars: int | None = None
+) -> tuple[ExcerptLine, ...]:
+    """Where ``excerpt`` sits in ``output``, in its lines (``()``: not found)."""
+    return excerpt_lines(output=output, spans=excerpt_locate(excerpt, output), max_chars=max_chars)
+
+
 @dataclass(frozen=True)
 class ClaimBinding:
     """One evidence binding of a claim, resolved to the invocation its source_id names."""
@@ -190,6 +197,49 @@ class ClaimBinding:
 
 
 @dataclass(frozen=True)
+class FactSegment:
+    """A piece of a claim's text; a fact links to the binding that binds it."""
+
+    text: str
+    kind: str = ""  # "" for plain text, else the fact's kind (number, time, identifier, …)
+    binding: int | None = None  # index of the binding that binds it; None when unbound
+    via: str = ""  # "excerpt" or "argument"
+
+    @property
+    def is_fact(self) -> bool:
+        return bool(self.kind)
+
+    @property
+    def bound(self) -> bool:
+        return self.binding is not None
+
+
+def claim_fact_segments(*, text: str, facts: Sequence[ClaimFact]) -> tuple[FactSegment, ...]:
+    """The claim's text cut at its facts (gatekeeper_v2); one plain segment for a v1 report."""
+    spans: list[ClaimFact] = []
+    cursor = 0
+    for fact in facts:
+        if not cursor <= fact.start < fact.end or text[fact.start : fact.end] != fact.text:
+            continue  # overlapping, or a report about other text: show it plain
+        spans.append(fact)
+        cursor = fact.end
+    segments: list[FactSegment] = []
+    cursor = 0
+    for fact in spans:
+        if fact.start > cursor:
+            segments.append(FactSegment(text=text[cursor : fact.start]))
+        segments.append(
+            FactSegment(
+                text=fact.text, kind=fact.kind or "fact", binding=fact.binding, via=fact.via or ""
+            )
+        )
+        cursor = fact.end
+    if cursor < len(text) or not segments:
+        segments.append(FactSegment(text=text[cursor:]))
+    return tuple(segments)
+
+
+@dataclass(frozen=True)
 class SessionClaim:
     """A claim the Executor proposed, with what each stage made of it."""
 
@@ -213,6 +263,11 @@ class SessionClaim:
     @property
     def accepted(self) -> bool:
         return self.verdict == Verdict.ACCEPTED
+
+    @cached_property
+    def segments(self) -> tuple[FactSegment, ...]:
+        """The text cut at its facts, each linked to the binding that binds it."""
+        return claim_fact_segments(text=self.text, facts=self.facts)
 
 
 @dataclass(frozen=True)
@@ -239,7 +294,7 @@ def _dicts(value: object) -> list[dict[str, Any]]:
     return [v for v in value if isinstance(v, dict)] if isinstance(value, list) else []
 
 
-def _items(model: type[_Item], value: object) -> tuple[_Item, ...]:
+def valid_items(model: type[_Item], value: object) -> tuple[_Item, ...]:
     """The items of a stored list that read as ``model``; a malformed one is left out."""
     items = []
     for raw in _dicts(value):
@@ -333,8 +388,8 @@ def session_claims(*, session: DiagnosisSession) -> SessionClaims:
         claims=tuple(
             _session_claim(claim, verdicts=verdicts) for claim in _dicts(structured.get("claims"))
         ),
-        hypotheses=_items(Hypothesis, structured.get("hypotheses")),
-        actions=_items(RecommendedAction, structured.get("recommended_actions")),
+        hypotheses=valid_items(Hypothesis, structured.get("hypotheses")),
+        actions=valid_items(RecommendedAction, structured.get("recommended_actions")),
         missing_info=tuple(str(m) for m in missing) if isinstance(missing, list) else (),
         disagreements=tuple(verifier.disagreements),
         invocations=invocations,

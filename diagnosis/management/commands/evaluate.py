@@ -7,11 +7,10 @@ from rich.progress import Progress
 from rich.table import Table
 
 from diagnosis.evaluation import EvaluationReport, pack_evaluate
+from diagnosis.evidence.packs import pack_discover
 
 
 def _packs_under(paths: list[str]) -> list[Path]:
-    from diagnosis.evidence.packs import pack_discover
-
     found: list[Path] = []
     for raw in paths:
         path = Path(raw)
