@@ -127,12 +127,6 @@ def knowledge_import_markdown(
     return result
 
 
-@dataclass
-class SyncReport:
-    environments: list[Environment]
-    problems: dict[str, list[Problem]]
-
-
 def _environment_from_pack(pack: ScenarioPack) -> Environment:
     environment, _ = Environment.objects.update_or_create(
         slug=pack.id,

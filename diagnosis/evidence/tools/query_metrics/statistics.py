@@ -45,11 +45,6 @@ def _spread(values: list[float], median: float) -> float:
     return max(iqr / 1.349, 1.4826 * mad)
 
 
-def _robust_scale(values: list[float], median: float) -> float:
-    """The spread, never below 1 % of the level (nor zero)."""
-    return max(_spread(values, median), RELATIVE_SCALE_FLOOR * abs(median), 1e-9)
-
-
 def repeat_length(values: list[float]) -> int:
     """Grid points per raw sample: the shortest run of equal values inside the series.
 
