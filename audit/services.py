@@ -13,6 +13,7 @@ from typing import Any
 
 from django.core.exceptions import ValidationError
 from django.db import models, transaction
+from django.utils.translation import gettext as _
 
 from audit.export import CasePack, case_pack_build
 from audit.models import AuditEvent, ClaimReview, Review
@@ -65,14 +66,16 @@ def review_record(
 ) -> Review:
     """Record a reviewer's verdict on a session and per-claim agreement with the Verifier."""
     if verdict not in Review.Verdict.values:
-        raise ValidationError({"verdict": f"unknown verdict {verdict!r}"})
+        raise ValidationError({"verdict": _("未知的审核结论：%(verdict)s") % {"verdict": verdict}})
     known = {c.claim_id for c in session_claims(session=session).claims}
     judgements = list(claims)
     unknown = sorted({j.claim_id for j in judgements} - known)
     if unknown:
-        raise ValidationError({"claims": f"not claims of this session: {', '.join(unknown)}"})
+        raise ValidationError(
+            {"claims": _("不是这个会话的论断：%(claims)s") % {"claims": ", ".join(unknown)}}
+        )
     if len({j.claim_id for j in judgements}) != len(judgements):
-        raise ValidationError({"claims": "a claim is judged twice"})
+        raise ValidationError({"claims": _("同一条论断被评判了两次")})
     review = Review.objects.create(
         session=session, reviewer=reviewer, verdict=verdict, notes=notes.strip()
     )
