@@ -10,7 +10,8 @@ from diagnosis.flow.guard import composer_guard
 from diagnosis.llm.base import ExecutorRequest
 from diagnosis.llm.offline import OfflineProvider
 from diagnosis.llm.offline.common import numbers_covered
-from diagnosis.llm.offline.executor import MAX_SYMPTOMS, TEMPLATE_CHARS, _short
+from diagnosis.llm.offline.symptoms import MAX_SYMPTOMS
+from diagnosis.llm.offline.wording import TEMPLATE_CHARS, short_text
 
 from .fakes import LOGS, METRICS, WINDOW, FakeTools, Recorder, series, template
 
@@ -187,14 +188,14 @@ def test_a_basis_reads_as_words_not_an_internal_anomaly_score():
 
 
 def test_a_long_log_message_is_quoted_up_to_the_limit_and_cut_at_a_word():
-    assert _short(LONG_MESSAGE[:150]) == LONG_MESSAGE[:150]
-    cut = _short(LONG_MESSAGE)
+    assert short_text(LONG_MESSAGE[:150]) == LONG_MESSAGE[:150]
+    cut = short_text(LONG_MESSAGE)
     assert cut.endswith("…") and len(cut) <= TEMPLATE_CHARS
     kept = cut[:-1]
     assert LONG_MESSAGE.startswith(kept) and LONG_MESSAGE[len(kept)] == " "
     # no word to cut at: never end inside a number
-    assert _short("x" * 150 + "1234567890123") == "x" * 150 + "…"
-    assert _short("x" * 150 + "12345678.12345") == "x" * 150 + "…"
+    assert short_text("x" * 150 + "1234567890123") == "x" * 150 + "…"
+    assert short_text("x" * 150 + "12345678.12345") == "x" * 150 + "…"
 
 
 def test_a_log_claim_quotes_the_whole_message_when_it_fits():

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from diagnosis.llm.offline import vocab
 from diagnosis.llm.offline.analysis import Call
-from diagnosis.llm.offline.localise import topology_build
+from diagnosis.llm.offline.localise import _ancestors, _path, topology_build
 
 
 def _metrics_call(labels: list[dict[str, str]]) -> Call:
@@ -54,8 +54,6 @@ def test_declared_edges_and_label_edges_add_up():
 
 
 def test_a_call_cycle_ends_the_walk_up_the_callers():
-    from diagnosis.llm.offline.localise import _ancestors, _path
-
     links = {("a", "b"): 1.0, ("b", "c"): 1.0, ("c", "a"): 1.0, ("web", "a"): 0.5}
     found = _ancestors(links, "c")
     assert set(found) == {"a", "b", "web"}

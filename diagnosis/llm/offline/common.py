@@ -5,30 +5,26 @@ from __future__ import annotations
 import json
 import re
 import time
-from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
+from django.utils import translation
+
 from diagnosis.llm.base import CallRecorder, Role
+from diagnosis.tokens import estimate_tokens
 
 PROVIDER_NAME = "offline"
 MODEL_NAME = "rootproof-offline-1"
-
-try:  # the shared estimate when it exists; a safe over-estimate otherwise
-    from diagnosis.tokens import estimate_tokens as _estimate_tokens
-except ImportError:  # pragma: no cover - only before diagnosis.tokens exists
-
-    def _estimate_tokens(text: str) -> int:
-        return len(text) // 3 + 1 if text else 0
-
-
-def estimate_tokens(text: str) -> int:
-    return int(_estimate_tokens(text))
 
 
 def lang_key(language: str | None) -> str:
     """``en`` for English sessions, ``zh`` for everything else (Chinese is the default)."""
     return "en" if (language or "").strip().lower().startswith("en") else "zh"
+
+
+def language_active(lang: str) -> translation.override:
+    """Render gettext strings in the engine's language (``en`` or ``zh``)."""
+    return translation.override("en" if lang == "en" else "zh-hans")
 
 
 def json_dump(value: Any) -> str:
@@ -111,6 +107,3 @@ def attr(obj: Any, name: str, default: Any = None) -> Any:
     if isinstance(obj, dict):
         return obj.get(name, default)
     return getattr(obj, name, default)
-
-
-Translator = Callable[..., str]

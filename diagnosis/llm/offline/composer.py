@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import re
 
-from django.utils import translation
 from django.utils.translation import gettext as _
 from django.utils.translation import pgettext
 
@@ -30,7 +29,7 @@ from diagnosis.contracts import (
     Wording,
 )
 
-from .common import lang_key
+from .common import lang_key, language_active
 
 ROOT_TYPES = {"root_cause", "contributing_factor"}
 CASCADE_TYPES = {"impact"}
@@ -120,7 +119,7 @@ def _lead(ci: ComposerInput, lang: str) -> str:
 
 def answer_compose(ci: ComposerInput) -> str:
     lang = lang_key(ci.language)
-    with translation.override("en" if lang == "en" else "zh-hans"):
+    with language_active(lang):
         return _compose(ci, lang)
 
 

@@ -21,7 +21,6 @@ import json
 import re
 from typing import Any
 
-from django.utils import translation
 from django.utils.translation import gettext as _
 
 from diagnosis.contracts import (
@@ -36,6 +35,8 @@ from diagnosis.contracts import (
     VerifierOutput,
     VerifierPayload,
 )
+
+from .common import language_active
 
 PARSED = {ParseStatus.PARSED_V2, ParseStatus.PARSED_V1}
 CAUSAL_TYPES = {"root_cause", "contributing_factor"}
@@ -334,13 +335,6 @@ def claim_check(claim: dict[str, Any], payload: VerifierPayload, lang: str) -> C
             reason=t["root_inference"],
             bounded_wording=bounded,
         )
-    if str(claim.get("support_level") or "direct") != "direct":
-        return ClaimCheck(
-            claim_id=claim_id,
-            classification=Classification.REASONABLE_INFERENCE,
-            reason=t["indirect"],
-            bounded_wording=bounded,
-        )
     return ClaimCheck(
         claim_id=claim_id, classification=Classification.DIRECT_OBSERVATION, reason=t["direct"]
     )
@@ -386,7 +380,7 @@ def _extra_facts(payload: VerifierPayload) -> list[str]:
 
 def verify_run(payload: VerifierPayload) -> VerifierOutput:
     lang = _lang(payload)
-    with translation.override("en" if lang == "en" else "zh-hans"):
+    with language_active(lang):
         return _verify(payload, lang)
 
 

@@ -1,0 +1,305 @@
+"""Evidence gathering: which services and tools, in what order, within a call budget."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from diagnosis.llm.base import ExecutorRequest, ToolRunner
+
+from . import vocab
+from .analysis import Call, Suspect, mentioned_services, suspects_rank
+from .common import time_parse
+from .localise import Topology, localise, topology_build
+from .planner import services_from_text, window_from_question
+
+MAX_DRILL = 8  # services looked at one by one after the fleet view, whatever the fleet's size
+MAX_NEIGHBOURS = 6  # callees and callers of the leading candidates per round: who explains whom
+NEIGHBOUR_ROUNDS = 2
+LEADING = 4
+MAX_DISCOVERED = 3
+RESOLUTIONS_S = (60, 120, 300, 600, 900)  # usual scrape and aggregation intervals
+RESOURCE_FOLLOW_UPS = 3
+KNOWLEDGE_K = 3
+MAX_TOOL_CALLS = 38  # the whole first attempt, one lookup_knowledge included
+# The fleet view on a metrics backend that still wants a service or a metric: every series
+# that carries a service label (the same ranking, one query).
+FLEET_SELECTOR = '{service=~".+"}'
+
+
+@dataclass
+class Evidence:
+    calls: list[Call] = field(default_factory=list)
+    queried: list[str] = field(default_factory=list)
+    superseded: list[Call] = field(default_factory=list)  # failed calls a fallback answered
+    logs_available: bool = True
+    topology: Topology = field(default_factory=Topology)
+
+    def room(self, reserve: int = 1) -> bool:
+        return len(self.calls) + reserve < MAX_TOOL_CALLS
+
+
+def tool_call(tools: ToolRunner, evidence: Evidence, name: str, arguments: dict[str, Any]) -> Call:
+    try:
+        result = tools(name, dict(arguments))
+    except Exception as exc:  # a tool runner must not take the Executor down with it
+        result = {
+            "invocation_id": None,
+            "trace_ref": "",
+            "tool_name": name,
+            "status": "error",
+            "output": "",
+            "summary": {"error": type(exc).__name__},
+        }
+    call = Call.from_result(name, arguments, result)
+    evidence.calls.append(call)
+    return call
+
+
+def _service_round(tools: ToolRunner, evidence: Evidence, service: str) -> None:
+    if service in evidence.queried or not evidence.room(reserve=2):
+        return
+    evidence.queried.append(service)
+    tool_call(tools, evidence, "query_metrics", {"service": service})
+    if evidence.logs_available:
+        # every level: ERROR, WARN, and the FATAL/PANIC/CRITICAL some systems log instead
+        tool_call(tools, evidence, "query_logs", {"service": service})
+
+
+def _fleet_view(tools: ToolRunner, evidence: Evidence) -> None:
+    """The whole environment at once: the most anomalous series and log templates of all
+    services (the tools rank across the fleet when no service is given)."""
+    first = tool_call(tools, evidence, "query_metrics", {})
+    if first.status == "error":
+        fallback = tool_call(tools, evidence, "query_metrics", {"metric": FLEET_SELECTOR})
+        if fallback.status != "error":
+            evidence.superseded.append(first)
+    every = tool_call(tools, evidence, "query_logs", {})
+    if not every.summary.get("templates"):
+        # no log source, or nothing logged at all: no per-service log query can find more
+        evidence.logs_available = False
+        return
+    tool_call(tools, evidence, "query_logs", {"level": "ERROR"})
+
+
+def _planned(request: ExecutorRequest) -> list[str]:
+    known = {s.lower() for s in request.services}
+    planned = [s for s in request.plan.get("services") or [] if isinstance(s, str) and s]
+    # a name the environment lacks is asked about anyway: the answer says it found nothing
+    return [s for s in planned if s.lower() in known or not known][:3] + [
+        s for s in planned if known and s.lower() not in known
+    ][:1]
+
+
+def suspects_localise(
+    request: ExecutorRequest, evidence: Evidence, planned: list[str]
+) -> list[Suspect]:
+    """Every service seen so far, ranked against its baseline and placed along the calls."""
+    known = sorted({*request.services, *evidence.queried})
+    return localise(
+        suspects_rank(evidence.calls, known, focus=planned),
+        evidence.topology,
+        symptoms=planned,
+        slack_s=_slack_seconds(evidence.calls),
+        reported=_reported(request),
+    )
+
+
+def evidence_gather(request: ExecutorRequest, tools: ToolRunner) -> Evidence:
+    """Fleet view first, then the leading suspects one by one: the cost does not grow
+    with the number of services."""
+    evidence = Evidence()
+    _fleet_view(tools, evidence)
+    planned = _planned(request)
+    evidence.topology = topology_build(declared=request.call_edges, calls=evidence.calls)
+    drill = _drill_list(planned, suspects_localise(request, evidence, planned))
+    for service in drill:
+        _service_round(tools, evidence, service)
+    # Along the calls: what the leading candidates call. A candidate whose callees are
+    # quiet keeps the blame; one whose callee moved too hands it on.
+    if evidence.topology.known:
+        _neighbour_rounds(request, tools, evidence, planned)
+    # Services named in error logs that nobody listed (a dependency): look at them too.
+    everyone = sorted({*request.services, *evidence.queried})
+    for name in sorted(_discovered(evidence, everyone, drill))[:MAX_DISCOVERED]:
+        _service_round(tools, evidence, name)
+    # The leading suspects' resource metrics and changes.
+    leading = [s for s in suspects_localise(request, evidence, planned) if s.score > 0]
+    for entry in leading[:RESOURCE_FOLLOW_UPS]:
+        _follow_up(tools, evidence, entry.service)
+    if request.retry_context:
+        _retry_queries(request, tools, evidence)
+    return evidence
+
+
+def _drill_list(planned: list[str], ranked: list[Suspect]) -> list[str]:
+    """The planned services, then the preliminary suspects: at most MAX_DRILL."""
+    preliminary = [s for s in ranked if s.score > 0 or s.graph_score > 0]
+    drill: list[str] = []
+    for name in [*planned, *(s.service for s in preliminary)]:
+        if name not in drill and len(drill) < MAX_DRILL:
+            drill.append(name)
+    return drill
+
+
+def _neighbour_rounds(
+    request: ExecutorRequest, tools: ToolRunner, evidence: Evidence, planned: list[str]
+) -> None:
+    """The callees and callers of the leading candidates: the more anomalous callers one
+    explains, the likelier it is. Two rounds, so that a candidate the first round brought
+    up is checked too."""
+    for _ in range(NEIGHBOUR_ROUNDS):
+        ranked = suspects_localise(request, evidence, planned)
+        leading = [s for s in ranked if s.graph_score > 0][:LEADING]
+        neighbours: list[str] = []
+        for entry in leading:
+            for callee in evidence.topology.callees(entry.service):
+                if callee not in evidence.queried and callee not in neighbours:
+                    neighbours.append(callee)
+        for entry in leading:
+            for caller in evidence.topology.callers(entry.service):
+                if caller not in evidence.queried and caller not in neighbours:
+                    neighbours.append(caller)
+        if not neighbours:
+            break
+        for service in neighbours[:MAX_NEIGHBOURS]:
+            _service_round(tools, evidence, service)
+
+
+def _discovered(evidence: Evidence, everyone: list[str], drill: list[str]) -> list[str]:
+    """Services the error logs name that were not queried yet, in the order they appear."""
+    discovered: list[str] = []
+    for call in evidence.calls:
+        if call.tool_name != "query_logs" or not call.ok:
+            continue
+        for item in call.summary.get("templates") or []:
+            if not isinstance(item, dict):
+                continue
+            text = " ".join([str(item.get("template") or ""), *map(str, item.get("samples") or [])])
+            if vocab.looks_like_instruction(text):
+                continue
+            own = str(item.get("service") or call.arguments.get("service") or "")
+            if own and own not in evidence.queried and own in drill:
+                continue
+            for name in mentioned_services(text, everyone, own):
+                if name not in evidence.queried and name not in discovered:
+                    discovered.append(name)
+    return discovered
+
+
+def _follow_up(tools: ToolRunner, evidence: Evidence, service: str) -> None:
+    """A suspect's resource metrics, when its first answer was cut short, and what changed
+    there: deploys, versions, configuration."""
+    first = next(
+        (
+            c
+            for c in evidence.calls
+            if c.tool_name == "query_metrics" and c.arguments.get("service") == service and c.ok
+        ),
+        None,
+    )
+    omitted = first.summary.get("omitted") if first else None
+    if isinstance(omitted, int) and omitted > 0:
+        for selector in (vocab.RESOURCE_SELECTOR, vocab.LIMIT_SELECTOR):
+            if evidence.room():
+                tool_call(
+                    tools, evidence, "query_metrics", {"service": service, "metric": selector}
+                )
+    if evidence.room():
+        arguments = {"service": service, "metric": vocab.CHANGE_SELECTOR}
+        tool_call(tools, evidence, "query_metrics", arguments)
+    if evidence.logs_available and evidence.room():
+        arguments = {"service": service, "query": vocab.CHANGE_LOG_QUERY}
+        tool_call(tools, evidence, "query_logs", arguments)
+
+
+def _reported(request: ExecutorRequest) -> datetime | None:
+    """When the question (or the plan it led to) says the trouble began."""
+    now = time_parse(request.now)
+    if now is None:
+        return None
+    parsed = window_from_question(request.question, now)
+    return parsed[2] if parsed is not None else None
+
+
+def _slack_seconds(calls: list[Call]) -> float:
+    """How far apart a caller's and a callee's changes may start and still be one event:
+    the resolution of the data itself, at least the query step.
+
+    Samples every 5 minutes on a 60 s grid put (nearly) every change point on a 5-minute
+    mark: the coarsest usual sampling interval that most change points fall on.
+    """
+    steps: list[float] = []
+    points: list[int] = []  # one per series: each series votes
+    for call in calls:
+        if not call.ok:
+            continue
+        step = call.summary.get("step")
+        if isinstance(step, str):
+            match = re.fullmatch(r"(\d+(?:\.\d+)?)(ms|s|m|h)", step.strip())
+            if match:
+                unit = {"ms": 0.001, "s": 1, "m": 60, "h": 3600}[match.group(2)]
+                steps.append(float(match.group(1)) * unit)
+        for item in call.summary.get("series") or []:
+            at = time_parse(item.get("change_point")) if isinstance(item, dict) else None
+            if at is not None:
+                points.append(int(at.timestamp()))
+    step = max([60.0, *steps])
+    if len(set(points)) < 3:
+        return step
+    # the coarsest common sampling interval that most change points fall on
+    first = min(points)  # samples may sit at any offset: compare the points with each other
+    fitting = [
+        r
+        for r in RESOLUTIONS_S
+        if r >= step and sum((p - first) % r == 0 for p in points) >= 0.8 * len(points)
+    ]
+    return float(max(fitting, default=step))
+
+
+def _retry_queries(request: ExecutorRequest, tools: ToolRunner, evidence: Evidence) -> None:
+    context = request.retry_context or {}
+    wanted = [str(x) for x in context.get("missing_evidence") or [] if x]
+    if context.get("instructions"):
+        wanted.append(str(context["instructions"]))
+    known = sorted({*evidence.queried, *request.services})
+    done: set[str] = set()
+    for text in wanted:
+        lowered = text.lower()
+        services = services_from_text(text, known) or evidence.queried[:2]
+        wants_logs = any(w in lowered for w in ("log", "日志", "error", "错误", "模板"))
+        wants_metrics = any(
+            w in lowered
+            for w in (
+                "metric",
+                "指标",
+                "latency",
+                "延迟",
+                "cpu",
+                "内存",
+                "memory",
+                "磁盘",
+                "disk",
+                "连接",
+                "pool",
+            )
+        )
+        wants_docs = any(w in lowered for w in ("runbook", "手册", "知识", "knowledge", "文档"))
+        if not (wants_logs or wants_metrics or wants_docs):
+            wants_logs = wants_metrics = True
+        for service in services:
+            if wants_logs and f"logs:{service}" not in done:
+                done.add(f"logs:{service}")
+                tool_call(tools, evidence, "query_logs", {"service": service})
+            if (
+                wants_metrics
+                and f"metrics:{service}" not in done
+                and service not in evidence.queried
+            ):
+                done.add(f"metrics:{service}")
+                tool_call(tools, evidence, "query_metrics", {"service": service})
+        if wants_docs and "docs" not in done:
+            done.add("docs")
+            tool_call(tools, evidence, "lookup_knowledge", {"query": text[:200], "k": KNOWLEDGE_K})
