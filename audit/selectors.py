@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from datetime import date, timedelta
 from typing import Any
 
+from django.contrib.auth.models import AnonymousUser, User
 from django.db.models import (
     Count,
     DurationField,
@@ -65,7 +66,7 @@ CONTEXT_MAX_CHARS = 4000  # what a reviewer sees of very long output lines aroun
 # --- Access ----------------------------------------------------------------------
 
 
-def user_can_review(*, user) -> bool:
+def user_can_review(*, user: User | AnonymousUser) -> bool:
     """Staff with the right to record reviews (the reviewers group), or a superuser."""
     if not (user.is_authenticated and user.is_active and user.is_staff):
         return False
@@ -75,7 +76,7 @@ def user_can_review(*, user) -> bool:
 # --- The session list ----------------------------------------------------------------
 
 
-def _json_int(path: str):
+def _json_int(path: str) -> Coalesce:
     return Coalesce(Cast(KT(path), IntegerField()), Value(0))
 
 

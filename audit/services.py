@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from django.contrib.auth.models import AnonymousUser, User
 from django.core.exceptions import ValidationError
 from django.db import models, transaction
 from django.utils.translation import gettext as _
@@ -26,7 +27,7 @@ SYSTEM_ACTOR = "system"
 
 def audit_event_record(
     *,
-    actor,
+    actor: User | AnonymousUser | None,
     action: AuditEvent.Action | str,
     target: models.Model,
     details: dict[str, Any] | None = None,
@@ -34,7 +35,7 @@ def audit_event_record(
     """The one way an audit event is written; only inside the transaction of the change."""
     if not transaction.get_connection().in_atomic_block:
         raise RuntimeError("audit_event_record must run inside the transaction it audits")
-    user = actor if getattr(actor, "is_authenticated", False) else None
+    user = actor if isinstance(actor, User) and actor.is_authenticated else None
     return AuditEvent.objects.create(
         actor=user,
         actor_label=user.get_username() if user else SYSTEM_ACTOR,
@@ -59,7 +60,7 @@ class ClaimJudgement:
 def review_record(
     *,
     session: DiagnosisSession,
-    reviewer,
+    reviewer: User,
     verdict: str,
     notes: str = "",
     claims: Iterable[ClaimJudgement] = (),
@@ -106,7 +107,13 @@ def review_record(
 # --- Exports -------------------------------------------------------------------------
 
 
-def _export_event(*, session: DiagnosisSession, actor, pack: CasePack, destination: str) -> None:
+def _export_event(
+    *,
+    session: DiagnosisSession,
+    actor: User | AnonymousUser | None,
+    pack: CasePack,
+    destination: str,
+) -> None:
     audit_event_record(
         actor=actor,
         action=AuditEvent.Action.SESSION_EXPORTED,
@@ -138,7 +145,9 @@ def _write_pack(pack: CasePack, folder: Path) -> None:
 
 
 @transaction.atomic
-def session_export(*, session: DiagnosisSession, actor, out_dir: Path) -> Path:
+def session_export(
+    *, session: DiagnosisSession, actor: User | AnonymousUser | None, out_dir: Path
+) -> Path:
     """Write the session as the scenario pack ``out_dir/<case id>/`` and audit it.
 
     The event is written first and the files last, so a failed write rolls the event back.
@@ -151,7 +160,9 @@ def session_export(*, session: DiagnosisSession, actor, out_dir: Path) -> Path:
 
 
 @transaction.atomic
-def sessions_export_archive(*, sessions: Iterable[DiagnosisSession], actor) -> bytes:
+def sessions_export_archive(
+    *, sessions: Iterable[DiagnosisSession], actor: User | AnonymousUser | None
+) -> bytes:
     """A zip holding one scenario pack folder per session (the admin action's download)."""
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w", compression=zipfile.ZIP_DEFLATED) as archive:

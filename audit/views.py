@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any, cast
+from uuid import UUID
 
 from django import forms
 from django.contrib import admin, messages
 from django.contrib.auth.decorators import login_required
+from django.contrib.auth.models import AnonymousUser, User
 from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
@@ -35,7 +38,7 @@ AGREE, DISAGREE = "agree", "disagree"
 RETURN_TO_READING = "read"
 
 
-def _get_session_for_reviewer(*, user, public_id) -> DiagnosisSession:
+def _get_session_for_reviewer(*, user: User | AnonymousUser, public_id: UUID) -> DiagnosisSession:
     if not user_can_review(user=user):
         raise PermissionDenied
     return get_object_or_404(
@@ -53,7 +56,7 @@ class ReviewForm(forms.Form):
         label=gettext_lazy("备注"), required=False, widget=forms.Textarea(attrs={"rows": 4})
     )
 
-    def __init__(self, *args, claims: list[SessionClaim], **kwargs) -> None:
+    def __init__(self, *args: Any, claims: list[SessionClaim], **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.claims = claims
         for index, _claim in enumerate(claims):
@@ -71,7 +74,7 @@ class ReviewForm(forms.Form):
                 label=pgettext_lazy("claim review note", "说明"), required=False, max_length=2000
             )
 
-    def claim_rows(self):
+    def claim_rows(self) -> list[tuple[SessionClaim, forms.BoundField, forms.BoundField]]:
         return [
             (claim, self[f"claim_{i}_agrees"], self[f"claim_{i}_note"])
             for i, claim in enumerate(self.claims)
@@ -124,7 +127,7 @@ def _review_context(request: HttpRequest, *, audit: SessionAudit, form: ReviewFo
 
 @require_GET
 @login_required
-def session_read(request: HttpRequest, public_id) -> HttpResponse:
+def session_read(request: HttpRequest, public_id: UUID) -> HttpResponse:
     """The session as a reviewer reads it: the flow as a timeline, claims with their evidence."""
     session = _get_session_for_reviewer(user=request.user, public_id=public_id)
     audit = session_audit_view(session=session)
@@ -139,14 +142,15 @@ def session_read(request: HttpRequest, public_id) -> HttpResponse:
 
 @require_http_methods(["GET", "POST"])
 @login_required
-def session_review(request: HttpRequest, public_id) -> HttpResponse:
+def session_review(request: HttpRequest, public_id: UUID) -> HttpResponse:
     session = _get_session_for_reviewer(user=request.user, public_id=public_id)
     audit = session_audit_view(session=session)
     form = ReviewForm(request.POST or None, claims=[row.view for row in audit.claims])
     if request.method == "POST" and form.is_valid():
         review_record(
             session=session,
-            reviewer=request.user,
+            # the reviewer check admitted only a signed-in staff user
+            reviewer=cast(User, request.user),
             verdict=form.cleaned_data["verdict"],
             notes=form.cleaned_data["notes"],
             claims=form.judgements(),

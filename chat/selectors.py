@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from django.conf import settings
+from django.contrib.auth.models import User
 from django.db.models import Prefetch, QuerySet
 from django.utils import timezone
 
@@ -23,11 +24,11 @@ from diagnosis.selectors import (
 ARGUMENTS_SHORT_CHARS = 80
 
 
-def conversation_list_for_user(*, user) -> QuerySet[Conversation]:
+def conversation_list_for_user(*, user: User) -> QuerySet[Conversation]:
     return Conversation.objects.filter(owner=user).select_related("environment")
 
 
-def conversation_sessions_for_user(*, user) -> QuerySet[DiagnosisSession]:
+def conversation_sessions_for_user(*, user: User) -> QuerySet[DiagnosisSession]:
     """Chat sessions the user may see: their own, asked in their own conversations."""
     return DiagnosisSession.objects.filter(
         owner=user, conversation__owner=user, conversation__isnull=False
@@ -129,7 +130,7 @@ class Turn:
     evidence: Evidence | None = None
 
 
-def conversation_turns(*, conversation: Conversation, user) -> list[Turn]:
+def conversation_turns(*, conversation: Conversation, user: User) -> list[Turn]:
     """Every question and answer in order, in a fixed number of queries.
 
     Events are read only for sessions still running; evidence (which reads tool outputs)
@@ -162,7 +163,7 @@ def conversation_turns(*, conversation: Conversation, user) -> list[Turn]:
     return turns
 
 
-def session_turn(*, session: DiagnosisSession, user) -> Turn:
+def session_turn(*, session: DiagnosisSession, user: User) -> Turn:
     turn = Turn(session=session)
     if session.is_terminal:
         turn.feedback = Feedback.objects.filter(session=session, user=user).first()
