@@ -29,6 +29,17 @@ def _on_configure(sender, **kwargs):
     broker_folders_ensure()
 
 
+@app.on_after_finalize.connect
+def _tasks_import(sender: Celery, **kwargs: object) -> None:
+    """Register the project's tasks in every process, not only in workers.
+
+    Services enqueue a task by its registered name (``app.tasks[name].delay``) rather
+    than importing the task module (which imports them); this makes the name resolve
+    in a web process too, and an eager test run stays eager.
+    """
+    sender.loader.import_default_modules()
+
+
 @after_setup_logger.connect
 def _on_worker_logging(*args, **kwargs):
     broker_folders_ensure()

@@ -8,6 +8,7 @@ trusted; the Gatekeeper decides what counts.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Final, Literal
 
@@ -497,3 +498,34 @@ class SelfEvaluation(Lenient):
     composer_input: ComposerInput | None = None
     scope: ScopeRecord | None = None
     restarts: list[RestartRecord] = Field(default_factory=list)
+
+
+# --- How a run ends (diagnosis.services.session_finish) ---------------------
+
+
+@dataclass(frozen=True)
+class CompletedOutcome:
+    """The flow reached an answer: the decision, the answer shown, the audit record."""
+
+    decision: Decision
+    answer: str
+    answer_source: AnswerSource
+    root_cause_status: str
+    evaluation: SelfEvaluation
+    llm_usage: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class FailedOutcome:
+    """The run failed: ``code`` (one of services.FAILURE_CODES) and the reviewer's detail."""
+
+    error: str
+    code: str = "internal_error"
+
+
+@dataclass(frozen=True)
+class CancelledOutcome:
+    """The requester cancelled the run before it finished."""
+
+
+SessionOutcome = CompletedOutcome | FailedOutcome | CancelledOutcome

@@ -3,19 +3,28 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import Mapping
+from enum import StrEnum
+from urllib.parse import urlsplit
 
 from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.db import models
+from django.utils.functional import Promise
 from django.utils.translation import gettext_lazy as _
 from django.utils.translation import pgettext_lazy
+
+from diagnosis import contracts
+
+
+def _choices(name: str, labels: Mapping[StrEnum, str | Promise]) -> type[models.TextChoices]:
+    """Field choices whose values are a contract's enum (one enum per concept)."""
+    members = [(member.name, (member.value, label)) for member, label in labels.items()]
+    return models.TextChoices(name, members)  # type: ignore[return-value]
 
 
 def validate_service_url(value: str) -> None:
     """http(s) URL; unlike URLValidator it accepts cluster-internal hosts (http://prometheus:9090)."""
-    from urllib.parse import urlsplit
-
-    from django.core.exceptions import ValidationError
-
     try:
         parts = urlsplit(value)
         parts.port  # noqa: B018 - raises ValueError for a bad port
@@ -84,28 +93,29 @@ class DiagnosisSession(models.Model):
         COMPOSER = "composer", _("撰写")
         DONE = "done", _("结束")
 
-    class Decision(models.TextChoices):
-        PASS = "PASS", _("证据充分")
-        LOW_CONFID = "LOW_CONFID", _("置信度低")
-        REJECT = "REJECT", _("无法确认")
-
-    class ParseStatus(models.TextChoices):
-        PARSED_V2 = "parsed_v2", "parsed_v2"
-        PARSED_V1 = "parsed_v1", "parsed_v1"
-        EMPTY = "empty", "empty"
-        INVALID_JSON = "invalid_json", "invalid_json"
-        NOT_AN_OBJECT = "not_an_object", "not_an_object"
-        SCHEMA_INVALID = "schema_invalid", "schema_invalid"
-        TRUNCATED = "truncated", "truncated"
+    # A stored decision is never RETRY (the router loops on it).
+    Decision = _choices(
+        "Decision",
+        {
+            contracts.Decision.PASS: _("证据充分"),
+            contracts.Decision.LOW_CONFID: _("置信度低"),
+            contracts.Decision.REJECT: _("无法确认"),
+        },
+    )
+    ParseStatus = _choices("ParseStatus", {s: s.value for s in contracts.ParseStatus})
 
     class RootCause(models.TextChoices):
         CONFIRMED = "confirmed", _("根因已确认")
         HYPOTHESISED = "hypothesised", _("根因仅为假设")
         UNDETERMINED = "undetermined", _("根因未确定")
 
-    class AnswerSource(models.TextChoices):
-        COMPOSER = "composer", _("撰写器")
-        FALLBACK = "fallback", _("确定性渲染")
+    AnswerSource = _choices(
+        "AnswerSource",
+        {
+            contracts.AnswerSource.COMPOSER: _("撰写器"),
+            contracts.AnswerSource.FALLBACK: _("确定性渲染"),
+        },
+    )
 
     TERMINAL_STATUSES = (Status.COMPLETED, Status.FAILED, Status.CANCELLED)
 

@@ -13,25 +13,45 @@ from typing import Any
 from django.conf import settings
 from django.db import transaction
 from django.db.models import F, Max
-from django.utils import timezone
+from django.utils import timezone, translation
+from django.utils.functional import lazy
+from django.utils.translation import gettext, gettext_noop
 
-from diagnosis.contracts import SelfEvaluation
+from config.celery import app as celery_app
+from diagnosis.callbacks.services import session_ended_notify
+from diagnosis.contracts import (
+    CancelledOutcome,
+    CompletedOutcome,
+    FailedOutcome,
+    SelfEvaluation,
+    SessionOutcome,
+)
+from diagnosis.evidence.packs import pack_header_load
 from diagnosis.flow.renderer import language_key
 from diagnosis.models import DiagnosisSession, Environment, SessionEvent
 from diagnosis.storable import nul_free
 
 logger = logging.getLogger(__name__)
 
+
+def _in_language(message: str, language: str) -> str:
+    with translation.override(language):
+        return gettext(message)
+
+
+_in_language_lazy = lazy(_in_language, str)
+_SAFE_FAILURE = gettext_noop(
+    "**诊断未能完成**\n\n本次诊断在运行中出错，没有得出任何经过证据校验的结论。"
+    "请稍后重试；审计页面记录了失败原因。\n"
+)
+_CANCELLED = gettext_noop("**诊断已取消**\n\n本次诊断在完成前被取消，没有给出结论。\n")
+_ANSWER_LANGUAGES = {"zh": "zh-hans", "en": "en"}
+# The safe answers of a failed and of a cancelled session, by language key.
 SAFE_FAILURE_ANSWER = {
-    "zh": "**诊断未能完成**\n\n本次诊断在运行中出错，没有得出任何经过证据校验的结论。"
-    "请稍后重试；审计页面记录了失败原因。\n",
-    "en": "**The diagnosis did not finish**\n\nThis run failed before any evidence-checked "
-    "conclusion was reached. Please retry; the audit page records why it failed.\n",
+    key: _in_language_lazy(_SAFE_FAILURE, code) for key, code in _ANSWER_LANGUAGES.items()
 }
 CANCELLED_ANSWER = {
-    "zh": "**诊断已取消**\n\n本次诊断在完成前被取消，没有给出结论。\n",
-    "en": "**The diagnosis was cancelled**\n\nIt was cancelled before it finished; no "
-    "conclusion was given.\n",
+    key: _in_language_lazy(_CANCELLED, code) for key, code in _ANSWER_LANGUAGES.items()
 }
 
 
@@ -92,8 +112,6 @@ def rfc3339(moment: datetime) -> str:
 def environment_context(*, environment: Environment) -> dict[str, Any]:
     """When questions are asked in this environment: a pack's `now` and window, or the clock."""
     if environment.kind == Environment.Kind.SCENARIO and environment.pack_path:
-        from diagnosis.evidence.packs import pack_header_load
-
         try:
             pack = pack_header_load(environment.pack_path)
         except Exception:  # a broken pack still diagnoses, against the clock
@@ -150,10 +168,18 @@ def diagnosis_submit(
         session=session, kind=SessionEvent.Kind.STAGE, stage="queued", message="queued"
     )
     if enqueue:
-        from diagnosis.tasks import diagnosis_run_task
-
-        transaction.on_commit(lambda: diagnosis_run_task.delay(session.id))
+        transaction.on_commit(lambda: task_enqueue(RUN_TASK, session.id))
     return session
+
+
+# The registered Celery task names (a wire contract with queued messages): services
+# enqueue by name, so that the task module may import the services it runs.
+RUN_TASK = "diagnosis.run"
+
+
+def task_enqueue(name: str, *args: object) -> None:
+    """Enqueue the registered task ``name`` (eager under ``task_always_eager``)."""
+    celery_app.tasks[name].delay(*args)
 
 
 class SessionEventLog:
@@ -242,7 +268,7 @@ def session_claim(*, session_id: int) -> DiagnosisSession | None:
                 return None
             session.restarts = F("restarts") + 1
         if session.cancel_requested:
-            session_cancel_finish(session=session)
+            session_finish(session=session, outcome=CancelledOutcome())
             return None
         session.status = DiagnosisSession.Status.RUNNING
         session.started_at = session.started_at or now
@@ -251,26 +277,6 @@ def session_claim(*, session_id: int) -> DiagnosisSession | None:
         session.save(update_fields=["status", "started_at", "heartbeat_at", "runner", "restarts"])
         session.refresh_from_db()
     return session
-
-
-def session_cancel_finish(*, session: DiagnosisSession) -> None:
-    """End a session whose cancel was requested; the caller holds its row lock."""
-    session.status = DiagnosisSession.Status.CANCELLED
-    session.stage = DiagnosisSession.Stage.DONE
-    session.final_answer = CANCELLED_ANSWER[language_key(session.language)]
-    session.finished_at = timezone.now()
-    session.save(update_fields=["status", "stage", "final_answer", "finished_at"])
-    session_event_add(
-        session=session, kind=SessionEvent.Kind.STAGE, stage="done", message="cancelled"
-    )
-    _session_ended(session)
-
-
-def _session_ended(session: DiagnosisSession) -> None:
-    """Tell the API's callback machinery, after commit (a no-op without a callback_url)."""
-    from diagnosis.callbacks.services import session_ended_notify
-
-    session_ended_notify(session=session)
 
 
 def diagnosis_cancel(*, session: DiagnosisSession) -> DiagnosisSession:
@@ -282,7 +288,7 @@ def diagnosis_cancel(*, session: DiagnosisSession) -> DiagnosisSession:
         locked.cancel_requested = True
         locked.save(update_fields=["cancel_requested"])
         if locked.status == DiagnosisSession.Status.QUEUED:
-            session_cancel_finish(session=locked)
+            session_finish(session=locked, outcome=CancelledOutcome())
     locked.refresh_from_db()
     return locked
 
@@ -308,33 +314,82 @@ def session_fail(
             return False
         if only_if_status and session.status not in only_if_status:
             return False
-        session.status = DiagnosisSession.Status.FAILED
-        session.stage = DiagnosisSession.Stage.DONE
-        session.final_answer = SAFE_FAILURE_ANSWER[language_key(session.language)]
-        session.answer_source = DiagnosisSession.AnswerSource.FALLBACK
-        session.error = f"{code}: {error}"[:5000]
-        session.finished_at = timezone.now()
-        session.save(
-            update_fields=[
-                "status",
-                "stage",
-                "final_answer",
-                "answer_source",
-                "error",
-                "finished_at",
-            ]
-        )
+        session_finish(session=session, outcome=FailedOutcome(error=error, code=code))
+    return True
+
+
+def _completed_write(session: DiagnosisSession, outcome: CompletedOutcome) -> list[str]:
+    session.decision = outcome.decision.value
+    session.root_cause_status = outcome.root_cause_status
+    session.final_answer = nul_free(outcome.answer)
+    session.answer_source = outcome.answer_source.value
+    session_self_evaluation_save(session=session, evaluation=outcome.evaluation, save=False)
+    session.llm_usage = outcome.llm_usage
+    session.status = DiagnosisSession.Status.COMPLETED
+    return [
+        "decision",
+        "root_cause_status",
+        "final_answer",
+        "answer_source",
+        "self_evaluation",
+        "llm_usage",
+        "status",
+    ]
+
+
+def _failed_write(session: DiagnosisSession, outcome: FailedOutcome) -> list[str]:
+    session.status = DiagnosisSession.Status.FAILED
+    session.final_answer = str(SAFE_FAILURE_ANSWER[language_key(session.language)])
+    session.answer_source = DiagnosisSession.AnswerSource.FALLBACK
+    session.error = f"{outcome.code}: {outcome.error}"[:5000]
+    return ["status", "final_answer", "answer_source", "error"]
+
+
+def _cancelled_write(session: DiagnosisSession) -> list[str]:
+    session.status = DiagnosisSession.Status.CANCELLED
+    session.final_answer = str(CANCELLED_ANSWER[language_key(session.language)])
+    return ["status", "final_answer"]
+
+
+def _ended_event(outcome: SessionOutcome, events: SessionEventLog) -> None:
+    if isinstance(outcome, CompletedOutcome):
+        events.add(kind=SessionEvent.Kind.STAGE, stage="done", message=outcome.decision.value)
+    elif isinstance(outcome, FailedOutcome):
         # The exception stays in session.error, for reviewers; progress events are shown
         # to users and API clients, so they carry only that the run failed.
-        session_event_add(
-            session=session,
+        events.add(
             kind=SessionEvent.Kind.ERROR,
             stage="done",
             message="failed",
-            data={"code": code},
+            data={"code": outcome.code},
         )
-        _session_ended(session)
-    return True
+    else:
+        events.add(kind=SessionEvent.Kind.STAGE, stage="done", message="cancelled")
+
+
+def session_finish(
+    *,
+    session: DiagnosisSession,
+    outcome: SessionOutcome,
+    events: SessionEventLog | None = None,
+) -> None:
+    """The one writer of a terminal session: its row, its last event, its on-commit hooks.
+
+    Completed, failed (with the safe answer) or cancelled; the caller decides that the
+    session may end (it holds the row lock, or is the session's runner).
+    """
+    with transaction.atomic():
+        if isinstance(outcome, CompletedOutcome):
+            fields = _completed_write(session, outcome)
+        elif isinstance(outcome, FailedOutcome):
+            fields = _failed_write(session, outcome)
+        else:
+            fields = _cancelled_write(session)
+        session.stage = DiagnosisSession.Stage.DONE
+        session.finished_at = timezone.now()
+        session.save(update_fields=[*fields, "stage", "finished_at"])
+        _ended_event(outcome, events or SessionEventLog(session))
+        session_ended_notify(session=session)  # the callback, after commit
 
 
 def sessions_reap_stale(*, now=None) -> int:
@@ -354,33 +409,6 @@ def sessions_reap_stale(*, now=None) -> int:
         ):
             reaped += 1
     return reaped
-
-
-class SessionBusy(Exception):
-    """Another live worker is running this session; look again later."""
-
-
-def diagnosis_run(*, session_id: int) -> DiagnosisSession | None:
-    """Run the flow for one session id (idempotent: a finished session is skipped).
-
-    Raises ``SessionBusy`` when a live worker holds the session: a duplicate delivery
-    must not drop the task, because that worker may still die before finishing.
-    """
-    from diagnosis.flow.run import flow_run
-
-    session = session_claim(session_id=session_id)
-    if session is None:
-        if DiagnosisSession.objects.filter(
-            pk=session_id, status=DiagnosisSession.Status.RUNNING
-        ).exists():
-            raise SessionBusy(session_id)
-        return None
-    try:
-        flow_run(session=session)
-    except Exception as exc:  # the flow records its own errors; this is the last line
-        logger.exception("diagnosis %s failed", session_id)
-        session_fail(session_id=session_id, error=f"{type(exc).__name__}: {exc}")
-    return DiagnosisSession.objects.get(pk=session_id)
 
 
 def session_self_evaluation_save(

@@ -1,10 +1,20 @@
+"""The Celery tasks; their names are a wire contract with the queued messages.
+
+This module imports the services and the flow it runs; they enqueue by name
+(``services.task_enqueue``) and never import it. The callback's task is in
+``diagnosis.callbacks.tasks``.
+"""
+
 from __future__ import annotations
+
+from typing import Any
 
 from celery import shared_task
 from celery.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
 
-from diagnosis.services import SessionBusy, diagnosis_run, session_fail, sessions_reap_stale
+from diagnosis.flow.run import SessionBusy, diagnosis_run
+from diagnosis.services import session_fail, sessions_reap_stale
 
 BUSY_RECHECK_SECONDS = 60
 
@@ -17,7 +27,7 @@ BUSY_RECHECK_SECONDS = 60
     soft_time_limit=settings.CELERY_TASK_SOFT_TIME_LIMIT,
     time_limit=settings.CELERY_TASK_TIME_LIMIT,
 )
-def diagnosis_run_task(self, session_id: int) -> None:
+def diagnosis_run_task(self: Any, session_id: int) -> None:
     try:
         diagnosis_run(session_id=session_id)
     except SessionBusy:
@@ -33,15 +43,3 @@ def diagnosis_run_task(self, session_id: int) -> None:
 @shared_task(name="diagnosis.reap_stale", acks_late=True, soft_time_limit=60, time_limit=90)
 def sessions_reap_stale_task() -> int:
     return sessions_reap_stale()
-
-
-@shared_task(name="diagnosis.api_callback", acks_late=True, soft_time_limit=60, time_limit=90)
-def diagnosis_callback_task(session_id: int, attempt: int = 1) -> None:
-    """POST a finished session's result to its callback URL; each retry is its own task."""
-    from diagnosis.callbacks.delivery import callback_deliver
-    from diagnosis.callbacks.services import callback_backoff_seconds
-
-    if callback_deliver(session_id=session_id, attempt=attempt) == "retry":
-        diagnosis_callback_task.apply_async(
-            (session_id, attempt + 1), countdown=callback_backoff_seconds(attempt=attempt)
-        )

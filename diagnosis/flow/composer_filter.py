@@ -126,6 +126,114 @@ def _in_answer_language(build: Callable[P, R]) -> Callable[P, R]:
     return wrapper
 
 
+@dataclass
+class _Placed:
+    """Where the filter put each claim so far (one pass over the Executor's claims)."""
+
+    claims: list[AllowedClaim] = field(default_factory=list)
+    hypotheses: list[AllowedHypothesis] = field(default_factory=list)
+    gaps: list[str] = field(default_factory=list)
+    missing: list[str] = field(default_factory=list)
+    placements: dict[str, str] = field(default_factory=dict)
+    disagreements: list[dict[str, str]] = field(default_factory=list)
+
+
+def _verdicts(verifier: VerifierOutput | None) -> dict[str, ClaimCheck]:
+    """The Verifier's first check of each claim id."""
+    checks: dict[str, ClaimCheck] = {}
+    if verifier is not None:
+        for claim_check in verifier.claim_checks:
+            checks.setdefault(claim_check.claim_id, claim_check)
+    return checks
+
+
+def _claim_place(
+    placed: _Placed,
+    claim: Claim,
+    check: ClaimCheck | None,
+    result: GatekeeperClaimResult | None,
+    decision: Decision,
+) -> None:
+    """Place one (first-seen, non-empty) claim: allowed, a gap, a hypothesis or missing."""
+    classification = check.classification if check else Classification.UNSUPPORTED
+    accepted = result is not None and result.verdict == Verdict.ACCEPTED
+    codes = {f.code for f in result.findings} if result is not None else set()
+    text = claim.claim_text.strip()
+    if classification in ALLOWED_CLASSIFICATIONS and not accepted:
+        placed.disagreements.append(
+            {"claim_id": claim.claim_id, "verifier": classification.value, "gatekeeper": "demoted"}
+        )
+    evidence_failed = not accepted and (result is None or bool(codes & EVIDENCE_FAILURE_CODES))
+    if accepted and classification in ALLOWED_CLASSIFICATIONS:
+        direct = classification == Classification.DIRECT_OBSERVATION
+        placed.claims.append(
+            AllowedClaim(
+                claim_id=claim.claim_id,
+                text=text,
+                wording=Wording.DEFINITE if direct else Wording.BOUNDED,
+                entity=claim.entity,
+                claim_type=claim.claim_type,
+                root_cause_kind=claim.root_cause_kind,
+            )
+        )
+        placed.placements[claim.claim_id] = "allowed_claim"
+    elif evidence_failed:
+        placed.gaps.append(evidence_gap(claim_type=claim.claim_type, codes=codes))
+        placed.placements[claim.claim_id] = "evidence_gap"
+    elif classification == Classification.OVERSTATED and decision != Decision.REJECT:
+        placed.hypotheses.append(
+            AllowedHypothesis(
+                text=text,
+                basis=_basis(claim, result),
+                entity=claim.entity,
+                claim_id=claim.claim_id,
+                root_cause_kind=claim.root_cause_kind,
+            )
+        )
+        placed.placements[claim.claim_id] = "hypothesis"
+    else:
+        placed.missing.append(_("未能证实：{}").format(text))
+        placed.placements[claim.claim_id] = "missing_info"
+
+
+def _claims_place(
+    output: ExecutorEvidenceV2,
+    gatekeeper: GatekeeperReport,
+    verifier: VerifierOutput | None,
+    decision: Decision,
+) -> _Placed:
+    checks = _verdicts(verifier)
+    placed = _Placed()
+    seen: set[str] = set()
+    for claim in output.claims:
+        if claim.claim_id in seen:  # a duplicate id never reaches the user twice
+            placed.placements.setdefault(claim.claim_id, "dropped")
+            continue
+        seen.add(claim.claim_id)
+        if not claim.claim_text.strip():
+            placed.placements[claim.claim_id] = "dropped"
+            continue
+        result = gatekeeper.result_for(claim.claim_id)
+        _claim_place(placed, claim, checks.get(claim.claim_id), result, decision)
+    return placed
+
+
+def _own_hypotheses(output: ExecutorEvidenceV2, decision: Decision) -> list[AllowedHypothesis]:
+    """The Executor's own hypotheses (none under REJECT)."""
+    if decision == Decision.REJECT:
+        return []
+    return [
+        AllowedHypothesis(
+            text=hypothesis.hypothesis_text.strip(),
+            basis=hypothesis.basis.strip(),
+            entity=hypothesis.entity,
+            root_cause_kind=hypothesis.root_cause_kind,
+        )
+        for hypothesis in output.hypotheses
+        if hypothesis.hypothesis_text.strip()
+    ]
+
+
 @_in_answer_language
 def composer_input_build(
     *,
@@ -136,90 +244,10 @@ def composer_input_build(
     gatekeeper: GatekeeperReport,
     verifier: VerifierOutput | None,
 ) -> FilterResult:
-    checks: dict[str, ClaimCheck] = {}
-    if verifier is not None:
-        for claim_check in verifier.claim_checks:
-            checks.setdefault(claim_check.claim_id, claim_check)
-    claims: list[AllowedClaim] = []
-    hypotheses: list[AllowedHypothesis] = []
-    gaps: list[str] = []
-    missing: list[str] = []
-    placements: dict[str, str] = {}
-    disagreements: list[dict[str, str]] = []
-    seen: set[str] = set()
-
+    """The Composer's input, from the Gatekeeper's and the Verifier's results only."""
     output = executor_output or ExecutorEvidenceV2()
-    for claim in output.claims:
-        if claim.claim_id in seen:  # a duplicate id never reaches the user twice
-            placements.setdefault(claim.claim_id, "dropped")
-            continue
-        seen.add(claim.claim_id)
-        check = checks.get(claim.claim_id)
-        classification = check.classification if check else Classification.UNSUPPORTED
-        result = gatekeeper.result_for(claim.claim_id)
-        accepted = result is not None and result.verdict == Verdict.ACCEPTED
-        codes = {f.code for f in result.findings} if result is not None else set()
-        text = claim.claim_text.strip()
-        if not text:
-            placements[claim.claim_id] = "dropped"
-            continue
-        if classification in ALLOWED_CLASSIFICATIONS and not accepted:
-            disagreements.append(
-                {
-                    "claim_id": claim.claim_id,
-                    "verifier": classification.value,
-                    "gatekeeper": "demoted",
-                }
-            )
-        evidence_failed = not accepted and (result is None or bool(codes & EVIDENCE_FAILURE_CODES))
-        if accepted and classification in ALLOWED_CLASSIFICATIONS:
-            wording = (
-                Wording.DEFINITE
-                if classification == Classification.DIRECT_OBSERVATION
-                else Wording.BOUNDED
-            )
-            claims.append(
-                AllowedClaim(
-                    claim_id=claim.claim_id,
-                    text=text,
-                    wording=wording,
-                    entity=claim.entity,
-                    claim_type=claim.claim_type,
-                    root_cause_kind=claim.root_cause_kind,
-                )
-            )
-            placements[claim.claim_id] = "allowed_claim"
-        elif evidence_failed:
-            gaps.append(evidence_gap(claim_type=claim.claim_type, codes=codes))
-            placements[claim.claim_id] = "evidence_gap"
-        elif classification == Classification.OVERSTATED and decision != Decision.REJECT:
-            hypotheses.append(
-                AllowedHypothesis(
-                    text=text,
-                    basis=_basis(claim, result),
-                    entity=claim.entity,
-                    claim_id=claim.claim_id,
-                    root_cause_kind=claim.root_cause_kind,
-                )
-            )
-            placements[claim.claim_id] = "hypothesis"
-        else:
-            missing.append(_("未能证实：{}").format(text))
-            placements[claim.claim_id] = "missing_info"
-
-    own: list[AllowedHypothesis] = []
-    if decision != Decision.REJECT:
-        for hypothesis in output.hypotheses:
-            if hypothesis.hypothesis_text.strip():
-                own.append(
-                    AllowedHypothesis(
-                        text=hypothesis.hypothesis_text.strip(),
-                        basis=hypothesis.basis.strip(),
-                        entity=hypothesis.entity,
-                        root_cause_kind=hypothesis.root_cause_kind,
-                    )
-                )
-    missing.extend(item.strip() for item in output.missing_info if item and item.strip())
+    placed = _claims_place(output, gatekeeper, verifier, decision)
+    missing = [*placed.missing, *(i.strip() for i in output.missing_info if i and i.strip())]
     actions = [
         ComposerAction(text=a.action_text.strip(), reason=a.reason.strip())
         for a in output.recommended_actions
@@ -229,14 +257,16 @@ def composer_input_build(
         decision=decision,
         language=language,
         question=question,
-        allowed_claims=claims,
+        allowed_claims=placed.claims,
         # the Executor's own hypotheses first: they are what a conclusion may lead with
-        allowed_hypotheses=own + hypotheses,
-        missing_info=_dedupe(gaps + missing),
+        allowed_hypotheses=_own_hypotheses(output, decision) + placed.hypotheses,
+        missing_info=_dedupe(placed.gaps + missing),
         recommended_actions=actions,
     )
     return FilterResult(
-        composer_input=composer_input, placements=placements, disagreements=disagreements
+        composer_input=composer_input,
+        placements=placed.placements,
+        disagreements=placed.disagreements,
     )
 
 

@@ -43,7 +43,7 @@ import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
@@ -246,30 +246,41 @@ def json_object_extract(raw: str | bytes | None) -> tuple[str, dict | list | obj
         return EXTRACT_INVALID_JSON, None
 
 
-def model_output_parse(raw: object, model: type[BaseModel]) -> tuple[str, BaseModel | None, str]:
+ModelT = TypeVar("ModelT", bound=BaseModel)
+
+
+@dataclass(frozen=True)
+class Parsed(Generic[ModelT]):
+    """A whole-object contract after tolerant parsing: ``output`` is set only when ``ok``."""
+
+    status: str
+    output: ModelT | None
+    detail: str
+
+
+def model_output_parse(raw: object, model: type[ModelT]) -> Parsed[ModelT]:
     """Tolerant parse of a whole-object contract (verifier_v2, composer_v1, planner).
 
-    Returns ``(status, parsed or None, error detail)`` with status one of
-    ``ok``, ``empty``, ``invalid_json``, ``not_an_object``, ``schema_invalid``,
-    ``truncated``. Validation of the object is strict (the model's own rules).
-    Never raises.
+    The status is one of ``ok``, ``empty``, ``invalid_json``, ``not_an_object``,
+    ``schema_invalid``, ``truncated``; ``detail`` says what was wrong. Validation
+    of the object is strict (the model's own rules). Never raises.
     """
     try:
         status, value = json_object_extract(raw)  # type: ignore[arg-type]
         if status != EXTRACT_OK and (status == EXTRACT_UNTERMINATED or text_cut(raw)):
-            return ParseStatus.TRUNCATED.value, None, _TRUNCATED_DETAIL
+            return Parsed(ParseStatus.TRUNCATED.value, None, _TRUNCATED_DETAIL)
         if status == EXTRACT_EMPTY:
-            return "empty", None, "the output is empty"
+            return Parsed("empty", None, "the output is empty")
         if status != EXTRACT_OK:
-            return "invalid_json", None, "no JSON value found in the output"
+            return Parsed("invalid_json", None, "no JSON value found in the output")
         if not isinstance(value, dict):
-            return "not_an_object", None, f"the JSON value is a {type(value).__name__}"
+            return Parsed("not_an_object", None, f"the JSON value is a {type(value).__name__}")
         try:
-            return "ok", model.model_validate(value), ""
+            return Parsed("ok", model.model_validate(value), "")
         except ValidationError as exc:
-            return "schema_invalid", None, detail_clip(_validation_summary(exc), 1000)
+            return Parsed("schema_invalid", None, detail_clip(_validation_summary(exc), 1000))
     except Exception as exc:  # a model's own validator misbehaving, RecursionError, …
-        return "schema_invalid", None, detail_clip(f"{type(exc).__name__}: {exc}", 1000)
+        return Parsed("schema_invalid", None, detail_clip(f"{type(exc).__name__}: {exc}", 1000))
 
 
 _TRUNCATED_DETAIL = "the output was cut off before its JSON object closed (max_tokens?)"

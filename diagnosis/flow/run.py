@@ -1,39 +1,49 @@
 """The flow for one claimed session, stage by stage, everything persisted.
 
-Each stage is called with typed inputs and its raw output is parsed tolerantly.
+Planner → Executor (with the evidence tools) → Gatekeeper → Verifier → router
+(the retry loop back to the Executor) → Composer filter → Composer (guard, and
+the renderer as fallback). Each stage is a function of ``diagnosis.flow``; this
+module calls them in that order, records what each did in the session's
+``SelfEvaluation`` and ends the session through ``services.session_finish``.
 A malformed or failed stage becomes a recorded status and a safe fallback; the
-only way out of ``flow_run`` is a terminal session (or an exception that the
-service turns into one).
+only way out of ``flow_run`` is a terminal session (or an exception that
+``diagnosis_run`` turns into one).
 """
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
-from typing import Any
+import logging
+from dataclasses import dataclass
+from typing import Any, TypeVar
 
 from django.conf import settings
 from django.db import transaction
 from django.db.models import Count, Sum
 from django.utils import timezone
+from pydantic import BaseModel
 
-from diagnosis.callbacks.services import session_ended_notify
-from diagnosis.contracts import AnswerSource as Source
 from diagnosis.contracts import (
+    AttemptRecord,
+    CancelledOutcome,
+    CompletedOutcome,
     ComposerInput,
-    ComposerOutput,
-    ComposerOutputSnapshot,
-    ComposerStatus,
     Decision,
-    ExecutorEvidenceV2,
+    Disagreement,
     GatekeeperReport,
-    PlannerOutput,
-    TraceSummaryEntry,
-    VerifierOutput,
-    VerifierPayload,
+    RestartRecord,
+    ScopeRecord,
+    SelfEvaluation,
+    VerifierEvaluation,
 )
-from diagnosis.flow.composer_filter import composer_input_build
-from diagnosis.flow.guard import composer_guard
-from diagnosis.flow.renderer import answer_render
+from diagnosis.evidence import registry
+from diagnosis.evidence.registry import ToolResult
+from diagnosis.evidence.topology import environment_call_edges
+from diagnosis.flow.composer import ComposerResult, composer_stage
+from diagnosis.flow.composer_filter import FilterResult, composer_input_build
+from diagnosis.flow.executor import ExecutorResult, executor_stage
+from diagnosis.flow.gatekeeper import gatekeeper_stage
+from diagnosis.flow.parsing import ParsedExecutorOutput
+from diagnosis.flow.planner import PlannerResult, planner_stage, time_parse
 from diagnosis.flow.router import RouteResult, route
 from diagnosis.flow.scope import (
     root_cause_status,
@@ -41,77 +51,71 @@ from diagnosis.flow.scope import (
     unknown_services_notice,
     window_notice,
 )
-from diagnosis.llm.base import AgentProvider, ExecutorRequest, LLMError, PlannerRequest, Role
+from diagnosis.flow.verifier import VerifierResult, verifier_payload_build, verifier_stage
+from diagnosis.llm import selection
+from diagnosis.llm.base import (
+    AgentProvider,
+    CallRecorder,
+    ExecutorRequest,
+    PlannerRequest,
+    Role,
+    ToolRunner,
+)
+from diagnosis.llm.recorder import llm_call_recorder
 from diagnosis.models import DiagnosisSession, LLMCall, SessionEvent
-from diagnosis.services import SessionEventLog, rfc3339
+from diagnosis.selectors import session_self_evaluation
+from diagnosis.services import (
+    SessionEventLog,
+    rfc3339,
+    session_claim,
+    session_fail,
+    session_finish,
+    session_self_evaluation_save,
+)
 from diagnosis.storable import nul_free
+
+logger = logging.getLogger(__name__)
+ModelT = TypeVar("ModelT", bound=BaseModel)
 
 
 class SessionCancelled(Exception):
     pass
 
 
-def text_bound(text: str, limit: int) -> str:
-    """Keep the head and the tail of an over-long text, saying how much was cut."""
-    if len(text) <= limit:
-        return text
-    half = limit // 2
-    return f"{text[:half]}\n[… {len(text) - 2 * half} characters cut …]\n{text[-half:]}"
+class SessionBusy(Exception):
+    """Another live worker is running this session; look again later."""
 
 
-def _parse_time(value: object) -> datetime | None:
-    if not isinstance(value, str) or not value:
-        return None
-    try:
-        moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
-    return moment
-
-
-def effective_window(
-    *, plan: PlannerOutput | None, hint: dict[str, Any] | None, now: datetime
-) -> dict[str, str]:
-    """The Planner's window when it is sane, else the hint, else the 30 minutes before now."""
-    for candidate in (plan.window.model_dump() if plan and plan.window else None, hint):
-        if not isinstance(candidate, dict):
-            continue
-        start, end = _parse_time(candidate.get("start")), _parse_time(candidate.get("end"))
-        if start and end and start < end and end - start <= timedelta(days=7):
-            return {"start": rfc3339(start), "end": rfc3339(end)}
-    return {"start": rfc3339(now - timedelta(minutes=30)), "end": rfc3339(now)}
+def recorded(model: ModelT) -> ModelT:
+    """A copy whose every field counts as set: the stored JSON keeps its defaults too."""
+    return type(model).model_validate(model.model_dump(mode="json"))
 
 
 class _Run:
-    """State of one flow run; methods are the stages."""
+    """What the stages of one run share: the session, its agents, progress, the record."""
 
-    def __init__(self, session: DiagnosisSession) -> None:
-        from diagnosis.llm.selection import agents_for_session
-
+    def __init__(
+        self,
+        *,
+        session: DiagnosisSession,
+        agents: dict[Role, AgentProvider],
+        evaluation: SelfEvaluation,
+    ) -> None:
         self.session = session
-        self.agents: dict[Role, AgentProvider] = agents_for_session(
-            session=session, provider=session.context.get("provider")
-        )
-        self.attempt = 0
+        self.agents = agents
+        self.evaluation = evaluation
         self.events = SessionEventLog(session)
-        from diagnosis.llm.recorder import llm_call_recorder
+        self.attempt = 0
+        self.restarts = 0
+        self.recorder: CallRecorder = llm_call_recorder(
+            session=session, attempt_getter=lambda: self.attempt
+        )
 
-        self.recorder = llm_call_recorder(session=session, attempt_getter=lambda: self.attempt)
-        self.evaluation: dict[str, Any] = dict(session.self_evaluation or {})
-        self.evaluation.setdefault("attempts", [])
-        if session.restarts:
-            self.evaluation.setdefault("restarts", []).append(
-                {"at": rfc3339(timezone.now()), "previous_attempts": session.attempt_count}
-            )
-            self.attempt = session.attempt_count  # a restart starts a new attempt number
-
-    # --- helpers -------------------------------------------------------------
     def event(self, kind: str, stage: str, message: str = "", **data: Any) -> None:
         self.events.add(kind=kind, stage=stage, message=message, data=data)
 
     def stage(self, stage: str) -> None:
+        """Enter ``stage`` (one UPDATE that also checks for a requested cancel)."""
         if not self.events.beat(force=True, unless_cancelled=True, stage=stage):
             raise SessionCancelled
         self.session.stage = stage
@@ -141,312 +145,323 @@ class _Run:
             setattr(self.session, name, nul_free(getattr(self.session, name)))
         self.session.save(update_fields=list(fields))
 
-    # --- stages --------------------------------------------------------------
-    def plan(self) -> tuple[PlannerOutput | None, dict[str, str]]:
-        from diagnosis.flow.parsing import model_output_parse
+    def record(self) -> None:
+        session_self_evaluation_save(session=self.session, evaluation=self.evaluation)
 
-        self.stage(DiagnosisSession.Stage.PLANNER)
-        context = self.session.context
-        now = _parse_time(context.get("now")) or timezone.now()
-        request = PlannerRequest(
-            question=self.session.original_query,
-            language=self.session.language,
-            now=rfc3339(now),
-            window=context.get("window_hint") or context.get("window"),
-            services=self.known_services(),
-            history=list(context.get("history") or []),
-            alert=context.get("alert"),
+
+def _run_start(session: DiagnosisSession) -> _Run:
+    evaluation = session_self_evaluation(session)
+    evaluation.attempts = list(evaluation.attempts)  # always recorded, even when empty
+    agents = selection.agents_for_session(session=session, provider=session.context.get("provider"))
+    run = _Run(session=session, agents=agents, evaluation=evaluation)
+    if session.restarts:
+        restart = RestartRecord(at=rfc3339(timezone.now()), previous_attempts=session.attempt_count)
+        evaluation.restarts = [*evaluation.restarts, restart]
+        run.attempt = session.attempt_count  # a restart starts a new attempt number
+    run.restarts = len(evaluation.restarts)
+    return run
+
+
+# --- the stages, as this run calls them ------------------------------------------------
+
+
+def _plan(run: _Run) -> PlannerResult:
+    run.stage(DiagnosisSession.Stage.PLANNER)
+    session = run.session
+    context = session.context
+    now = time_parse(context.get("now")) or timezone.now()
+    request = PlannerRequest(
+        question=session.original_query,
+        language=session.language,
+        now=rfc3339(now),
+        window=context.get("window_hint") or context.get("window"),
+        services=run.known_services(),
+        history=list(context.get("history") or []),
+        alert=context.get("alert"),
+    )
+    planned = planner_stage(
+        request=request,
+        agent=run.agents[Role.PLANNER],
+        recorder=run.recorder,
+        now=now,
+        hinted_services=run.hinted_services(),
+    )
+    session.plan = {
+        "status": planned.status,
+        "detail": planned.detail[:500],
+        "plan": planned.plan.model_dump(mode="json") if planned.plan else None,
+        "window": planned.window,
+    }
+    session.context = {
+        **context,
+        "now": rfc3339(now),
+        "window_hint": context.get("window_hint", request.window),
+        "window": planned.window,
+    }
+    run.save("plan", "context")
+    return planned
+
+
+def _tool_runner(run: _Run) -> ToolRunner:
+    def run_tool(name: str, arguments: object) -> ToolResult:
+        run.check_cancelled()
+        shown = arguments if isinstance(arguments, dict) else {"raw": str(arguments)[:200]}
+        run.event(SessionEvent.Kind.TOOL_CALL, "executor", str(name)[:50], arguments=shown)
+        result = registry.tool_invoke(
+            session=run.session, attempt=run.attempt, tool_name=name, arguments=arguments
         )
-        status, plan, detail = "error", None, ""
-        try:
-            raw = self.agents[Role.PLANNER].plan(request, recorder=self.recorder)
-            status, parsed, detail = model_output_parse(raw, PlannerOutput)
-            plan = parsed if isinstance(parsed, PlannerOutput) else None
-        except LLMError as exc:
-            status, detail = exc.status, str(exc)
-        hinted = self.hinted_services()
-        if plan is not None and not plan.services and hinted:
-            plan.services = hinted  # the requester named the services; the Planner named none
-        window = effective_window(plan=plan, hint=request.window, now=now)
-        self.session.plan = {
-            "status": status,
-            "detail": detail[:500],
-            "plan": plan.model_dump(mode="json") if plan else None,
-            "window": window,
+        run.event(
+            SessionEvent.Kind.TOOL_RESULT,
+            "executor",
+            f"{result.trace_ref} {result.tool_name}: {result.status}",
+            trace_ref=result.trace_ref,
+            status=result.status,
+            invocation_id=result.invocation_id,
+        )
+        return result
+
+    return run_tool
+
+
+def _execute(
+    run: _Run, planned: PlannerResult, retry_context: dict[str, Any] | None
+) -> ExecutorResult:
+    run.attempt += 1
+    session = run.session
+    session.attempt_count = run.attempt
+    run.save("attempt_count")
+    run.stage(DiagnosisSession.Stage.EXECUTOR)
+    request = ExecutorRequest(
+        question=session.original_query,
+        language=session.language,
+        now=session.context["now"],
+        window=planned.window,
+        plan=planned.plan.model_dump(mode="json") if planned.plan else {},
+        services=run.known_services(),
+        attempt=run.attempt,
+        retry_context=retry_context,
+        call_edges=environment_call_edges(environment=session.environment),
+    )
+    executed = executor_stage(
+        request=request,
+        agent=run.agents[Role.EXECUTOR],
+        recorder=run.recorder,
+        tools=_tool_runner(run),
+        tool_specs=registry.tool_specs(),
+    )
+    session.executor_final_answer = executed.raw
+    session.executor_structured_output = executed.parsed.raw_object
+    session.executor_output_parse_status = executed.parsed.status.value
+    run.save("executor_final_answer", "executor_structured_output", "executor_output_parse_status")
+    return executed
+
+
+def gatekeeper_record(
+    *, session: DiagnosisSession, evaluation: SelfEvaluation, report: GatekeeperReport
+) -> None:
+    """Record the Gatekeeper's report as the session's current one."""
+    evaluation.gatekeeper = recorded(report)
+    session_self_evaluation_save(session=session, evaluation=evaluation)
+
+
+def gatekeeper_run(*, session: DiagnosisSession, parsed: ParsedExecutorOutput) -> GatekeeperReport:
+    """The Gatekeeper on a session's invocations, its report recorded (a re-check)."""
+    report = gatekeeper_stage(session=session, parsed=parsed)
+    gatekeeper_record(session=session, evaluation=session_self_evaluation(session), report=report)
+    return report
+
+
+def _gatekeep(run: _Run, parsed: ParsedExecutorOutput) -> GatekeeperReport:
+    run.stage(DiagnosisSession.Stage.GATEKEEPER)
+    report = gatekeeper_stage(session=run.session, parsed=parsed)
+    gatekeeper_record(session=run.session, evaluation=run.evaluation, report=report)
+    run.event(
+        SessionEvent.Kind.INFO,
+        "gatekeeper",
+        f"accepted {report.counts.accepted} / demoted {report.counts.demoted}",
+        counts=report.counts.model_dump(),
+    )
+    return report
+
+
+def _verify(
+    run: _Run,
+    executed: ExecutorResult,
+    report: GatekeeperReport,
+    retry_context: dict[str, Any] | None,
+) -> VerifierResult:
+    run.stage(DiagnosisSession.Stage.VERIFIER)
+    payload = verifier_payload_build(
+        session=run.session,
+        raw=executed.raw,
+        parsed=executed.parsed,
+        report=report,
+        retry_context=retry_context,
+    )
+    return verifier_stage(payload=payload, agent=run.agents[Role.VERIFIER], recorder=run.recorder)
+
+
+def _route(run: _Run, verified: VerifierResult, report: GatekeeperReport) -> RouteResult:
+    return route(
+        verifier=verified.output,
+        verifier_status=verified.status,
+        gatekeeper=report,
+        retries_used=max(0, run.attempt - 1 - run.restarts),
+        max_retries=settings.DIAGNOSIS_MAX_RETRIES,
+    )
+
+
+def _attempt_record(
+    run: _Run,
+    executed: ExecutorResult,
+    report: GatekeeperReport,
+    verified: VerifierResult,
+    routed: RouteResult,
+    retry_context: dict[str, Any] | None,
+) -> None:
+    """What this attempt found, as the Verifier's evaluation and one more attempt record."""
+    verifier, parsed = verified.output, executed.parsed
+    run.evaluation.verifier_evaluation = VerifierEvaluation.model_validate(
+        {
+            "status": verified.status,
+            "detail": verified.detail[:1000],
+            "payload_keys": sorted(verified.payload.model_dump().keys()),
+            "decision": verifier.decision.value if verifier else None,
+            "routed_decision": routed.decision.value,
+            "route_notes": list(routed.notes),
+            "claim_checks": [c.model_dump(mode="json") for c in verifier.claim_checks]
+            if verifier
+            else [],
+            "extra_facts": verifier.extra_facts if verifier else [],
+            "summary": verifier.summary if verifier else "",
+            "retry_request": verifier.retry_request.model_dump(mode="json")
+            if verifier and verifier.retry_request
+            else None,
         }
-        context = dict(context)
-        context["now"] = rfc3339(now)
-        context.setdefault("window_hint", request.window)
-        context["window"] = window
-        self.session.context = context
-        self.save("plan", "context")
-        return plan, window
+    )
+    attempt = AttemptRecord.model_validate(
+        {
+            "attempt": run.attempt,
+            "executor_error": executed.error,
+            "parse_status": parsed.status.value,
+            "gatekeeper_counts": report.counts.model_dump(),
+            "verifier_status": verified.status,
+            "verifier_decision": verifier.decision.value if verifier else None,
+            "routed_decision": routed.decision.value,
+            "retry_context": retry_context,
+            "structured_output": parsed.raw_object,
+            "gatekeeper": report.model_dump(mode="json"),
+        }
+    )
+    run.evaluation.attempts = [*run.evaluation.attempts, attempt]
+    run.record()
 
-    def execute(
-        self, plan: PlannerOutput | None, window: dict[str, str], retry_context: dict | None
-    ):
-        from diagnosis.evidence.registry import tool_invoke, tool_specs
-        from diagnosis.evidence.topology import environment_call_edges
-        from diagnosis.flow.parsing import executor_output_parse
 
-        self.attempt += 1
-        self.session.attempt_count = self.attempt
-        self.save("attempt_count")
-        self.stage(DiagnosisSession.Stage.EXECUTOR)
+@dataclass(frozen=True)
+class _Verdict:
+    """The last attempt: its Executor answer, Gatekeeper report, Verifier verdict and route."""
 
-        def run_tool(name: str, arguments: object):
-            self.check_cancelled()
-            shown = arguments if isinstance(arguments, dict) else {"raw": str(arguments)[:200]}
-            self.event(SessionEvent.Kind.TOOL_CALL, "executor", str(name)[:50], arguments=shown)
-            result = tool_invoke(
-                session=self.session, attempt=self.attempt, tool_name=name, arguments=arguments
-            )
-            self.event(
-                SessionEvent.Kind.TOOL_RESULT,
-                "executor",
-                f"{result.trace_ref} {result.tool_name}: {result.status}",
-                trace_ref=result.trace_ref,
-                status=result.status,
-                invocation_id=result.invocation_id,
-            )
-            return result
+    executed: ExecutorResult
+    report: GatekeeperReport
+    verified: VerifierResult
+    routed: RouteResult
 
-        request = ExecutorRequest(
-            question=self.session.original_query,
-            language=self.session.language,
-            now=self.session.context["now"],
-            window=window,
-            plan=plan.model_dump(mode="json") if plan else {},
-            services=self.known_services(),
-            attempt=self.attempt,
-            retry_context=retry_context,
-            call_edges=environment_call_edges(environment=self.session.environment),
+
+def _attempts(run: _Run, planned: PlannerResult) -> _Verdict:
+    """Executor → Gatekeeper → Verifier → router, again while the router says RETRY."""
+    retry_context: dict[str, Any] | None = None
+    while True:
+        executed = _execute(run, planned, retry_context)
+        report = _gatekeep(run, executed.parsed)
+        verified = _verify(run, executed, report, retry_context)
+        routed = _route(run, verified, report)
+        _attempt_record(run, executed, report, verified, routed, retry_context)
+        if routed.decision != Decision.RETRY:
+            return _Verdict(executed=executed, report=report, verified=verified, routed=routed)
+        retry_context = routed.retry_context
+        run.event(SessionEvent.Kind.INFO, "verifier", "retry", **(retry_context or {}))
+
+
+def _scoped_decision(run: _Run, decision: Decision, unknown: list[str]) -> Decision:
+    """No tool can see a service the environment lacks: never a PASS about it."""
+    if not unknown:
+        return decision
+    run.evaluation.scope = ScopeRecord(unknown_services=unknown)
+    evaluation = run.evaluation.verifier_evaluation
+    if decision == Decision.PASS and evaluation is not None:
+        decision = Decision.LOW_CONFID
+        evaluation.route_notes = [
+            *evaluation.route_notes,
+            "question names services the environment lacks: PASS became LOW_CONFID",
+        ]
+        evaluation.routed_decision = decision
+    return decision
+
+
+def _filtered(run: _Run, decision: Decision, verdict: _Verdict) -> FilterResult:
+    filtered = composer_input_build(
+        question=run.session.original_query,
+        language=run.session.language,
+        decision=decision,
+        executor_output=verdict.executed.parsed.output,
+        gatekeeper=verdict.report,
+        verifier=verdict.verified.output,
+    )
+    evaluation = run.evaluation.verifier_evaluation
+    if evaluation is not None:
+        evaluation.disagreements = [Disagreement.model_validate(d) for d in filtered.disagreements]
+        evaluation.placements = dict(filtered.placements)
+    run.evaluation.composer_input = recorded(filtered.composer_input)
+    return filtered
+
+
+def _compose(run: _Run, composer_input: ComposerInput) -> ComposerResult:
+    run.stage(DiagnosisSession.Stage.COMPOSER)
+    composed = composer_stage(
+        composer_input=composer_input,
+        agent=run.agents[Role.COMPOSER],
+        recorder=run.recorder,
+        known_services=run.known_services(),
+    )
+    if run.evaluation.verifier_evaluation is not None:
+        run.evaluation.verifier_evaluation.composer_output = recorded(composed.snapshot)
+    return composed
+
+
+def _answer_framed(run: _Run, answer: str, unknown: list[str], window: dict[str, str]) -> str:
+    """The answer with the scope notices: services the environment lacks, the window read."""
+    session = run.session
+    if unknown:
+        notice = unknown_services_notice(
+            services=unknown, environment=session.environment.slug, language=session.language
         )
-        error = ""
-        try:
-            raw = self.agents[Role.EXECUTOR].execute(
-                request, tools=run_tool, tool_specs=tool_specs(), recorder=self.recorder
-            )
-        except LLMError as exc:
-            raw, error = "", f"{exc.status}: {exc}"
-        parsed = executor_output_parse(raw)
-        self.session.executor_final_answer = raw or ""
-        self.session.executor_structured_output = parsed.raw_object
-        self.session.executor_output_parse_status = parsed.status.value
-        self.save(
-            "executor_final_answer", "executor_structured_output", "executor_output_parse_status"
-        )
-        return raw or "", parsed, error
+        answer = f"{notice}\n\n{answer}"
+    looked_at = window_notice(window=window, language=session.language)
+    if looked_at:
+        answer = f"{answer.rstrip()}\n\n{looked_at}\n"
+    return answer
 
-    def gatekeep(self, parsed) -> GatekeeperReport:
-        from diagnosis.flow.gatekeeper import gatekeeper_run
 
-        self.stage(DiagnosisSession.Stage.GATEKEEPER)
-        report = gatekeeper_run(session=self.session, parsed=parsed)
-        self.event(
-            SessionEvent.Kind.INFO,
-            "gatekeeper",
-            f"accepted {report.counts.accepted} / demoted {report.counts.demoted}",
-            counts=report.counts.model_dump(),
-        )
-        return report
-
-    def verify(
-        self, raw: str, parsed, report: GatekeeperReport, retry_context: dict | None
-    ) -> tuple[str, VerifierOutput | None, str, VerifierPayload]:
-        from diagnosis.flow.parsing import model_output_parse
-        from diagnosis.flow.trace_summary import trace_summary_build
-
-        self.stage(DiagnosisSession.Stage.VERIFIER)
-        payload = VerifierPayload(
-            original_query=self.session.original_query,
-            executor_final_answer=text_bound(raw, settings.DIAGNOSIS_VERIFIER_ANSWER_MAX_CHARS),
-            executor_structured_output=parsed.raw_object,
-            executor_output_parse_status=parsed.status,
-            gatekeeper=report,
-            tool_trace_summary=[
-                TraceSummaryEntry.model_validate(entry)
-                for entry in trace_summary_build(session=self.session)
-            ],
-            retry_context=retry_context,
-        )
-        try:
-            raw_v = self.agents[Role.VERIFIER].verify(payload, recorder=self.recorder)
-            status, output, detail = model_output_parse(raw_v, VerifierOutput)
-        except LLMError as exc:
-            status, output, detail = exc.status, None, str(exc)
-        verifier = output if isinstance(output, VerifierOutput) else None
-        return status, verifier, detail, payload
-
-    def compose(self, composer_input: ComposerInput) -> tuple[str, ComposerOutputSnapshot]:
-        from diagnosis.flow.parsing import model_output_parse
-
-        self.stage(DiagnosisSession.Stage.COMPOSER)
-        services = self.known_services()
-        try:
-            raw = self.agents[Role.COMPOSER].compose(composer_input, recorder=self.recorder)
-            status, output, detail = model_output_parse(raw, ComposerOutput)
-        except LLMError as exc:
-            status, output, detail = "error", None, f"{exc.status}: {exc}"
-        findings: list[str] = []
-        if isinstance(output, ComposerOutput):
-            findings = composer_guard(
-                answer=output.final_answer, composer_input=composer_input, known_services=services
-            )
-            if not findings:
-                snapshot = ComposerOutputSnapshot(
-                    status=ComposerStatus.OK,
-                    source=Source.COMPOSER,
-                    final_answer=output.final_answer,
-                )
-                return output.final_answer, snapshot
-            composer_status = ComposerStatus.GUARD_FAILED
-        elif status == "error":
-            composer_status = ComposerStatus.ERROR
-            findings = [detail[:300]]
-        else:
-            composer_status = ComposerStatus.MALFORMED
-            findings = [f"{status}: {detail[:300]}"]
-        answer = answer_render(composer_input)
-        snapshot = ComposerOutputSnapshot(
-            status=composer_status,
-            source=Source.FALLBACK,
-            final_answer=answer,
-            guard_findings=findings,
-        )
-        return answer, snapshot
-
-    # --- the whole flow ----------------------------------------------------------
-    def run(self) -> None:
-        plan, window = self.plan()
-        retry_context: dict[str, Any] | None = None
-        max_retries = settings.DIAGNOSIS_MAX_RETRIES
-        while True:
-            raw, parsed, executor_error = self.execute(plan, window, retry_context)
-            report = self.gatekeep(parsed)
-            v_status, verifier, v_detail, payload = self.verify(raw, parsed, report, retry_context)
-            retries_used = self.attempt - 1 - len(self.evaluation.get("restarts", []))
-            routed: RouteResult = route(
-                verifier=verifier,
-                verifier_status=v_status,
-                gatekeeper=report,
-                retries_used=max(0, retries_used),
-                max_retries=max_retries,
-            )
-            self.evaluation["gatekeeper"] = report.model_dump(mode="json")
-            self.evaluation["verifier_evaluation"] = {
-                "status": v_status,
-                "detail": v_detail[:1000],
-                "payload_keys": sorted(payload.model_dump().keys()),
-                "decision": verifier.decision.value if verifier else None,
-                "routed_decision": routed.decision.value,
-                "route_notes": routed.notes,
-                "claim_checks": [c.model_dump(mode="json") for c in verifier.claim_checks]
-                if verifier
-                else [],
-                "extra_facts": verifier.extra_facts if verifier else [],
-                "summary": verifier.summary if verifier else "",
-                "retry_request": verifier.retry_request.model_dump(mode="json")
-                if verifier and verifier.retry_request
-                else None,
-            }
-            self.evaluation["attempts"].append(
-                {
-                    "attempt": self.attempt,
-                    "executor_error": executor_error,
-                    "parse_status": parsed.status.value,
-                    "gatekeeper_counts": report.counts.model_dump(),
-                    "verifier_status": v_status,
-                    "verifier_decision": verifier.decision.value if verifier else None,
-                    "routed_decision": routed.decision.value,
-                    "retry_context": retry_context,
-                    "structured_output": parsed.raw_object,
-                    "gatekeeper": report.model_dump(mode="json"),
-                }
-            )
-            self.session.self_evaluation = self.evaluation
-            self.save("self_evaluation")
-            if routed.decision == Decision.RETRY:
-                retry_context = routed.retry_context
-                self.event(SessionEvent.Kind.INFO, "verifier", "retry", **routed.retry_context)
-                continue
-            break
-
-        decision = routed.decision
-        unknown = services_unknown(
-            question=self.session.original_query,
-            planned=plan.services if plan else [],
-            known=self.known_services(),
-        )
-        if unknown:
-            # No tool can see a service the environment lacks: never a PASS about it.
-            self.evaluation["scope"] = {"unknown_services": unknown}
-            if decision == Decision.PASS:
-                decision = Decision.LOW_CONFID
-                self.evaluation["verifier_evaluation"]["route_notes"].append(
-                    "question names services the environment lacks: PASS became LOW_CONFID"
-                )
-                self.evaluation["verifier_evaluation"]["routed_decision"] = decision.value
-        executor_output: ExecutorEvidenceV2 | None = parsed.output
-        filtered = composer_input_build(
-            question=self.session.original_query,
-            language=self.session.language,
-            decision=decision,
-            executor_output=executor_output,
-            gatekeeper=report,
-            verifier=verifier,
-        )
-        evaluation = self.evaluation["verifier_evaluation"]
-        evaluation["disagreements"] = filtered.disagreements
-        evaluation["placements"] = filtered.placements
-        self.evaluation["composer_input"] = filtered.composer_input.model_dump(mode="json")
-        answer, snapshot = self.compose(filtered.composer_input)
-        evaluation["composer_output"] = snapshot.model_dump(mode="json")
-        if unknown:
-            notice = unknown_services_notice(
-                services=unknown,
-                environment=self.session.environment.slug,
-                language=self.session.language,
-            )
-            answer = f"{notice}\n\n{answer}"
-        looked_at = window_notice(window=window, language=self.session.language)
-        if looked_at:
-            answer = f"{answer.rstrip()}\n\n{looked_at}\n"
-        self.finish(decision, answer, snapshot, root_cause_status(filtered.composer_input))
-
-    def finish(
-        self,
-        decision: Decision,
-        answer: str,
-        snapshot: ComposerOutputSnapshot,
-        root_cause: str,
-    ) -> None:
-        with transaction.atomic():
-            session = self.session
-            session.decision = decision.value
-            session.root_cause_status = root_cause
-            session.final_answer = nul_free(answer)
-            session.answer_source = snapshot.source.value
-            session.self_evaluation = nul_free(self.evaluation)
-            session.llm_usage = llm_usage_totals(session=session)
-            session.status = DiagnosisSession.Status.COMPLETED
-            session.stage = DiagnosisSession.Stage.DONE
-            session.finished_at = timezone.now()
-            session.save(
-                update_fields=[
-                    "decision",
-                    "root_cause_status",
-                    "final_answer",
-                    "answer_source",
-                    "self_evaluation",
-                    "llm_usage",
-                    "status",
-                    "stage",
-                    "finished_at",
-                ]
-            )
-            self.event(SessionEvent.Kind.STAGE, "done", decision.value)
-            session_ended_notify(session=session)
+def _flow(run: _Run) -> CompletedOutcome:
+    """Planner → attempts (Executor, Gatekeeper, Verifier, router) → filter → Composer."""
+    planned = _plan(run)
+    verdict = _attempts(run, planned)
+    unknown = services_unknown(
+        question=run.session.original_query,
+        planned=planned.plan.services if planned.plan else [],
+        known=run.known_services(),
+    )
+    decision = _scoped_decision(run, verdict.routed.decision, unknown)
+    filtered = _filtered(run, decision, verdict)
+    composed = _compose(run, filtered.composer_input)
+    return CompletedOutcome(
+        decision=decision,
+        answer=_answer_framed(run, composed.answer, unknown, planned.window),
+        answer_source=composed.snapshot.source,
+        root_cause_status=root_cause_status(filtered.composer_input),
+        evaluation=run.evaluation,
+        llm_usage=llm_usage_totals(session=run.session),
+    )
 
 
 def llm_usage_totals(*, session: DiagnosisSession) -> dict[str, Any]:
@@ -478,13 +493,35 @@ def llm_usage_totals(*, session: DiagnosisSession) -> dict[str, Any]:
 
 
 def flow_run(*, session: DiagnosisSession) -> None:
-    from diagnosis.services import session_cancel_finish
-
+    """Run the flow of a claimed session to its terminal row (completed or cancelled)."""
     try:
-        _Run(session).run()
+        run = _run_start(session)
+        outcome = _flow(run)
+        session_finish(session=session, outcome=outcome, events=run.events)
     except SessionCancelled:
         with transaction.atomic():
             locked = DiagnosisSession.objects.select_for_update().get(pk=session.pk)
             if not locked.is_terminal:
-                session_cancel_finish(session=locked)
+                session_finish(session=locked, outcome=CancelledOutcome())
         session.refresh_from_db()
+
+
+def diagnosis_run(*, session_id: int) -> DiagnosisSession | None:
+    """Run the flow for one session id (idempotent: a finished session is skipped).
+
+    Raises ``SessionBusy`` when a live worker holds the session: a duplicate delivery
+    must not drop the task, because that worker may still die before finishing.
+    """
+    session = session_claim(session_id=session_id)
+    if session is None:
+        if DiagnosisSession.objects.filter(
+            pk=session_id, status=DiagnosisSession.Status.RUNNING
+        ).exists():
+            raise SessionBusy(session_id)
+        return None
+    try:
+        flow_run(session=session)
+    except Exception as exc:  # the flow records its own errors; this is the last line
+        logger.exception("diagnosis %s failed", session_id)
+        session_fail(session_id=session_id, error=f"{type(exc).__name__}: {exc}")
+    return DiagnosisSession.objects.get(pk=session_id)

@@ -8,13 +8,13 @@ from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
 from diagnosis.llm.base import AgentProvider, Role
+from diagnosis.llm.offline import OfflineProvider
+from diagnosis.llm.openai_provider import OpenAIProvider
+from diagnosis.llm.scripted import ScriptedProvider
 from diagnosis.models import DiagnosisSession
 
 
 def _offline() -> AgentProvider:
-    # Imported lazily: the offline engine is large and optional for openai/scripted runs.
-    from diagnosis.llm.offline import OfflineProvider
-
     return OfflineProvider()
 
 
@@ -39,8 +39,6 @@ def agents_for_session(
 
     def scripted() -> AgentProvider:
         if "scripted" not in shared:
-            from diagnosis.llm.scripted import ScriptedProvider
-
             pack_path = session.environment.pack_path
             folder = Path(pack_path) / "scripted" if pack_path else None
             if folder is None:
@@ -55,8 +53,6 @@ def agents_for_session(
             "provider", settings.LLM_PROVIDER
         )
         if name == "openai":
-            from diagnosis.llm.openai_provider import OpenAIProvider
-
             agents[role] = OpenAIProvider.for_role(role)
         elif name == "scripted":
             agents[role] = scripted()

@@ -14,11 +14,12 @@ from django.urls import reverse
 from audit.export import NON_MATCHING_ID, case_pack_build, scripted_turns
 from audit.models import AuditEvent
 from audit.services import ClaimJudgement, review_record, session_export
+from diagnosis.flow.run import diagnosis_run
 from diagnosis.llm import selection
 from diagnosis.llm.base import Role
 from diagnosis.llm.scripted import ScriptedProvider
 from diagnosis.models import DiagnosisSession, Environment, LLMCall, ToolInvocation
-from diagnosis.services import diagnosis_run, diagnosis_submit
+from diagnosis.services import diagnosis_submit
 from tests.flow.conftest import (
     EXCERPT,
     MINI_PACK,

@@ -6,8 +6,8 @@ import pytest
 from django.urls import reverse
 from django.utils import translation
 
-from diagnosis.flow.gatekeeper import gatekeeper_run
 from diagnosis.flow.parsing import executor_output_parse
+from diagnosis.flow.run import gatekeeper_run
 
 pytestmark = pytest.mark.django_db
 

@@ -33,8 +33,9 @@ LABELLED = (
 
 
 def _diagnose(*, environment, owner=None, conversation=None):
+    from diagnosis.flow.run import diagnosis_run
     from diagnosis.models import DiagnosisSession
-    from diagnosis.services import diagnosis_run, diagnosis_submit
+    from diagnosis.services import diagnosis_submit
 
     session = diagnosis_submit(
         question=QUESTION,

@@ -9,8 +9,8 @@ from django.urls import reverse
 
 from diagnosis.contracts import Decision, VerifierOutput
 from diagnosis.flow.composer_filter import composer_input_build
-from diagnosis.flow.gatekeeper import gatekeeper_run
 from diagnosis.flow.parsing import executor_output_parse
+from diagnosis.flow.run import gatekeeper_run
 
 from .factories import LOG_LINE
 

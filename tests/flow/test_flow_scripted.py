@@ -274,12 +274,12 @@ def test_unparseable_executor_output_still_ends_with_a_safe_answer(run_scripted)
 def test_an_unexpected_error_ends_the_session_as_failed_with_a_safe_answer(
     run_scripted, monkeypatch
 ):
-    import diagnosis.flow.gatekeeper
+    import diagnosis.flow.run
 
     def explode(**kwargs):
         raise RuntimeError("boom")
 
-    monkeypatch.setattr(diagnosis.flow.gatekeeper, "gatekeeper_run", explode)
+    monkeypatch.setattr(diagnosis.flow.run, "gatekeeper_stage", explode)
     session = run_scripted({"executor": [QUERY_LOGS, executor_json(log_claim())]})
     assert session.status == "failed"
     assert "RuntimeError: boom" in session.error

@@ -5,13 +5,9 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
+from diagnosis.flow.run import diagnosis_run
 from diagnosis.models import DiagnosisSession, ToolInvocation
-from diagnosis.services import (
-    diagnosis_cancel,
-    diagnosis_run,
-    session_claim,
-    sessions_reap_stale,
-)
+from diagnosis.services import diagnosis_cancel, session_claim, sessions_reap_stale
 from tests.flow.conftest import QUERY_LOGS, executor_json, log_claim, verifier_json
 
 SCRIPT = {

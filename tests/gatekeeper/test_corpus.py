@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import pytest
 
-from diagnosis.flow.gatekeeper import gatekeeper_run
 from diagnosis.flow.parsing import executor_output_parse
+from diagnosis.flow.run import gatekeeper_run
 
 from .conftest import binding, claim, executor_json
 

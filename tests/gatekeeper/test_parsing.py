@@ -262,25 +262,27 @@ def test_model_output_parse_validates_a_verifier_answer():
         "claim_checks": [{"claim_id": "claim-1", "classification": "direct_observation"}],
     }
     raw = f"Verdict:\n```json\n{json.dumps(answer)}\n```"
-    status, parsed, error = model_output_parse(raw, VerifierOutput)
+    result = model_output_parse(raw, VerifierOutput)
+    status, parsed, error = result.status, result.output, result.detail
     assert status == "ok"
     assert parsed.decision == "PASS"
     assert error == ""
 
 
 def test_model_output_parse_reports_a_schema_error_with_detail():
-    status, parsed, error = model_output_parse('{"decision": "MAYBE"}', VerifierOutput)
+    result = model_output_parse('{"decision": "MAYBE"}', VerifierOutput)
+    status, parsed, error = result.status, result.output, result.detail
     assert status == "schema_invalid"
     assert parsed is None
     assert "decision" in error
 
 
 def test_model_output_parse_reports_each_unusable_shape():
-    assert model_output_parse("", ComposerOutput)[0] == "empty"
-    assert model_output_parse("no json", ComposerOutput)[0] == "invalid_json"
-    assert model_output_parse("[1]", ComposerOutput)[0] == "not_an_object"
-    assert model_output_parse('{"final_answer": "**结论**"}', ComposerOutput)[0] == "ok"
-    assert model_output_parse('{"services": ["payment-service"]}', PlannerOutput)[0] == "ok"
+    assert model_output_parse("", ComposerOutput).status == "empty"
+    assert model_output_parse("no json", ComposerOutput).status == "invalid_json"
+    assert model_output_parse("[1]", ComposerOutput).status == "not_an_object"
+    assert model_output_parse('{"final_answer": "**结论**"}', ComposerOutput).status == "ok"
+    assert model_output_parse('{"services": ["payment-service"]}', PlannerOutput).status == "ok"
 
 
 def test_an_array_after_prose_is_not_an_object():

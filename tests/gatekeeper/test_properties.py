@@ -137,7 +137,8 @@ def test_the_executor_parser_never_raises_on_arbitrary_json(value, prefix):
 @given(json_values | st.text(), st.sampled_from([VerifierOutput, ComposerOutput, PlannerOutput]))
 def test_model_output_parse_never_raises(value, model):
     raw = value if isinstance(value, str) else json.dumps(value)
-    status, parsed, _error = model_output_parse(raw, model)
+    result = model_output_parse(raw, model)
+    status, parsed, _error = result.status, result.output, result.detail
     assert (parsed is not None) == (status == "ok")
 
 

@@ -12,9 +12,9 @@ from diagnosis.flow.gatekeeper import (
     InvocationRecord,
     gatekeeper_accepted_claims,
     gatekeeper_check,
-    gatekeeper_run,
 )
 from diagnosis.flow.parsing import ParsedExecutorOutput, executor_output_parse
+from diagnosis.flow.run import gatekeeper_run
 
 from .conftest import LOGS_OUTPUT, binding, claim, executor_json
 

@@ -30,7 +30,8 @@ CUT_PLAN = WHOLE_PLAN[: WHOLE_PLAN.index('"symptoms"') + 15]
 
 
 def test_a_plan_cut_after_its_window_is_truncated_not_an_empty_plan():
-    status, plan, detail = model_output_parse(CUT_PLAN, PlannerOutput)
+    result = model_output_parse(CUT_PLAN, PlannerOutput)
+    status, plan, detail = result.status, result.output, result.detail
 
     assert status == ParseStatus.TRUNCATED.value
     assert plan is None
@@ -53,7 +54,8 @@ def test_a_cut_evidence_report_is_truncated_even_when_a_binding_inside_it_is_com
 def test_a_whole_object_followed_by_cut_prose_still_counts_when_the_reply_hit_max_tokens():
     text = ModelText(WHOLE_PLAN + "\n\nExplanation: first I will look at", finish_reason="length")
 
-    status, plan, _detail = model_output_parse(text, PlannerOutput)
+    result = model_output_parse(text, PlannerOutput)
+    status, plan, _detail = result.status, result.output, result.detail
 
     assert status == "ok"
     assert isinstance(plan, PlannerOutput) and plan.services == ["payment-service"]
@@ -62,14 +64,15 @@ def test_a_whole_object_followed_by_cut_prose_still_counts_when_the_reply_hit_ma
 def test_a_reply_cut_before_any_json_is_truncated_rather_than_invalid():
     text = ModelText("Sure, here is the verdict you asked for:", finish_reason="length")
 
-    assert model_output_parse(text, VerifierOutput)[0] == "truncated"
-    assert model_output_parse(str(text), VerifierOutput)[0] == "invalid_json"
+    assert model_output_parse(text, VerifierOutput).status == "truncated"
+    assert model_output_parse(str(text), VerifierOutput).status == "invalid_json"
 
 
 def test_braces_in_prose_before_a_complete_object_do_not_hide_it():
     text = 'Query {service} first, then: {"plan_version": "planner_v1", "services": ["mysql"]}'
 
-    status, plan, _ = model_output_parse(text, PlannerOutput)
+    result = model_output_parse(text, PlannerOutput)
+    status, plan, _ = result.status, result.output, result.detail
 
     assert status == "ok" and isinstance(plan, PlannerOutput) and plan.services == ["mysql"]
 
@@ -84,7 +87,8 @@ def test_a_raw_newline_inside_a_string_is_read_not_rejected():
 def test_strings_holding_braces_do_not_confuse_the_cut_detection():
     text = '{"plan_version": "planner_v1", "notes": "look at {pool} and \\"}\\" marks"}'
 
-    status, plan, _ = model_output_parse(text, PlannerOutput)
+    result = model_output_parse(text, PlannerOutput)
+    status, plan, _ = result.status, result.output, result.detail
 
     assert status == "ok" and isinstance(plan, PlannerOutput)
 
@@ -102,7 +106,7 @@ def test_the_provider_marks_a_length_cut_reply_and_records_the_call_as_truncated
     text = planner.plan(planner_request(), recorder=recorder)
 
     assert isinstance(text, ModelText) and text.cut
-    assert model_output_parse(text, PlannerOutput)[0] == "truncated"
+    assert model_output_parse(text, PlannerOutput).status == "truncated"
     (row,) = LLMCall.objects.filter(session=session)
     assert row.status == "truncated"
 
@@ -112,5 +116,5 @@ def test_a_scripted_turn_can_replay_a_cut_reply(recorder, session):
 
     text = provider.plan(planner_request(), recorder=recorder)
 
-    assert model_output_parse(text, PlannerOutput)[0] == "truncated"
+    assert model_output_parse(text, PlannerOutput).status == "truncated"
     assert LLMCall.objects.get(session=session).status == "truncated"

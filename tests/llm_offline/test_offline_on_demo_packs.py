@@ -24,8 +24,8 @@ def _run_pack(pack_id: str):
     from diagnosis.evidence.pack_check import pack_load
     from diagnosis.evidence.registry import tool_invoke
     from diagnosis.evidence.services import environments_sync_from_packs
-    from diagnosis.flow.gatekeeper import gatekeeper_run
     from diagnosis.flow.parsing import executor_output_parse
+    from diagnosis.flow.run import gatekeeper_run
     from diagnosis.llm.base import ExecutorRequest, PlannerRequest
     from diagnosis.llm.offline import OfflineProvider
     from diagnosis.models import DiagnosisSession

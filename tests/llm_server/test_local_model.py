@@ -145,6 +145,7 @@ def test_a_plan_cut_by_max_tokens_is_recorded_as_truncated(local_model_settings,
     text = provider.plan(planner_request(), recorder=recorder)
 
     assert isinstance(text, ModelText) and text.cut
-    status, plan, _detail = model_output_parse(text, PlannerOutput)
+    result = model_output_parse(text, PlannerOutput)
+    status, plan, _detail = result.status, result.output, result.detail
     assert (status, plan) == ("truncated", None)
     assert LLMCall.objects.filter(session=session).last().status == "truncated"

@@ -17,8 +17,9 @@ from django.utils import timezone
 
 from chat.models import Conversation
 from diagnosis.api.services import api_key_create
+from diagnosis.flow.run import diagnosis_run
 from diagnosis.models import DiagnosisSession, LLMCall, ToolInvocation
-from diagnosis.services import SAFE_FAILURE_ANSWER, diagnosis_run, sessions_reap_stale
+from diagnosis.services import SAFE_FAILURE_ANSWER, sessions_reap_stale
 from tests.flow.conftest import EXCERPT, QUERY_LOGS, executor_json, log_claim, verifier_json
 from tests.reliability.conftest import RAW_MARKUP, is_raw_json
 from tests.support.openai_faults import UFA_MARKER, faulty_responder
@@ -112,10 +113,10 @@ def test_invariant_1_no_claim_is_allowed_without_a_valid_binding_whatever_the_ve
 
 
 CRASH_POINTS = {
-    "gatekeeper": "diagnosis.flow.gatekeeper.gatekeeper_run",
+    "gatekeeper": "diagnosis.flow.run.gatekeeper_stage",
     "router": "diagnosis.flow.run.route",
     "composer filter": "diagnosis.flow.run.composer_input_build",
-    "renderer": "diagnosis.flow.run.answer_render",
+    "renderer": "diagnosis.flow.composer.answer_render",
     "trace summary": "diagnosis.flow.trace_summary.trace_summary_build",
     "usage totals": "diagnosis.flow.run.llm_usage_totals",
 }

@@ -117,6 +117,14 @@ def test_a_slow_loki_becomes_a_timeout_row_within_the_tool_timeout(openai_run, l
     assert session.self_evaluation["composer_input"]["allowed_claims"] == []
 
 
+# where each tool's definition calls its backend
+BACKEND_MODULES = {
+    "logs_from_files": "diagnosis.evidence.tools.query_logs.definition",
+    "metrics_query": "diagnosis.evidence.tools.query_metrics.definition",
+    "knowledge_lookup": "diagnosis.evidence.tools.lookup_knowledge.definition",
+}
+
+
 @pytest.mark.parametrize(
     "backend,call",
     [("logs_from_files", LOGS), ("metrics_query", METRICS), ("knowledge_lookup", KNOWLEDGE)],
@@ -127,7 +135,7 @@ def test_a_tool_backend_that_raises_becomes_an_error_row_and_the_flow_goes_on(
     def explode(**kwargs):
         raise RuntimeError("disk on fire")
 
-    monkeypatch.setattr(registry, backend, explode)
+    monkeypatch.setattr(f"{BACKEND_MODULES[backend]}.{backend}", explode)
     session, _ = openai_run(executor_turns_responder([[call], [LOGS]]))
 
     assert session.status == DiagnosisSession.Status.COMPLETED, session.error

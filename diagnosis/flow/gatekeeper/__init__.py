@@ -6,7 +6,8 @@ occurs in the stored output; ``instructions``: it is evidence, not an
 instruction), then the facts its text states (``diagnosis.facts``: numbers,
 times, dates, identifiers, service names) against its valid excerpts. A claim
 that fails is ``demoted`` with a finding code for each failure, and the
-``gatekeeper_v2`` report is stored at ``session.self_evaluation["gatekeeper"]``.
+``gatekeeper_v2`` report is returned; the flow records it at
+``session.self_evaluation["gatekeeper"]`` (``diagnosis.flow.run``).
 Stored ``gatekeeper_v1`` reports read with the same model (no ``facts``).
 
 Decisions where contracts.md is silent:
@@ -47,7 +48,7 @@ Decisions where contracts.md is silent:
 - ``report.claims`` is aligned by position with ``parsed.output.claims``;
   with duplicate ids, use ``gatekeeper_accepted_claims`` rather than a lookup
   by id.
-- ``gatekeeper_check`` never raises; ``gatekeeper_run`` lets database errors
+- ``gatekeeper_check`` never raises; ``gatekeeper_stage`` lets database errors
   (not input errors) propagate to the flow.
 """
 
@@ -56,7 +57,7 @@ from __future__ import annotations
 import re
 from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from diagnosis.contracts import (
     Claim,
@@ -84,9 +85,7 @@ from diagnosis.flow.gatekeeper.excerpts import (
 )
 from diagnosis.flow.gatekeeper.instructions import excerpt_is_instruction
 from diagnosis.flow.parsing import ClaimNotes, ParsedExecutorOutput, finding
-
-if TYPE_CHECKING:
-    from diagnosis.models import DiagnosisSession
+from diagnosis.models import DiagnosisSession, ToolInvocation
 
 __all__ = [
     "EVIDENCE_TOOLS",
@@ -100,7 +99,7 @@ __all__ = [
     "excerpt_matches",
     "gatekeeper_accepted_claims",
     "gatekeeper_check",
-    "gatekeeper_run",
+    "gatekeeper_stage",
     "knowledge_blocks",
 ]
 
@@ -630,10 +629,10 @@ def session_services(*, session: DiagnosisSession) -> list[str]:
     return list(dict.fromkeys(n for n in names if isinstance(n, str) and n.strip()))
 
 
-def gatekeeper_run(*, session: DiagnosisSession, parsed: ParsedExecutorOutput) -> GatekeeperReport:
-    """Check ``parsed`` against the session's invocations and store the report on the session."""
-    from diagnosis.models import ToolInvocation
-
+def gatekeeper_stage(
+    *, session: DiagnosisSession, parsed: ParsedExecutorOutput
+) -> GatekeeperReport:
+    """Check ``parsed`` against the session's persisted invocations; the caller records it."""
     rows = ToolInvocation.objects.filter(session_id=session.pk).values_list(
         "id", "session_id", "trace_ref", "tool_name", "status", "output", "summary", "arguments"
     )
@@ -658,17 +657,10 @@ def gatekeeper_run(*, session: DiagnosisSession, parsed: ParsedExecutorOutput) -
             .exclude(session_id=session.pk)
             .values_list("id", flat=True)
         )
-    report = gatekeeper_check(
+    return gatekeeper_check(
         parsed=parsed,
         invocations=records,
         session_id=session.pk,
         foreign_invocation_ids=foreign,
         services=session_services(session=session),
     )
-    evaluation: dict[str, Any] = (
-        dict(session.self_evaluation) if isinstance(session.self_evaluation, dict) else {}
-    )
-    evaluation["gatekeeper"] = report.model_dump(mode="json")
-    session.self_evaluation = evaluation
-    session.save(update_fields=["self_evaluation"])
-    return report

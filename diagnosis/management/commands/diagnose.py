@@ -5,9 +5,11 @@ from django.core.management.base import BaseCommand, CommandError
 from rich.console import Console
 from rich.table import Table
 
+from diagnosis.evidence.services import environment_sync_from_pack
+from diagnosis.flow.run import diagnosis_run
 from diagnosis.models import DiagnosisSession, Environment
 from diagnosis.selectors import session_claims_view
-from diagnosis.services import diagnosis_run, diagnosis_submit, environment_default
+from diagnosis.services import diagnosis_submit, environment_default
 
 
 class Command(BaseCommand):
@@ -23,8 +25,6 @@ class Command(BaseCommand):
 
     def handle(self, *args, question, pack, environment, provider, language, **options):
         if pack:
-            from diagnosis.evidence.services import environment_sync_from_pack
-
             env = environment_sync_from_pack(path=Path(pack))
         elif environment:
             env = Environment.objects.filter(slug=environment).first()

@@ -20,6 +20,8 @@ from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 
+from config.celery import broker_folders_ensure
+
 READY_TIMEOUT_SECONDS = 120
 WORKER_READY_MARK = "ready."
 
@@ -54,8 +56,6 @@ class Command(BaseCommand):
     def handle(self, *args, host: str, port: int, workers: int, **options):
         var = Path(settings.VAR_DIR)
         var.mkdir(parents=True, exist_ok=True)
-        from config.celery import broker_folders_ensure
-
         broker_folders_ensure()
         self.say("Preparing the database, static files and demo data…")
         call_command("migrate", interactive=False, verbosity=0)

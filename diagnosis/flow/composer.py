@@ -1,0 +1,71 @@
+"""The Composer stage: the answer written from the filtered input, or the renderer's.
+
+A Composer answer that fails to parse, fails, or fails the guard is replaced by
+the deterministic renderer's answer from the same input; the snapshot says which.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from diagnosis.contracts import (
+    AnswerSource,
+    ComposerInput,
+    ComposerOutput,
+    ComposerOutputSnapshot,
+    ComposerStatus,
+)
+from diagnosis.flow.guard import composer_guard
+from diagnosis.flow.parsing import model_output_parse
+from diagnosis.flow.renderer import answer_render
+from diagnosis.llm.base import AgentProvider, CallRecorder, LLMError
+
+
+@dataclass(frozen=True)
+class ComposerResult:
+    """The answer shown and the audit snapshot of how it was written."""
+
+    answer: str
+    snapshot: ComposerOutputSnapshot
+
+
+def _fallback(
+    composer_input: ComposerInput, status: ComposerStatus, findings: list[str]
+) -> ComposerResult:
+    snapshot = ComposerOutputSnapshot(
+        status=status,
+        source=AnswerSource.FALLBACK,
+        final_answer=answer_render(composer_input),
+        guard_findings=findings,
+    )
+    return ComposerResult(answer=snapshot.final_answer, snapshot=snapshot)
+
+
+def composer_stage(
+    *,
+    composer_input: ComposerInput,
+    agent: AgentProvider,
+    recorder: CallRecorder,
+    known_services: list[str],
+) -> ComposerResult:
+    """Ask the Composer and guard its answer; fall back to the renderer when it fails."""
+    try:
+        parsed = model_output_parse(
+            agent.compose(composer_input, recorder=recorder), ComposerOutput
+        )
+    except LLMError as exc:
+        return _fallback(composer_input, ComposerStatus.ERROR, [f"{exc.status}: {exc}"[:300]])
+    output = parsed.output
+    if output is None:
+        return _fallback(
+            composer_input, ComposerStatus.MALFORMED, [f"{parsed.status}: {parsed.detail[:300]}"]
+        )
+    findings = composer_guard(
+        answer=output.final_answer, composer_input=composer_input, known_services=known_services
+    )
+    if findings:
+        return _fallback(composer_input, ComposerStatus.GUARD_FAILED, findings)
+    snapshot = ComposerOutputSnapshot(
+        status=ComposerStatus.OK, source=AnswerSource.COMPOSER, final_answer=output.final_answer
+    )
+    return ComposerResult(answer=output.final_answer, snapshot=snapshot)

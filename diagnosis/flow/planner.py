@@ -1,0 +1,69 @@
+"""The Planner stage: where to look (services, window, tools) for one question."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from diagnosis.contracts import PlannerOutput
+from diagnosis.flow.parsing import model_output_parse
+from diagnosis.llm.base import AgentProvider, CallRecorder, LLMError, PlannerRequest
+from diagnosis.services import rfc3339
+
+
+@dataclass(frozen=True)
+class PlannerResult:
+    """The plan (None when unusable), how its parse went, and the window the run uses."""
+
+    status: str
+    detail: str
+    plan: PlannerOutput | None
+    window: dict[str, str]
+
+
+def time_parse(value: object) -> datetime | None:
+    """An RFC 3339 moment (UTC when it names no zone), or None."""
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return moment
+
+
+def effective_window(
+    *, plan: PlannerOutput | None, hint: dict[str, Any] | None, now: datetime
+) -> dict[str, str]:
+    """The Planner's window when it is sane, else the hint, else the 30 minutes before now."""
+    for candidate in (plan.window.model_dump() if plan and plan.window else None, hint):
+        if not isinstance(candidate, dict):
+            continue
+        start, end = time_parse(candidate.get("start")), time_parse(candidate.get("end"))
+        if start and end and start < end and end - start <= timedelta(days=7):
+            return {"start": rfc3339(start), "end": rfc3339(end)}
+    return {"start": rfc3339(now - timedelta(minutes=30)), "end": rfc3339(now)}
+
+
+def planner_stage(
+    *,
+    request: PlannerRequest,
+    agent: AgentProvider,
+    recorder: CallRecorder,
+    now: datetime,
+    hinted_services: list[str],
+) -> PlannerResult:
+    """Ask the Planner; a failed or malformed plan is a recorded status and no plan."""
+    status, plan, detail = "error", None, ""
+    try:
+        parsed = model_output_parse(agent.plan(request, recorder=recorder), PlannerOutput)
+        status, plan, detail = parsed.status, parsed.output, parsed.detail
+    except LLMError as exc:
+        status, detail = exc.status, str(exc)
+    if plan is not None and not plan.services and hinted_services:
+        plan.services = hinted_services  # the requester named the services; the Planner none
+    window = effective_window(plan=plan, hint=request.window, now=now)
+    return PlannerResult(status=status, detail=detail, plan=plan, window=window)

@@ -1,0 +1,73 @@
+"""The Verifier stage: a second model judges the checked claims against the trace summary.
+
+What it may see is exactly a ``VerifierPayload`` (never the Planner's or the
+Executor's reasoning); the trace summary it reads is built by
+``diagnosis.flow.trace_summary``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from django.conf import settings
+
+from diagnosis.contracts import GatekeeperReport, TraceSummaryEntry, VerifierOutput, VerifierPayload
+from diagnosis.flow import trace_summary
+from diagnosis.flow.parsing import ParsedExecutorOutput, model_output_parse
+from diagnosis.llm.base import AgentProvider, CallRecorder, LLMError
+from diagnosis.models import DiagnosisSession
+
+
+@dataclass(frozen=True)
+class VerifierResult:
+    """The Verifier's verdict (None when unusable), its parse status and detail, its payload."""
+
+    status: str
+    output: VerifierOutput | None
+    detail: str
+    payload: VerifierPayload
+
+
+def text_bound(text: str, limit: int) -> str:
+    """Keep the head and the tail of an over-long text, saying how much was cut."""
+    if len(text) <= limit:
+        return text
+    half = limit // 2
+    return f"{text[:half]}\n[… {len(text) - 2 * half} characters cut …]\n{text[-half:]}"
+
+
+def verifier_payload_build(
+    *,
+    session: DiagnosisSession,
+    raw: str,
+    parsed: ParsedExecutorOutput,
+    report: GatekeeperReport,
+    retry_context: dict[str, Any] | None,
+) -> VerifierPayload:
+    """What the Verifier sees of this attempt: the bounded answer, the report, the trace."""
+    return VerifierPayload(
+        original_query=session.original_query,
+        executor_final_answer=text_bound(raw, settings.DIAGNOSIS_VERIFIER_ANSWER_MAX_CHARS),
+        executor_structured_output=parsed.raw_object,
+        executor_output_parse_status=parsed.status,
+        gatekeeper=report,
+        tool_trace_summary=[
+            TraceSummaryEntry.model_validate(entry)
+            for entry in trace_summary.trace_summary_build(session=session)
+        ],
+        retry_context=retry_context,
+    )
+
+
+def verifier_stage(
+    *, payload: VerifierPayload, agent: AgentProvider, recorder: CallRecorder
+) -> VerifierResult:
+    """Ask the Verifier; a failed or malformed verdict is a recorded status and no verdict."""
+    try:
+        parsed = model_output_parse(agent.verify(payload, recorder=recorder), VerifierOutput)
+    except LLMError as exc:
+        return VerifierResult(status=exc.status, output=None, detail=str(exc), payload=payload)
+    return VerifierResult(
+        status=parsed.status, output=parsed.output, detail=parsed.detail, payload=payload
+    )
