@@ -190,72 +190,62 @@ def _time_field(value: object, label: str, add: Any) -> datetime | None:
         return None
 
 
-def _header_check(root: Path, problems: ProblemList) -> dict[str, Any]:
-    """Validate scenario.yaml; return the parsed fields (possibly partial)."""
-    path = root / PACK_FILE
+def _yaml_read(path: Path, problems: ProblemList) -> tuple[dict[str, Any], str] | None:
+    """scenario.yaml parsed, with its text; None (and the problem added) when it cannot be."""
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         problems.add(path, None, "missing scenario.yaml")
-        return {}
+        return None
     except (OSError, UnicodeDecodeError) as exc:
         problems.add(path, None, f"cannot read: {exc}")
-        return {}
+        return None
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         reason = getattr(exc, "problem", None) or str(exc)
         problems.add(path, mark.line + 1 if mark else None, f"invalid YAML: {reason}")
-        return {}
+        return None
     if not isinstance(data, dict):
         problems.add(path, 1, "scenario.yaml must be a mapping of keys to values")
-        return {}
-    lines = _key_lines(text)
+        return None
+    return data, text
 
-    def at(key: str) -> Any:
-        return lambda message: problems.add(path, lines.get(key), message)
 
-    out: dict[str, Any] = {}
-    for key in ("id", "title", "question"):
-        value = data.get(key)
-        if not isinstance(value, str) or not value.strip():
-            at(key)(f"'{key}' is required (a non-empty string)")
-        else:
-            out[key] = value.strip()
-    if "id" in out and not PACK_ID.match(out["id"]):
-        at("id")(f"id {out['id']!r} must use only a-z, 0-9 and '-' (e.g. payment-pool-saturation)")
-        out.pop("id")
-    out["now"] = _time_field(data.get("now"), "now", at("now"))
-    window = data.get("window")
-    out["window"] = None
-    if window is not None:
-        if not isinstance(window, dict):
-            at("window")("window must be a mapping with start and end")
-        else:
-            start = _time_field(window.get("start"), "window.start", at("window"))
-            end = _time_field(window.get("end"), "window.end", at("window"))
-            if start and end:
-                if start >= end:
-                    at("window")("window.start must be before window.end")
-                else:
-                    out["window"] = Window(start=start, end=end)
-    language = data.get("language", "zh-CN")
+# Adds a problem at the line of one key of scenario.yaml.
+_At = Callable[[str], Callable[[str], None]]
+
+
+def _window_check(window: object, at: _At) -> Window | None:
+    if window is None:
+        return None
+    if not isinstance(window, dict):
+        at("window")("window must be a mapping with start and end")
+        return None
+    start = _time_field(window.get("start"), "window.start", at("window"))
+    end = _time_field(window.get("end"), "window.end", at("window"))
+    if not (start and end):
+        return None
+    if start >= end:
+        at("window")("window.start must be before window.end")
+        return None
+    return Window(start=start, end=end)
+
+
+def _language_check(language: object, at: _At) -> str:
     if not isinstance(language, str) or not re.fullmatch(
         r"[A-Za-z]{2,3}(-[A-Za-z0-9]{2,8})*", language
     ):
         at("language")(f"language {language!r} must be a language tag such as zh-CN or en")
-        language = "zh-CN"
-    out["language"] = language
-    services = data.get("services", [])
-    if not isinstance(services, list) or not all(isinstance(s, str) and s for s in services):
-        at("services")("services must be a list of service names")
-        services = []
-    out["services"] = tuple(services)
-    expected = data.get("expected", {}) or {}
+        return "zh-CN"
+    return language
+
+
+def _expected_check(expected: object, at: _At) -> dict[str, Any]:
     if not isinstance(expected, dict):
         at("expected")("expected must be a mapping")
-        expected = {}
+        return {}
     kind = expected.get("root_cause_kind")
     if kind is not None and kind not in ROOT_CAUSE_KINDS:
         at("expected")(
@@ -274,7 +264,40 @@ def _header_check(root: Path, problems: ProblemList) -> dict[str, Any]:
         and expected["answer_source"] not in ANSWER_SOURCES
     ):
         at("expected")(f"expected.answer_source must be one of: {', '.join(ANSWER_SOURCES)}")
-    out["expected"] = expected
+    return expected
+
+
+def _header_check(root: Path, problems: ProblemList) -> dict[str, Any]:
+    """Validate scenario.yaml; return the parsed fields (possibly partial)."""
+    path = root / PACK_FILE
+    read = _yaml_read(path, problems)
+    if read is None:
+        return {}
+    data, text = read
+    lines = _key_lines(text)
+
+    def at(key: str) -> Callable[[str], None]:
+        return lambda message: problems.add(path, lines.get(key), message)
+
+    out: dict[str, Any] = {}
+    for key in ("id", "title", "question"):
+        value = data.get(key)
+        if not isinstance(value, str) or not value.strip():
+            at(key)(f"'{key}' is required (a non-empty string)")
+        else:
+            out[key] = value.strip()
+    if "id" in out and not PACK_ID.match(out["id"]):
+        at("id")(f"id {out['id']!r} must use only a-z, 0-9 and '-' (e.g. payment-pool-saturation)")
+        out.pop("id")
+    out["now"] = _time_field(data.get("now"), "now", at("now"))
+    out["window"] = _window_check(data.get("window"), at)
+    out["language"] = _language_check(data.get("language", "zh-CN"), at)
+    services = data.get("services", [])
+    if not isinstance(services, list) or not all(isinstance(s, str) and s for s in services):
+        at("services")("services must be a list of service names")
+        services = []
+    out["services"] = tuple(services)
+    out["expected"] = _expected_check(data.get("expected", {}) or {}, at)
     known = {"id", "title", "question", "now", "window", "language", "services", "expected"}
     out["extra"] = {k: v for k, v in data.items() if k not in known}
     return out

@@ -272,39 +272,29 @@ def _loki_total(
     return counted
 
 
-def logs_from_loki(
+# A range that hit the line limit: (label, count start and end, lines returned, counted).
+_Capped = tuple[str, float, float, int, int]
+
+
+def _ranges_cluster(
     *,
     base_url: str,
-    token_env: str,
-    tenant: str,
+    headers: dict[str, str],
+    logql: str,
     log_filter: LogFilter,
-    window: QueryWindow,
-    limit: int,
+    clusterer: LogClusterer,
     deadline: Deadline,
-) -> BackendOutput:
-    """Lines of each range from ``query_range``, clustered; exact totals from Loki when capped.
-
-    ``query_range`` returns at most ``LOKI_MAX_LINES`` lines; when a range reaches that,
-    its total comes from a ``count_over_time`` metric query instead (falling back to the
-    lines returned, marked as lower bounds, when that query fails).
-    """
-    headers = _loki_headers(token_env, tenant)
-    logql = logql_build(log_filter)
-    clusterer = LogClusterer(window=window, limit=limit)
-    notes = [f"LogQL: {logql}"]
-    baseline_start, start, end = (
-        window.baseline_start.timestamp(),
-        window.start.timestamp(),
-        window.end.timestamp(),
-    )
+) -> list[_Capped]:
+    """The baseline's and the window's lines into ``clusterer``; the ranges Loki capped."""
+    baseline_start = clusterer.baseline_start
+    start, end = clusterer.window_start, clusterer.window_end
     # (label, query_range start and end, count_over_time start and end): the window's
     # end is inclusive, so its count runs to 1 ms past it.
     ranges = (
         ("baseline", baseline_start, start - 1e-9, baseline_start, start),
         ("window", start, end + 1e-9, start, end + 1e-3),
     )
-    # Ranges that hit the line limit: (label, count start and end, lines returned, counted).
-    capped_ranges: list[tuple[str, float, float, int, int]] = []
+    capped_ranges: list[_Capped] = []
     for label, range_start, range_end, count_start, count_end in ranges:
         records, capped = loki_query_range(
             base_url=base_url,
@@ -322,7 +312,20 @@ def logs_from_loki(
         if capped:
             counted = clusterer.total_window + clusterer.total_baseline - before
             capped_ranges.append((label, count_start, count_end, len(records), counted))
-    # Counted after both line queries, so a slow count cannot cost the window's lines.
+    return capped_ranges
+
+
+def _capped_totals(
+    *,
+    base_url: str,
+    headers: dict[str, str],
+    logql: str,
+    log_filter: LogFilter,
+    capped_ranges: list[_Capped],
+    deadline: Deadline,
+    notes: list[str],
+) -> dict[str, int]:
+    """Each capped range's total: Loki's count, or the lines returned when that fails."""
     totals: dict[str, int] = {}
     for label, count_start, count_end, fetched, counted in capped_ranges:
         loki_total: int | None = None
@@ -347,6 +350,47 @@ def logs_from_loki(
             failure=failure,
             notes=notes,
         )
+    return totals
+
+
+def logs_from_loki(
+    *,
+    base_url: str,
+    token_env: str,
+    tenant: str,
+    log_filter: LogFilter,
+    window: QueryWindow,
+    limit: int,
+    deadline: Deadline,
+) -> BackendOutput:
+    """Lines of each range from ``query_range``, clustered; exact totals from Loki when capped.
+
+    ``query_range`` returns at most ``LOKI_MAX_LINES`` lines; when a range reaches that,
+    its total comes from a ``count_over_time`` metric query instead (falling back to the
+    lines returned, marked as lower bounds, when that query fails).
+    """
+    headers = _loki_headers(token_env, tenant)
+    logql = logql_build(log_filter)
+    clusterer = LogClusterer(window=window, limit=limit)
+    notes = [f"LogQL: {logql}"]
+    capped_ranges = _ranges_cluster(
+        base_url=base_url,
+        headers=headers,
+        logql=logql,
+        log_filter=log_filter,
+        clusterer=clusterer,
+        deadline=deadline,
+    )
+    # Counted after both line queries, so a slow count cannot cost the window's lines.
+    totals = _capped_totals(
+        base_url=base_url,
+        headers=headers,
+        logql=logql,
+        log_filter=log_filter,
+        capped_ranges=capped_ranges,
+        deadline=deadline,
+        notes=notes,
+    )
     return logs_render(
         clusterer=clusterer,
         window=window,

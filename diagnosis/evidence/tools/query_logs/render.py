@@ -52,10 +52,14 @@ def template_surging(*, count_window: int, count_baseline: int, window_share: fl
     return (count_window - expected - 0.5) >= SURGE_Z * spread
 
 
+# (score, surge, is_new, template, stats) of one template, most unusual first
+_Row = tuple[float, float, bool, str, TemplateStats]
+
+
 def _fleet_summary(
     *,
     clusterer: LogClusterer,
-    rows: list[tuple[float, float, bool, str, TemplateStats]],
+    rows: list[_Row],
     total_window: int,
     total_baseline: int,
     window_share: float,
@@ -131,6 +135,91 @@ def fleet_omitted_line(omitted: int) -> str:
     return f"fleet: {omitted} more services with new or surging templates omitted"
 
 
+def _rows_ranked(
+    clusterer: LogClusterer, window_minutes: float, baseline_minutes: float
+) -> list[_Row]:
+    """Every template with its surge and score, the most unusual first."""
+    rows: list[_Row] = []
+    for stats in clusterer.stats.values():
+        surge = ((stats.count_window + 1) / window_minutes) / (
+            (stats.count_baseline + 1) / baseline_minutes
+        )
+        is_new = stats.count_baseline == 0 and stats.count_window > 0
+        score = LEVEL_WEIGHT.get(stats.level, 1.0) * math.log(surge) + (2.0 if is_new else 0.0)
+        template = clusterer.template(stats.cluster_id)
+        rows.append((score, surge, is_new, template, stats))
+    rows.sort(key=lambda r: (-r[0], -r[4].count_window, r[4].service, r[3]))
+    return rows
+
+
+def _head_lines(
+    *,
+    clusterer: LogClusterer,
+    window: QueryWindow,
+    log_filter: LogFilter,
+    notes: Iterable[str],
+    total_window: int,
+    total_baseline: int,
+    templates: int,
+) -> list[str]:
+    """The call, the window, any notes, the totals and the unclustered lines' count."""
+    levels = ""
+    if total_window == clusterer.total_window:
+        levels = ", ".join(
+            f"{lvl} {n}"
+            for lvl, n in sorted(clusterer.levels_window.items(), key=lambda i: (-i[1], i[0]))
+        )
+    lines = [f"query_logs {log_filter.describe()}", window.describe()]
+    lines.extend(notes)
+    totals = (
+        f"totals: {total_window} lines in the window"
+        + (f" ({levels})" if levels else "")
+        + f", {total_baseline} lines in the baseline, {templates} templates"
+    )
+    lines.append(totals)
+    if clusterer.unclustered:
+        lines.append(
+            f"{clusterer.unclustered} lines beyond {MAX_CLUSTERS} templates "
+            "were counted but not clustered"
+        )
+    return lines
+
+
+def _template_entry(row: _Row) -> tuple[list[str], dict[str, Any]]:
+    """One shown template: its fact line and sample lines, and its summary entry."""
+    _score, surge, is_new, template, stats = row
+    head = f'{stats.service} {stats.level or "-"} template "{template}": '
+    facts = [f"{stats.count_window} in window", f"{stats.count_baseline} in baseline"]
+    if is_new:
+        facts.append("NEW (absent from the baseline)")
+    facts.append(f"surge {num_format(surge)}x")
+    facts.append(f"first seen {time_format(time_from_unix(stats.first_seen))}")
+    facts.append(f"last seen {time_format(time_from_unix(stats.last_seen))}")
+    line = head + ", ".join(facts)
+    samples = stats.samples or stats.baseline_samples
+    entry = {
+        "template": template,
+        "service": stats.service,
+        "level": stats.level,
+        "count_window": stats.count_window,
+        "count_baseline": stats.count_baseline,
+        "first_seen": time_format(time_from_unix(stats.first_seen)),
+        "last_seen": time_format(time_from_unix(stats.last_seen)),
+        "is_new": is_new,
+        "surge_ratio": num_value(surge) or 0.0,
+        "line": line,
+        "samples": list(samples),
+    }
+    return [line, *(f"  sample: {s}" for s in samples)], entry
+
+
+def _fleet_lines(fleet: dict[str, Any]) -> list[str]:
+    lines = [fleet["line"], *(entry["line"] for entry in fleet["services_ranked"])]
+    if fleet["services_omitted"]:
+        lines.append(fleet_omitted_line(fleet["services_omitted"]))
+    return lines
+
+
 def logs_render(
     *,
     clusterer: LogClusterer,
@@ -146,44 +235,24 @@ def logs_render(
     the exact totals; the per-level split of the window is then left out, since it covers
     only the clustered lines.
     """
-    counted_window = clusterer.total_window
     if total_window is None:
-        total_window = counted_window
+        total_window = clusterer.total_window
     if total_baseline is None:
         total_baseline = clusterer.total_baseline
     window_minutes = _minutes(clusterer.window_end - clusterer.window_start)
     baseline_minutes = _minutes(clusterer.window_start - clusterer.baseline_start)
-    rows = []
-    for stats in clusterer.stats.values():
-        surge = ((stats.count_window + 1) / window_minutes) / (
-            (stats.count_baseline + 1) / baseline_minutes
-        )
-        is_new = stats.count_baseline == 0 and stats.count_window > 0
-        score = LEVEL_WEIGHT.get(stats.level, 1.0) * math.log(surge) + (2.0 if is_new else 0.0)
-        template = clusterer.template(stats.cluster_id)
-        rows.append((score, surge, is_new, template, stats))
-    rows.sort(key=lambda r: (-r[0], -r[4].count_window, r[4].service, r[3]))
+    rows = _rows_ranked(clusterer, window_minutes, baseline_minutes)
     shown = rows[:MAX_TEMPLATES_SHOWN]
     omitted = len(rows) - len(shown)
-    levels = ""
-    if total_window == counted_window:
-        levels = ", ".join(
-            f"{lvl} {n}"
-            for lvl, n in sorted(clusterer.levels_window.items(), key=lambda i: (-i[1], i[0]))
-        )
-    lines = [f"query_logs {log_filter.describe()}", window.describe()]
-    lines.extend(notes)
-    totals = (
-        f"totals: {total_window} lines in the window"
-        + (f" ({levels})" if levels else "")
-        + f", {total_baseline} lines in the baseline, {len(rows)} templates"
+    lines = _head_lines(
+        clusterer=clusterer,
+        window=window,
+        log_filter=log_filter,
+        notes=notes,
+        total_window=total_window,
+        total_baseline=total_baseline,
+        templates=len(rows),
     )
-    lines.append(totals)
-    if clusterer.unclustered:
-        lines.append(
-            f"{clusterer.unclustered} lines beyond {MAX_CLUSTERS} templates "
-            "were counted but not clustered"
-        )
     summary: dict[str, Any] = {
         "window": window.as_dict(),
         "baseline": window.baseline_dict(),
@@ -196,47 +265,20 @@ def logs_render(
         lines.append("no data: no log lines matched in the window or the baseline")
         return BackendOutput(status="no_data", output="\n".join(lines), summary=summary)
     if log_filter.fleet:
-        fleet = _fleet_summary(
+        summary["fleet"] = _fleet_summary(
             clusterer=clusterer,
             rows=rows,
             total_window=total_window,
             total_baseline=total_baseline,
             window_share=window_minutes / (window_minutes + baseline_minutes),
         )
-        lines.append(fleet["line"])
-        lines.extend(entry["line"] for entry in fleet["services_ranked"])
-        if fleet["services_omitted"]:
-            lines.append(fleet_omitted_line(fleet["services_omitted"]))
-        summary["fleet"] = fleet
+        lines.extend(_fleet_lines(summary["fleet"]))
     if total_window == 0:
         lines.append("no log lines matched in the window (only in the baseline)")
-    for _score, surge, is_new, template, stats in shown:
-        head = f'{stats.service} {stats.level or "-"} template "{template}": '
-        facts = [f"{stats.count_window} in window", f"{stats.count_baseline} in baseline"]
-        if is_new:
-            facts.append("NEW (absent from the baseline)")
-        facts.append(f"surge {num_format(surge)}x")
-        facts.append(f"first seen {time_format(time_from_unix(stats.first_seen))}")
-        facts.append(f"last seen {time_format(time_from_unix(stats.last_seen))}")
-        line = head + ", ".join(facts)
-        samples = stats.samples or stats.baseline_samples
-        lines.append(line)
-        lines.extend(f"  sample: {s}" for s in samples)
-        summary["templates"].append(
-            {
-                "template": template,
-                "service": stats.service,
-                "level": stats.level,
-                "count_window": stats.count_window,
-                "count_baseline": stats.count_baseline,
-                "first_seen": time_format(time_from_unix(stats.first_seen)),
-                "last_seen": time_format(time_from_unix(stats.last_seen)),
-                "is_new": is_new,
-                "surge_ratio": num_value(surge) or 0.0,
-                "line": line,
-                "samples": list(samples),
-            }
-        )
+    for row in shown:
+        row_lines, entry = _template_entry(row)
+        lines.extend(row_lines)
+        summary["templates"].append(entry)
     if omitted:
         lines.append(f"{omitted} more templates omitted (lower rank)")
     status = "ok" if total_window else "no_data"

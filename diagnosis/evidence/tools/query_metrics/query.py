@@ -26,6 +26,67 @@ SWEEP_MAX_POINTS = 80  # grid points over baseline and window for the whole-flee
 FLEET_SELECTOR = Selector(name=None, matchers=(Matcher("service", "!=", ""),))
 
 
+def _grid(
+    *, window: QueryWindow, step: timedelta | None, sweep: bool, clamps: dict[str, Any] | None
+) -> Grid:
+    """The time grid; a ``step`` it cannot use is clamped and recorded in ``clamps``."""
+    # The whole-environment sweep runs on a coarser grid (unless a step is asked for): its
+    # cost is every series of the fleet; a drill-down into one service gets full resolution.
+    grid = Grid.for_window(
+        window, step, SWEEP_MAX_POINTS if sweep and step is None else MAX_GRID_POINTS
+    )
+    if step is not None and clamps is not None and grid.step != step.total_seconds():
+        clamp_record(
+            clamps,
+            "step",
+            given=duration_format(step),
+            used=duration_format(timedelta(seconds=grid.step)),
+            why=f"at most the window and at most {MAX_GRID_POINTS} points over the range",
+        )
+    return grid
+
+
+def _description(service: str | None, metric: str | None, labels: dict[str, str]) -> str:
+    described = " ".join(f"{k}={v}" for k, v in (("service", service), ("metric", metric)) if v)
+    if labels:
+        described += " labels=" + ",".join(f"{k}={v}" for k, v in sorted(labels.items()))
+    if not service:
+        described = (described + " (all services)").strip()
+    return described
+
+
+def _from_prometheus(
+    *,
+    selector: Selector | None,
+    metric: str | None,
+    service: str | None,
+    labels: dict[str, str],
+    grid: Grid,
+    deadline: Deadline,
+    prometheus_url: str,
+    prometheus_token_env: str,
+) -> tuple[Iterable[RawSeries], list[str]]:
+    if selector is not None:
+        fetched, notes = metrics_from_prometheus(
+            base_url=prometheus_url,
+            token_env=prometheus_token_env,
+            query=selector.render(),
+            grid=grid,
+            deadline=deadline,
+        )
+        return rates_apply(fetched), notes
+    # A PromQL expression is evaluated as written; service/labels filter its result.
+    fetched, notes = metrics_from_prometheus(
+        base_url=prometheus_url,
+        token_env=prometheus_token_env,
+        query=metric or "",
+        grid=grid,
+        deadline=deadline,
+    )
+    wanted = {**labels, **({"service": service} if service else {})}
+    return [s for s in fetched if all(s.labels.get(k) == v for k, v in wanted.items())], notes
+
+
 def metrics_query(
     *,
     service: str | None,
@@ -48,54 +109,25 @@ def metrics_query(
     A ``step`` the grid cannot use (longer than the window, or too fine for the range) is
     clamped and recorded in ``clamps``.
     """
-    sweep = not service and not metric
-    # The whole-environment sweep runs on a coarser grid (unless a step is asked for): its
-    # cost is every series of the fleet; a drill-down into one service gets full resolution.
-    grid = Grid.for_window(
-        window, step, SWEEP_MAX_POINTS if sweep and step is None else MAX_GRID_POINTS
-    )
-    if step is not None and clamps is not None and grid.step != step.total_seconds():
-        clamp_record(
-            clamps,
-            "step",
-            given=duration_format(step),
-            used=duration_format(timedelta(seconds=grid.step)),
-            why=f"at most the window and at most {MAX_GRID_POINTS} points over the range",
-        )
+    grid = _grid(window=window, step=step, sweep=not service and not metric, clamps=clamps)
     fleet = not service
     if metric:
         selector = selector_build(metric=metric, service=service, labels=labels)
     else:
         base = FLEET_SELECTOR if fleet else Selector(name=None, matchers=())
         selector = selector_build(metric=base.render(), service=service, labels=labels)
-    described = " ".join(f"{k}={v}" for k, v in (("service", service), ("metric", metric)) if v)
-    if labels:
-        described += " labels=" + ",".join(f"{k}={v}" for k, v in sorted(labels.items()))
-    if fleet:
-        described = (described + " (all services)").strip()
-    notes: list[str] = []
     series: Iterable[RawSeries]
     if prometheus_url:
-        if selector is not None:
-            fetched, notes = metrics_from_prometheus(
-                base_url=prometheus_url,
-                token_env=prometheus_token_env,
-                query=selector.render(),
-                grid=grid,
-                deadline=deadline,
-            )
-            series = rates_apply(fetched)
-        else:
-            # A PromQL expression is evaluated as written; service/labels filter its result.
-            fetched, notes = metrics_from_prometheus(
-                base_url=prometheus_url,
-                token_env=prometheus_token_env,
-                query=metric or "",
-                grid=grid,
-                deadline=deadline,
-            )
-            wanted = {**labels, **({"service": service} if service else {})}
-            series = [s for s in fetched if all(s.labels.get(k) == v for k, v in wanted.items())]
+        series, notes = _from_prometheus(
+            selector=selector,
+            metric=metric,
+            service=service,
+            labels=labels,
+            grid=grid,
+            deadline=deadline,
+            prometheus_url=prometheus_url,
+            prometheus_token_env=prometheus_token_env,
+        )
     else:
         if selector is None:
             raise ToolFailure(
@@ -107,5 +139,10 @@ def metrics_query(
         )
         series = rates_apply(read)
     return metrics_render(
-        series=series, window=window, grid=grid, description=described, notes=notes, fleet=fleet
+        series=series,
+        window=window,
+        grid=grid,
+        description=_description(service, metric, labels),
+        notes=notes,
+        fleet=fleet,
     )
