@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from datetime import date, timedelta
 from typing import Any
 
@@ -44,6 +44,7 @@ from diagnosis.contracts import (
 )
 from diagnosis.models import DiagnosisSession, LLMCall, ToolInvocation
 from diagnosis.selectors import (
+    ClaimBinding,
     ExcerptLine,
     FactSegment,
     SessionClaim,
@@ -130,16 +131,11 @@ def excerpt_in_context(excerpt: str, text: str) -> SafeString:
 # --- A session as it ran --------------------------------------------------------------
 
 
-@dataclass
-class BindingRow:
-    index: int
-    source_type: str
-    source_id: str
-    tool_name: str
-    excerpt: str
-    valid: bool
-    invocation_id: int | None
-    context: SafeString | None  # None: no invocation of the session has its trace_ref
+@dataclass(frozen=True)
+class BindingRow(ClaimBinding):
+    """A binding with its excerpt shown in the invocation's output, as HTML."""
+
+    context: SafeString | None = None  # None: no invocation of the session has its trace_ref
 
 
 @dataclass
@@ -187,23 +183,16 @@ def pretty_json(value: object) -> str:
     return json.dumps(value, ensure_ascii=False, indent=2, sort_keys=False, default=str)
 
 
+def _binding_row(binding: ClaimBinding) -> BindingRow:
+    context = None
+    if binding.invocation is not None:
+        context = context_html(binding.output_lines(max_chars=CONTEXT_MAX_CHARS))
+    stored = {f.name: getattr(binding, f.name) for f in fields(ClaimBinding)}
+    return BindingRow(**stored, context=context)
+
+
 def _claim_row(claim: SessionClaim) -> ClaimRow:
-    rows = [
-        BindingRow(
-            index=b.index,
-            source_type=b.source_type,
-            source_id=b.source_id,
-            tool_name=b.tool_name,
-            excerpt=b.excerpt,
-            valid=b.valid,
-            invocation_id=b.invocation_id,
-            context=context_html(b.lines(max_chars=CONTEXT_MAX_CHARS))
-            if b.invocation is not None
-            else None,
-        )
-        for b in claim.bindings
-    ]
-    return ClaimRow(view=claim, bindings=rows)
+    return ClaimRow(view=claim, bindings=[_binding_row(b) for b in claim.bindings])
 
 
 def _attempt_rows(

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, fields
 from typing import Any
 
 from django.conf import settings
@@ -176,19 +176,19 @@ def session_turn(*, session: DiagnosisSession, user: User) -> Turn:
 # --- the evidence view -----------------------------------------------------------------
 
 
-@dataclass
-class BindingEvidence:
-    tool_name: str
-    source_id: str
-    source_type: str
-    excerpt: str
-    valid: bool
-    index: int = -1
+@dataclass(frozen=True)
+class BindingEvidence(ClaimBinding):
+    """A binding opened on its invocation: the tool's own name, arguments, status, the
+    excerpt in its lines and the metric series it marks."""
+
     arguments: str = ""
     invocation_status: str = ""
-    found: bool = False
     lines: tuple[ExcerptLine, ...] = ()
-    charts: list[Chart] = field(default_factory=list)
+    charts: tuple[Chart, ...] = ()
+
+    @property
+    def found(self) -> bool:
+        return bool(self.lines)
 
 
 @dataclass
@@ -215,29 +215,25 @@ def _arguments_text(arguments: Any) -> str:
 
 def _binding_evidence(binding: ClaimBinding, *, charted: set[str]) -> BindingEvidence:
     """A binding opened on its invocation's output; ``charted``: series this claim drew."""
-    item = BindingEvidence(
-        tool_name=binding.tool_name,
-        source_id=binding.source_id,
-        source_type=binding.source_type,
-        excerpt=binding.excerpt,
-        valid=binding.valid,
-        index=binding.index,
-    )
+    stored = {f.name: getattr(binding, f.name) for f in fields(ClaimBinding)}
     invocation = binding.invocation
     if invocation is None:
-        return item
-    item.tool_name = invocation.tool_name
-    item.arguments = _arguments_text(invocation.arguments)
-    item.invocation_status = invocation.status
-    item.lines = binding.lines()
-    item.found = bool(item.lines)
+        return BindingEvidence(**stored)
+    lines = binding.output_lines()
+    charts: list[Chart] = []
     if invocation.tool_name == "query_metrics" and isinstance(invocation.summary, dict):
-        marked = [line.text for line in item.lines if line.marked]
-        charts = charts_for_lines(summary=invocation.summary, lines=marked)
+        marked = [line.text for line in lines if line.marked]
+        drawn = charts_for_lines(summary=invocation.summary, lines=marked)
         # Two bindings into the same series draw it once per claim.
-        item.charts = [c for c in charts if c.description not in charted]
-        charted.update(c.description for c in charts)
-    return item
+        charts = [c for c in drawn if c.description not in charted]
+        charted.update(c.description for c in drawn)
+    return BindingEvidence(
+        **{**stored, "tool_name": invocation.tool_name},
+        arguments=_arguments_text(invocation.arguments),
+        invocation_status=invocation.status,
+        lines=lines,
+        charts=tuple(charts),
+    )
 
 
 def _claim_evidence(claim: SessionClaim) -> ClaimEvidence:

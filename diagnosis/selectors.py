@@ -189,7 +189,7 @@ class ClaimBinding:
             return ()
         return tuple(excerpt_locate(self.excerpt, self.invocation.output))
 
-    def lines(self, *, max_chars: int | None = None) -> tuple[ExcerptLine, ...]:
+    def output_lines(self, *, max_chars: int | None = None) -> tuple[ExcerptLine, ...]:
         """The excerpt in its lines of the invocation's output (``()``: not found)."""
         if self.invocation is None:
             return ()
@@ -369,7 +369,7 @@ def session_claims(*, session: DiagnosisSession) -> SessionClaims:
     classifications, placements and disagreements from the Verifier evaluation (both
     read with ``session_self_evaluation``). Each binding carries the invocation its
     ``source_id`` (trace_ref) names; where the excerpt sits in that output is computed
-    only when a page asks (``ClaimBinding.spans`` / ``lines``).
+    only when a page asks (``ClaimBinding.spans`` / ``output_lines``).
     """
     evaluation = session_self_evaluation(session)
     report = evaluation.gatekeeper

@@ -1,6 +1,6 @@
 import json
 from pathlib import Path
-from typing import Any
+from typing import IO, Any, cast
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from rich.console import Console
@@ -97,7 +97,8 @@ class Command(BaseCommand):
         packs = _packs_under(paths)
         if not packs:
             raise CommandError("no scenario packs found")
-        console = Console(file=self.stdout, force_terminal=False, width=140)
+        # OutputWrapper is a text stream (TextIOBase) the stubs do not call IO[str]
+        console = Console(file=cast(IO[str], self.stdout), force_terminal=False, width=140)
         results = []
         with Progress(console=console, transient=True) as progress:
             task = progress.add_task("evaluating", total=len(packs))
