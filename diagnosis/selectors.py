@@ -19,7 +19,6 @@ from config.celery import app as celery_app
 from diagnosis.contracts import (
     ClaimCheck,
     ClaimFact,
-    ComposerInput,
     Disagreement,
     Finding,
     GatekeeperClaimResult,
@@ -396,7 +395,7 @@ def session_claims(*, session: DiagnosisSession) -> SessionClaims:
     )
 
 
-# --- Claims as the API and the CLI serialise them (dicts of the stored shapes) ----------
+# --- Claims as plain values (the diagnose command's JSON) -----------------------------
 
 
 @dataclass(frozen=True)
@@ -425,10 +424,6 @@ class ClaimView:
     bindings: list[BindingView]
     # gatekeeper_v2: each fact of the text, its span and the binding that binds it ([] for v1)
     facts: list[dict[str, Any]] = field(default_factory=list)
-
-    @property
-    def allowed(self) -> bool:
-        return self.placement == "allowed_claim"
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -463,14 +458,11 @@ def _claim_view(claim: SessionClaim) -> ClaimView:
 
 
 def session_claims_view(*, session: DiagnosisSession) -> list[ClaimView]:
-    """``session_claims`` as plain values (the REST API's and ``diagnose``'s JSON)."""
+    """``session_claims`` as plain values (what ``diagnose --json`` prints)."""
     return [_claim_view(claim) for claim in session_claims(session=session).claims]
 
 
-def session_composer_input(*, session: DiagnosisSession) -> ComposerInput | None:
-    """The filtered material the Composer was given, or None."""
-    return session_self_evaluation(session).composer_input
-
+# --- What a session records about itself (self_evaluation) ---------------------------
 
 _REPAIRS_MAX = 200  # each repair drops one stored part; a row is never that broken
 
