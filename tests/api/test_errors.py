@@ -1,7 +1,10 @@
 import json
 
 import pytest
+from django.core.exceptions import ValidationError
 
+from diagnosis.api.errors import ConflictError, api_exception_handler
+from diagnosis.api.services import diagnosis_api_submit
 from diagnosis.models import DiagnosisSession
 
 pytestmark = pytest.mark.django_db
@@ -148,4 +151,29 @@ def test_a_nul_in_a_question_is_one_message(api, environment):
     )
     assert _shape(response)["details"]["fields"] == {
         "question": ["Must not contain NUL characters."]
+    }
+
+
+def test_services_refuse_with_django_errors_that_the_api_shows_in_the_error_shape(
+    owner, environment
+):
+    with pytest.raises(ValidationError) as refused:
+        diagnosis_api_submit(
+            owner=owner,
+            api_key=None,
+            question="q",
+            environment=environment,
+            callback_url="https://example.org/hook",
+        )
+    response = api_exception_handler(refused.value, {})
+    assert response is not None and response.status_code == 400
+    assert response.data["error"]["code"] == "invalid"
+    assert list(response.data["error"]["details"]["fields"]) == ["callback_url"]
+
+    conflict = api_exception_handler(ConflictError("busy", code="idempotency_conflict"), {})
+    assert conflict is not None and conflict.status_code == 409
+    assert conflict.data["error"] == {
+        "code": "idempotency_conflict",
+        "message": "busy",
+        "details": {},
     }
