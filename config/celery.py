@@ -25,7 +25,7 @@ def broker_folders_ensure() -> None:
 
 
 @app.on_after_configure.connect
-def _on_configure(sender, **kwargs):
+def _on_configure(sender: Celery, **kwargs: object) -> None:
     broker_folders_ensure()
 
 
@@ -41,5 +41,5 @@ def _tasks_import(sender: Celery, **kwargs: object) -> None:
 
 
 @after_setup_logger.connect
-def _on_worker_logging(*args, **kwargs):
+def _on_worker_logging(*args: object, **kwargs: object) -> None:
     broker_folders_ensure()

@@ -3,24 +3,16 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping
-from enum import StrEnum
 from urllib.parse import urlsplit
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import models
-from django.utils.functional import Promise
 from django.utils.translation import gettext_lazy as _
 from django.utils.translation import pgettext_lazy
 
 from diagnosis import contracts
-
-
-def _choices(name: str, labels: Mapping[StrEnum, str | Promise]) -> type[models.TextChoices]:
-    """Field choices whose values are a contract's enum (one enum per concept)."""
-    members = [(member.name, (member.value, label)) for member, label in labels.items()]
-    return models.TextChoices(name, members)  # type: ignore[return-value]
+from diagnosis.contracts import ParseStatus as _Parse
 
 
 def validate_service_url(value: str) -> None:
@@ -93,29 +85,30 @@ class DiagnosisSession(models.Model):
         COMPOSER = "composer", _("撰写")
         DONE = "done", _("结束")
 
-    # A stored decision is never RETRY (the router loops on it).
-    Decision = _choices(
-        "Decision",
-        {
-            contracts.Decision.PASS: _("证据充分"),
-            contracts.Decision.LOW_CONFID: _("置信度低"),
-            contracts.Decision.REJECT: _("无法确认"),
-        },
-    )
-    ParseStatus = _choices("ParseStatus", {s: s.value for s in contracts.ParseStatus})
+    # The values are the contracts' enums (one enum per concept); a stored decision is
+    # never RETRY (the router loops on it).
+    class Decision(models.TextChoices):
+        PASS = contracts.Decision.PASS.value, _("证据充分")
+        LOW_CONFID = contracts.Decision.LOW_CONFID.value, _("置信度低")
+        REJECT = contracts.Decision.REJECT.value, _("无法确认")
+
+    class ParseStatus(models.TextChoices):
+        PARSED_V2 = _Parse.PARSED_V2.value, _Parse.PARSED_V2.value
+        PARSED_V1 = _Parse.PARSED_V1.value, _Parse.PARSED_V1.value
+        EMPTY = _Parse.EMPTY.value, _Parse.EMPTY.value
+        INVALID_JSON = _Parse.INVALID_JSON.value, _Parse.INVALID_JSON.value
+        NOT_AN_OBJECT = _Parse.NOT_AN_OBJECT.value, _Parse.NOT_AN_OBJECT.value
+        SCHEMA_INVALID = _Parse.SCHEMA_INVALID.value, _Parse.SCHEMA_INVALID.value
+        TRUNCATED = _Parse.TRUNCATED.value, _Parse.TRUNCATED.value
 
     class RootCause(models.TextChoices):
         CONFIRMED = "confirmed", _("根因已确认")
         HYPOTHESISED = "hypothesised", _("根因仅为假设")
         UNDETERMINED = "undetermined", _("根因未确定")
 
-    AnswerSource = _choices(
-        "AnswerSource",
-        {
-            contracts.AnswerSource.COMPOSER: _("撰写器"),
-            contracts.AnswerSource.FALLBACK: _("确定性渲染"),
-        },
-    )
+    class AnswerSource(models.TextChoices):
+        COMPOSER = contracts.AnswerSource.COMPOSER.value, _("撰写器")
+        FALLBACK = contracts.AnswerSource.FALLBACK.value, _("确定性渲染")
 
     TERMINAL_STATUSES = (Status.COMPLETED, Status.FAILED, Status.CANCELLED)
 

@@ -132,12 +132,12 @@ def diagnosis_submit(
     *,
     question: str,
     environment: Environment,
-    owner=None,
+    owner: Any = None,
     requested_by: str = "",
     source: str = DiagnosisSession.Source.CHAT,
     language: str = "zh-CN",
     context: dict[str, Any] | None = None,
-    conversation=None,
+    conversation: Any = None,
     idempotency_key: str = "",
     callback_url: str = "",
     provider: str | None = None,
@@ -392,7 +392,7 @@ def session_finish(
         session_ended_notify(session=session)  # the callback, after commit
 
 
-def sessions_reap_stale(*, now=None) -> int:
+def sessions_reap_stale(*, now: datetime | None = None) -> int:
     """Fail running sessions whose worker stopped beating: no session runs forever."""
     now = now or timezone.now()
     cutoff = now - timedelta(seconds=settings.DIAGNOSIS_STALE_AFTER_SECONDS)

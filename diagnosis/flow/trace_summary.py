@@ -16,6 +16,7 @@ from typing import Any
 from django.conf import settings
 
 from diagnosis.evidence.common import clamp_lines
+from diagnosis.evidence.tools import tool_definition
 from diagnosis.models import DiagnosisSession, ToolInvocation
 from diagnosis.tokens import estimate_tokens
 
@@ -54,31 +55,8 @@ def invocation_facts(invocation: ToolInvocation) -> list[str]:
         return [
             f"{invocation.status}: {summary.get('error') or invocation.error or invocation.output}"
         ]
-    facts: list[str] = []
-    if invocation.tool_name == "query_metrics" and summary.get("series"):
-        fleet = summary.get("fleet") if isinstance(summary.get("fleet"), dict) else {}
-        if fleet:
-            facts = [str(fleet.get("line") or "")]
-            ranked = fleet.get("services_ranked") or []
-            facts += [str(r.get("line") or "") for r in ranked if isinstance(r, dict)]
-        facts += [s.get("line", "") for s in summary["series"]]
-        if summary.get("omitted"):
-            facts.append(f"{summary['omitted']} more series omitted")
-    elif (
-        invocation.tool_name == "query_logs"
-        and "total_window" in summary
-        and not summary.get("recorded")
-    ):
-        facts = [
-            f"totals: {summary.get('total_window', 0)} lines in window, "
-            f"{summary.get('total_baseline', 0)} in baseline"
-        ]
-        facts += [t.get("line", "") for t in summary.get("templates", [])]
-    elif invocation.tool_name == "lookup_knowledge" and summary.get("chunks"):
-        facts = [
-            f"{c.get('chunk_id')}: {c.get('document_title')} / {c.get('heading') or '(intro)'}"
-            for c in summary["chunks"]
-        ]
+    definition = tool_definition(invocation.tool_name)
+    facts = definition.summary_facts(summary) if definition is not None else []
     if not facts:
         lines = [line for line in invocation.output.splitlines() if line.strip()]
         facts = lines[1:] or lines  # the first line repeats the call

@@ -74,6 +74,7 @@ from diagnosis.contracts import (
     SupportLevel,
     Verdict,
 )
+from diagnosis.evidence.tools import tool_definition
 from diagnosis.facts import FactKind, FactSource, facts_extract, text_normalize
 from diagnosis.flow.gatekeeper.excerpts import (
     MIN_EXCERPT_CHARS,
@@ -88,7 +89,6 @@ from diagnosis.flow.parsing import ClaimNotes, ParsedExecutorOutput, finding
 from diagnosis.models import DiagnosisSession, ToolInvocation
 
 __all__ = [
-    "EVIDENCE_TOOLS",
     "KNOWLEDGE_TOOL",
     "MIN_EXCERPT_CHARS",
     "STATUS_OK",
@@ -103,8 +103,7 @@ __all__ = [
     "knowledge_blocks",
 ]
 
-EVIDENCE_TOOLS = frozenset({"query_metrics", "query_logs"})
-KNOWLEDGE_TOOL = "lookup_knowledge"
+KNOWLEDGE_TOOL = "lookup_knowledge"  # the built-in knowledge tool (its chunk headers)
 STATUS_OK = "ok"
 
 _KIND_EVIDENCE = "evidence"
@@ -162,11 +161,9 @@ def knowledge_blocks(output: str, summary: object) -> list[tuple[str, int, int]]
 
 
 def _kind(tool_name: str) -> str:
-    if tool_name in EVIDENCE_TOOLS:
-        return _KIND_EVIDENCE
-    if tool_name == KNOWLEDGE_TOOL:
-        return _KIND_KNOWLEDGE
-    return _KIND_OTHER
+    """The registered tool's kind (evidence or knowledge); an unknown tool is other."""
+    definition = tool_definition(tool_name)
+    return definition.kind if definition is not None else _KIND_OTHER
 
 
 @dataclass(frozen=True)
@@ -245,7 +242,7 @@ class _Checker:
         if self._chunks is None:
             self._chunks = {}
             for record in self.by_id.values():
-                if record.tool_name != KNOWLEDGE_TOOL:
+                if _kind(record.tool_name) != _KIND_KNOWLEDGE:
                     continue
                 for chunk_id, start, end in knowledge_blocks(record.output or "", record.summary):
                     self._chunks.setdefault(chunk_id, []).append(_Target(record, (start, end)))
@@ -524,7 +521,9 @@ def _claims_of(parsed: object) -> list[Claim]:
     return [c for c in claims if isinstance(c, Claim)] if isinstance(claims, list) else []
 
 
-def _report(status: ParseStatus, results: list[GatekeeperClaimResult], findings: list[Finding]):
+def _report(
+    status: ParseStatus, results: list[GatekeeperClaimResult], findings: list[Finding]
+) -> GatekeeperReport:
     accepted = sum(1 for r in results if r.verdict == Verdict.ACCEPTED)
     return GatekeeperReport(
         parse_status=status,

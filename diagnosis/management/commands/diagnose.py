@@ -1,7 +1,8 @@
 import json
 from pathlib import Path
+from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 from rich.console import Console
 from rich.table import Table
 
@@ -15,7 +16,7 @@ from diagnosis.services import diagnosis_submit, environment_default
 class Command(BaseCommand):
     help = "Run one diagnosis in-process and print the answer, decision and claims."
 
-    def add_arguments(self, parser):
+    def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("question")
         parser.add_argument("--pack", help="a scenario pack folder to diagnose against")
         parser.add_argument("--environment", help="an environment slug")
@@ -23,13 +24,23 @@ class Command(BaseCommand):
         parser.add_argument("--language", default="zh-CN")
         parser.add_argument("--json", action="store_true", help="print JSON instead")
 
-    def handle(self, *args, question, pack, environment, provider, language, **options):
+    def handle(
+        self,
+        *args: Any,
+        question: str,
+        pack: str | None,
+        environment: str | None,
+        provider: str | None,
+        language: str,
+        **options: Any,
+    ) -> None:
         if pack:
             env = environment_sync_from_pack(path=Path(pack))
         elif environment:
-            env = Environment.objects.filter(slug=environment).first()
-            if env is None:
+            found = Environment.objects.filter(slug=environment).first()
+            if found is None:
                 raise CommandError(f"no environment {environment!r}")
+            env = found
         else:
             env = environment_default()
         session = diagnosis_submit(
@@ -61,7 +72,7 @@ class Command(BaseCommand):
                 )
             )
             return
-        console = Console(file=self.stdout, width=140)
+        console = Console(file=self.stdout, width=140)  # type: ignore[arg-type]
         console.print(session.final_answer, markup=False, highlight=False)
         console.print(
             f"decision: {session.decision or '-'}   status: {session.status}   "

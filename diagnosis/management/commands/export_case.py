@@ -2,8 +2,9 @@
 
 import uuid
 from pathlib import Path
+from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from audit.services import session_export
 from diagnosis.models import DiagnosisSession
@@ -30,11 +31,11 @@ class Command(BaseCommand):
         "scripted/) that `evaluate` replays."
     )
 
-    def add_arguments(self, parser):
+    def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("session_id", help="the session's public id (UUID) or number")
         parser.add_argument("out_dir", help="folder to write the pack folder into")
 
-    def handle(self, *args, session_id, out_dir, **options):
+    def handle(self, *args: Any, session_id: str, out_dir: str, **options: Any) -> None:
         session = _session_get(session_id)
         if not session.is_terminal:
             raise CommandError(f"session {session.public_id} is still {session.status}")

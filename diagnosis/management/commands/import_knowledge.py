@@ -1,4 +1,6 @@
-from django.core.management.base import BaseCommand, CommandError
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from diagnosis.evidence.services import knowledge_import_markdown
 from diagnosis.models import Environment
@@ -7,7 +9,7 @@ from diagnosis.models import Environment
 class Command(BaseCommand):
     help = "Import the Markdown runbooks of FOLDER (idempotent; chunk ids stay stable)."
 
-    def add_arguments(self, parser):
+    def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("folder")
         parser.add_argument(
             "--environment", help="slug of the environment the runbooks belong to (default: all)"
@@ -16,7 +18,7 @@ class Command(BaseCommand):
             "--prune", action="store_true", help="delete documents whose file is gone"
         )
 
-    def handle(self, *args, **options):
+    def handle(self, *args: Any, **options: Any) -> None:
         environment = None
         if options["environment"]:
             environment = Environment.objects.filter(slug=options["environment"]).first()

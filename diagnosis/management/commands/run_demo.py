@@ -14,11 +14,13 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from django.conf import settings
 from django.core.management import call_command
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from config.celery import broker_folders_ensure
 
@@ -44,7 +46,7 @@ def _worker_ready(log: Path) -> bool:
 class Command(BaseCommand):
     help = "Migrate, create demo data, then run gunicorn and a Celery worker until Ctrl-C."
 
-    def add_arguments(self, parser):
+    def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--host", default=os.environ.get("DEMO_HOST", "127.0.0.1"))
         parser.add_argument("--port", type=int, default=int(os.environ.get("DEMO_PORT", "8000")))
         parser.add_argument("--workers", type=int, default=2, help="Celery worker concurrency")
@@ -53,7 +55,7 @@ class Command(BaseCommand):
         self.stdout.write(text)
         self.stdout.flush()
 
-    def handle(self, *args, host: str, port: int, workers: int, **options):
+    def handle(self, *args: Any, host: str, port: int, workers: int, **options: Any) -> None:
         var = Path(settings.VAR_DIR)
         var.mkdir(parents=True, exist_ok=True)
         broker_folders_ensure()
@@ -87,7 +89,7 @@ class Command(BaseCommand):
                 )
         stopping = False
 
-        def stop(signum, frame):
+        def stop(signum: int, frame: object) -> None:
             nonlocal stopping
             stopping = True
 
@@ -112,7 +114,13 @@ class Command(BaseCommand):
             self._stop(children)
         self.say("Stopped web and worker.")
 
-    def _wait_ready(self, children, health_url: str, worker_log: Path, stopping) -> None:
+    def _wait_ready(
+        self,
+        children: list[subprocess.Popen[bytes]],
+        health_url: str,
+        worker_log: Path,
+        stopping: Callable[[], bool],
+    ) -> None:
         deadline = time.monotonic() + READY_TIMEOUT_SECONDS
         while not (_web_ready(health_url) and _worker_ready(worker_log)):
             if stopping():
@@ -126,7 +134,7 @@ class Command(BaseCommand):
             time.sleep(0.5)
 
     @staticmethod
-    def _stop(children) -> None:
+    def _stop(children: list[subprocess.Popen[bytes]]) -> None:
         for child in children:
             if child.poll() is None:
                 os.killpg(child.pid, signal.SIGTERM)

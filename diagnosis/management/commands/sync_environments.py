@@ -1,4 +1,6 @@
-from django.core.management.base import BaseCommand, CommandError
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from diagnosis.evidence.packs import PackError
 from diagnosis.evidence.services import environments_sync_from_packs
@@ -7,13 +9,13 @@ from diagnosis.evidence.services import environments_sync_from_packs
 class Command(BaseCommand):
     help = "Create or update one scenario environment per scenario pack (SCENARIO_PACK_DIRS)."
 
-    def add_arguments(self, parser):
+    def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("dirs", nargs="*", help="pack folders or folders of packs")
         parser.add_argument(
             "--skip-broken", action="store_true", help="sync the valid packs, report the others"
         )
 
-    def handle(self, *args, **options):
+    def handle(self, *args: Any, **options: Any) -> None:
         try:
             environments = environments_sync_from_packs(
                 dirs=options["dirs"] or None, strict=not options["skip_broken"]
