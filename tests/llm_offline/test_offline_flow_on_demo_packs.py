@@ -12,14 +12,13 @@ from pathlib import Path
 import pytest
 
 from diagnosis.contracts import ComposerInput
+from diagnosis.evaluation import pack_evaluate
+from diagnosis.models import DiagnosisSession
 
 from .test_offline_on_demo_packs import PACKS, PACKS_ROOT
 
 
 def _flow(pack_id: str):
-    from diagnosis.evaluation import pack_evaluate
-    from diagnosis.models import DiagnosisSession
-
     result = pack_evaluate(path=PACKS_ROOT / pack_id, provider="offline")
     session = DiagnosisSession.objects.get(public_id=result.session_id)
     return None, session, result

@@ -12,6 +12,15 @@ from pathlib import Path
 
 import pytest
 
+from diagnosis.evidence.pack_check import pack_load
+from diagnosis.evidence.registry import tool_invoke
+from diagnosis.evidence.services import environments_sync_from_packs
+from diagnosis.flow.parsing import executor_output_parse
+from diagnosis.flow.run import gatekeeper_run
+from diagnosis.llm.base import ExecutorRequest, PlannerRequest
+from diagnosis.llm.offline import OfflineProvider
+from diagnosis.models import DiagnosisSession
+
 PACKS_ROOT = Path(__file__).resolve().parents[2] / "scenarios"
 PACKS = sorted(
     p.name
@@ -21,15 +30,6 @@ PACKS = sorted(
 
 
 def _run_pack(pack_id: str):
-    from diagnosis.evidence.pack_check import pack_load
-    from diagnosis.evidence.registry import tool_invoke
-    from diagnosis.evidence.services import environments_sync_from_packs
-    from diagnosis.flow.parsing import executor_output_parse
-    from diagnosis.flow.run import gatekeeper_run
-    from diagnosis.llm.base import ExecutorRequest, PlannerRequest
-    from diagnosis.llm.offline import OfflineProvider
-    from diagnosis.models import DiagnosisSession
-
     pack = pack_load(PACKS_ROOT / pack_id)
     environment = next(
         e for e in environments_sync_from_packs(dirs=[PACKS_ROOT / pack_id]) if e.slug == pack.id

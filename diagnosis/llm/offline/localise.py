@@ -31,7 +31,6 @@ INHERITS = {
     "errors": {"errors", "latency", "resource"},
     "resource": set(),  # a service's own saturation is its own, whoever it calls
 }
-SYMPTOM_KINDS = ("latency", "errors", "resource")
 EXPLAINED_FACTOR = 0.25  # what is left of an inheriting caller's score
 MAX_PATH = 6
 

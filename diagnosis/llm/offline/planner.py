@@ -6,15 +6,17 @@ import re
 from datetime import datetime, timedelta
 from typing import Any
 
+from django.utils.translation import gettext
+
 from diagnosis.contracts import PlannerOutput, TimeWindow
+from diagnosis.evidence.tools import tool_names
 from diagnosis.llm.base import PlannerRequest
 
-from .common import lang_key, time_format, time_parse
+from .common import lang_key, language_active, time_format, time_parse
 
 DEFAULT_LOOKBACK = timedelta(minutes=30)
 # An SRE reports when they noticed; causes often start a little earlier.
 ONSET_LEAD = timedelta(minutes=10)
-TOOLS = ["query_metrics", "query_logs", "lookup_knowledge"]
 
 # A token that names a service even when the environment does not list it.
 SERVICE_TOKEN = re.compile(
@@ -58,37 +60,6 @@ SYMPTOM_KEYWORDS: dict[str, tuple[str, ...]] = {
         "config",
     ),
     "traffic": ("流量", "qps", "请求量", "traffic"),
-}
-
-FOCUS = {
-    "zh": {
-        "timeout": "请求延迟与超时日志，以及连接池/线程池是否饱和",
-        "errors": "错误率与新出现或激增的 ERROR 日志模板",
-        "latency": "延迟指标相对基线的变化，以及下游依赖的慢调用",
-        "memory": "内存使用、GC 与 OOM 相关指标和日志",
-        "disk": "磁盘使用率、剩余空间与写入失败日志",
-        "cpu": "CPU 使用率与限流指标",
-        "connection": "连接池活跃/等待连接数与获取连接失败的日志",
-        "restart": "重启次数、OOM 终止与崩溃日志",
-        "change": "发布或配置变更时间点前后的错误变化",
-        "traffic": "请求量相对基线的变化",
-    },
-    "en": {
-        "timeout": "request latency and timeout logs; connection or thread pool saturation",
-        "errors": "error rate and new or surging ERROR log templates",
-        "latency": "latency against its baseline and slow downstream calls",
-        "memory": "memory usage, GC and OOM metrics and logs",
-        "disk": "disk usage, free space and write-failure logs",
-        "cpu": "CPU usage and throttling",
-        "connection": "active/pending pool connections and connection-acquire failures",
-        "restart": "restart counts, OOM kills and crash logs",
-        "change": "error changes around a deploy or configuration change",
-        "traffic": "request volume against its baseline",
-    },
-}
-GENERIC_FOCUS = {
-    "zh": "各服务相对自身基线最异常的指标与日志",
-    "en": "each service's most abnormal metrics and logs against its own baseline",
 }
 
 _CN_NUM = {"一": 1, "两": 2, "二": 2, "三": 3, "四": 4, "五": 5, "六": 6, "十": 10, "半": 0.5}
@@ -264,7 +235,11 @@ def _alert_text(alert: dict[str, Any] | None) -> tuple[str, list[str]]:
 
 
 def plan_build(request: PlannerRequest) -> PlannerOutput:
-    lang = lang_key(request.language)
+    with language_active(lang_key(request.language)):
+        return _plan(request)
+
+
+def _plan(request: PlannerRequest) -> PlannerOutput:
     known = sorted({s for s in request.services if isinstance(s, str) and s})
     alert_text, alert_services = _alert_text(request.alert)
 
@@ -292,11 +267,8 @@ def plan_build(request: PlannerRequest) -> PlannerOutput:
             start, end, onset = parsed
             window = TimeWindow(start=time_format(start), end=time_format(end))
             if onset is not None:
-                notes.append(
-                    f"用户报告的开始时间 {time_format(onset)}，窗口提前 10 分钟"
-                    if lang == "zh"
-                    else f"reported onset {time_format(onset)}; window starts 10 minutes earlier"
-                )
+                note = gettext("用户报告的开始时间 {onset}，窗口提前 10 分钟")
+                notes.append(note.format(onset=time_format(onset)))
         elif request.window and request.window.get("start") and request.window.get("end"):
             window = TimeWindow(start=request.window["start"], end=request.window["end"])
         else:
@@ -305,18 +277,32 @@ def plan_build(request: PlannerRequest) -> PlannerOutput:
         window = TimeWindow(start=request.window["start"], end=request.window["end"])
 
     symptoms = symptoms_from_text(f"{request.question} {alert_text}")
-    focus = [FOCUS[lang][s] for s in symptoms] or [GENERIC_FOCUS[lang]]
+    focus = [_focus_texts()[s] for s in symptoms] or [
+        gettext("各服务相对自身基线最异常的指标与日志")
+    ]
     if not services:
-        notes.append(
-            "问题未点名服务：检查环境中的全部服务"
-            if lang == "zh"
-            else "no service named: check every service of the environment"
-        )
+        notes.append(gettext("问题未点名服务：检查环境中的全部服务"))
     return PlannerOutput(
         services=services,
         window=window,
         symptoms=symptoms,
         focus=focus,
-        tools=list(TOOLS),
-        notes="；".join(notes) if lang == "zh" else "; ".join(notes),
+        tools=list(tool_names()),  # every registered tool: the Executor picks among them
+        notes=gettext("；").join(notes),
     )
+
+
+def _focus_texts() -> dict[str, str]:
+    """What to look at for each symptom the question names."""
+    return {
+        "timeout": gettext("请求延迟与超时日志，以及连接池/线程池是否饱和"),
+        "errors": gettext("错误率与新出现或激增的 ERROR 日志模板"),
+        "latency": gettext("延迟指标相对基线的变化，以及下游依赖的慢调用"),
+        "memory": gettext("内存使用、GC 与 OOM 相关指标和日志"),
+        "disk": gettext("磁盘使用率、剩余空间与写入失败日志"),
+        "cpu": gettext("CPU 使用率与限流指标"),
+        "connection": gettext("连接池活跃/等待连接数与获取连接失败的日志"),
+        "restart": gettext("重启次数、OOM 终止与崩溃日志"),
+        "change": gettext("发布或配置变更时间点前后的错误变化"),
+        "traffic": gettext("请求量相对基线的变化"),
+    }

@@ -92,13 +92,10 @@ def _candidates_of(entry: Suspect, lang: str, used: set[str], suspect: bool) -> 
         seen.add(key)
         draft = metric_claim(signal, lang)
         if draft:
+            relevance = metric_relevance(signal) + (_early(entry, signal.onset) if suspect else 0.0)
             found.append(
                 Candidate(
-                    draft,
-                    entry.service,
-                    metric_relevance(signal) + (_early(entry, signal.onset) if suspect else 0.0),
-                    metric_groups(signal),
-                    (signal.line, key),
+                    draft, entry.service, relevance, metric_groups(signal), (signal.line, key)
                 )
             )
     for lg in entry.abnormal_logs:
@@ -106,15 +103,8 @@ def _candidates_of(entry: Suspect, lang: str, used: set[str], suspect: bool) -> 
             continue
         draft = log_claim(lg, lang)
         if draft:
-            found.append(
-                Candidate(
-                    draft,
-                    entry.service,
-                    log_relevance(lg) + (_early(entry, lg.onset) if suspect else 0.0),
-                    log_groups(lg),
-                    (lg.line,),
-                )
-            )
+            relevance = log_relevance(lg) + (_early(entry, lg.onset) if suspect else 0.0)
+            found.append(Candidate(draft, entry.service, relevance, log_groups(lg), (lg.line,)))
     return found
 
 

@@ -185,7 +185,6 @@ def _action_texts() -> dict[str, str]:
         "miss_call": _("{tool}（{target}）未能返回结果（状态：{status}）"),
         "miss_nodata": _("没有查到 {svc} 的指标或日志数据"),
         "miss_no_root": _("尚无直接证据确认根因：没有同一服务的资源指标与其自身错误日志同时指向它"),
-        "miss_omitted": _("{tool}（{target}）的部分结果因输出上限被省略"),
         "miss_no_anomaly": _("在所查服务中没有发现相对基线的明显异常"),
         "miss_weak": _("{services} 仅有轻微波动（相对基线变化不大），不足以说明与本次故障有关"),
         "miss_knowledge": _("知识库中没有找到与当前症状相关的手册"),

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import dataclass
 from typing import Any
 
 from django.utils.translation import gettext as _
@@ -245,102 +246,125 @@ def _bindings(claim: dict[str, Any]) -> list[dict[str, Any]]:
     return [b for b in claim.get("evidence_bindings") or [] if isinstance(b, dict)]
 
 
-def claim_check(claim: dict[str, Any], payload: VerifierPayload, lang: str) -> ClaimCheck:
-    t = _texts()
-    claim_id = str(claim.get("claim_id"))
-    text = str(claim.get("claim_text") or "")
-    entity = str(claim.get("entity") or "")
-    claim_type = str(claim.get("claim_type") or "")
-    traces = {e.trace_ref: e for e in payload.tool_trace_summary}
-    bindings = _bindings(claim)
-    bound = [traces[str(b.get("source_id"))] for b in bindings if str(b.get("source_id")) in traces]
-    excerpts = "\n".join(str(b.get("evidence_excerpt") or "") for b in bindings)
+@dataclass(frozen=True)
+class _Claim:
+    """One claim as the Verifier reads it, with the trace entries and excerpts it binds."""
 
+    claim_id: str
+    text: str
+    entity: str
+    claim_type: str
+    support: str
+    bound: list[TraceSummaryEntry]
+    excerpts: str
+
+    @classmethod
+    def read(cls, claim: dict[str, Any], payload: VerifierPayload) -> _Claim:
+        traces = {e.trace_ref: e for e in payload.tool_trace_summary}
+        bindings = _bindings(claim)
+        return cls(
+            claim_id=str(claim.get("claim_id")),
+            text=str(claim.get("claim_text") or ""),
+            entity=str(claim.get("entity") or ""),
+            claim_type=str(claim.get("claim_type") or ""),
+            support=str(claim.get("support_level") or "direct"),
+            bound=[
+                traces[str(b.get("source_id"))]
+                for b in bindings
+                if str(b.get("source_id")) in traces
+            ],
+            excerpts="\n".join(str(b.get("evidence_excerpt") or "") for b in bindings),
+        )
+
+
+def claim_check(claim: dict[str, Any], payload: VerifierPayload) -> ClaimCheck:
+    c = _Claim.read(claim, payload)
     # The opposite of what the trace shows is a contradiction, accepted or not.
-    direction = _claim_direction(text)
-    if direction:
-        candidates = bound or [e for e in payload.tool_trace_summary if _mentions(e, entity)]
-        for entry in candidates:
-            for service, metric, actual in _series_directions(entry):
-                if _names(metric, text) and (not entity or service in {"", entity}):
-                    if actual and actual != direction and actual in {"up", "down", "flat"}:
-                        return ClaimCheck(
-                            claim_id=claim_id,
-                            classification=Classification.CONTRADICTED,
-                            reason=t["contradicted"].format(metric=metric, direction=actual),
-                        )
+    contradicted = _contradiction(c, payload)
+    if contradicted is not None:
+        return contradicted
+    in_trace = bool(c.bound) or any(_mentions(e, c.entity) for e in payload.tool_trace_summary)
+    if payload.gatekeeper.verdict_for(c.claim_id) != Verdict.ACCEPTED:
+        return _not_accepted(c, payload, in_trace)
+    if c.entity and not in_trace and c.entity.lower() not in c.excerpts.lower():
+        return _check(c, Classification.EXTERNAL_UNKNOWN, _texts()["external"], entity=c.entity)
+    return _overstatement(c) or _support(c)
 
-    verdict = payload.gatekeeper.verdict_for(claim_id)
-    in_trace = bool(bound) or any(_mentions(e, entity) for e in payload.tool_trace_summary)
-    if verdict != Verdict.ACCEPTED:
-        if entity and not in_trace:
-            return ClaimCheck(
-                claim_id=claim_id,
-                classification=Classification.EXTERNAL_UNKNOWN,
-                reason=t["external"].format(entity=entity),
-            )
-        codes = []
-        for result in payload.gatekeeper.claims:
-            if result.claim_id == claim_id:
-                codes = sorted({f.code for f in result.findings})
-        return ClaimCheck(
-            claim_id=claim_id,
-            classification=Classification.UNSUPPORTED,
-            reason=t["demoted"].format(codes=", ".join(codes) or "-"),
-        )
 
-    if entity and not in_trace and entity.lower() not in excerpts.lower():
-        return ClaimCheck(
-            claim_id=claim_id,
-            classification=Classification.EXTERNAL_UNKNOWN,
-            reason=t["external"].format(entity=entity),
-        )
-    scope = _universal_word(text, excerpts)
-    if scope:
-        return ClaimCheck(
-            claim_id=claim_id,
-            classification=Classification.OVERSTATED,
-            reason=t["universal"].format(word=scope),
-        )
-    if IMPACT_WORDING.search(text) and not _shows_impact(excerpts):
-        return ClaimCheck(
-            claim_id=claim_id, classification=Classification.OVERSTATED, reason=t["impact"]
-        )
-    word = _absolute_word(text, excerpts)
-    if word:
-        return ClaimCheck(
-            claim_id=claim_id,
-            classification=Classification.OVERSTATED,
-            reason=t["overstated"].format(word=word),
-        )
-    bounded = t["bounded"].format(text=text) if not any(h in text for h in HEDGES) else text
-    if str(claim.get("support_level") or "direct") != "direct":
-        return ClaimCheck(
-            claim_id=claim_id,
-            classification=Classification.REASONABLE_INFERENCE,
-            reason=t["indirect"],
-            bounded_wording=bounded,
-        )
-    if claim_type in CAUSAL_TYPES:
-        tools_for_entity = {e.tool_name for e in bound if not entity or _mentions(e, entity)}
-        if {"query_metrics", "query_logs"} <= tools_for_entity:
-            return ClaimCheck(
-                claim_id=claim_id,
-                classification=Classification.DIRECT_OBSERVATION,
-                reason=t["root_direct"],
-            )
-        return ClaimCheck(
-            claim_id=claim_id,
-            classification=Classification.REASONABLE_INFERENCE,
-            reason=t["root_inference"],
-            bounded_wording=bounded,
-        )
+def _check(
+    c: _Claim,
+    classification: Classification,
+    reason: str,
+    bounded: str | None = None,
+    **values: str,
+) -> ClaimCheck:
+    reason = reason.format(**values) if values else reason
+    if bounded is None:
+        return ClaimCheck(claim_id=c.claim_id, classification=classification, reason=reason)
     return ClaimCheck(
-        claim_id=claim_id, classification=Classification.DIRECT_OBSERVATION, reason=t["direct"]
+        claim_id=c.claim_id, classification=classification, reason=reason, bounded_wording=bounded
     )
 
 
-def _missing_evidence(payload: VerifierPayload, lang: str) -> list[str]:
+def _contradiction(c: _Claim, payload: VerifierPayload) -> ClaimCheck | None:
+    """A series the claim names moved the other way in the trace."""
+    direction = _claim_direction(c.text)
+    if not direction:
+        return None
+    candidates = c.bound or [e for e in payload.tool_trace_summary if _mentions(e, c.entity)]
+    for entry in candidates:
+        for service, metric, actual in _series_directions(entry):
+            if _names(metric, c.text) and (not c.entity or service in {"", c.entity}):
+                if actual and actual != direction and actual in {"up", "down", "flat"}:
+                    reason = _texts()["contradicted"]
+                    return _check(
+                        c, Classification.CONTRADICTED, reason, metric=metric, direction=actual
+                    )
+    return None
+
+
+def _not_accepted(c: _Claim, payload: VerifierPayload, in_trace: bool) -> ClaimCheck:
+    """A claim the Gatekeeper demoted: outside the trace, or unsupported with its codes."""
+    t = _texts()
+    if c.entity and not in_trace:
+        return _check(c, Classification.EXTERNAL_UNKNOWN, t["external"], entity=c.entity)
+    codes: list[str] = []
+    for result in payload.gatekeeper.claims:
+        if result.claim_id == c.claim_id:
+            codes = sorted({f.code for f in result.findings})
+    return _check(c, Classification.UNSUPPORTED, t["demoted"], codes=", ".join(codes) or "-")
+
+
+def _overstatement(c: _Claim) -> ClaimCheck | None:
+    """Universal scope, user impact or absolute wording that the excerpts do not carry."""
+    t = _texts()
+    scope = _universal_word(c.text, c.excerpts)
+    if scope:
+        return _check(c, Classification.OVERSTATED, t["universal"], word=scope)
+    if IMPACT_WORDING.search(c.text) and not _shows_impact(c.excerpts):
+        return _check(c, Classification.OVERSTATED, t["impact"])
+    word = _absolute_word(c.text, c.excerpts)
+    if word:
+        return _check(c, Classification.OVERSTATED, t["overstated"], word=word)
+    return None
+
+
+def _support(c: _Claim) -> ClaimCheck:
+    """An accepted claim: a direct observation, or an inference worded as one."""
+    t = _texts()
+    hedged = any(h in c.text for h in HEDGES)
+    bounded = c.text if hedged else t["bounded"].format(text=c.text)
+    if c.support != "direct":
+        return _check(c, Classification.REASONABLE_INFERENCE, t["indirect"], bounded)
+    if c.claim_type in CAUSAL_TYPES:
+        tools = {e.tool_name for e in c.bound if not c.entity or _mentions(e, c.entity)}
+        if {"query_metrics", "query_logs"} <= tools:
+            return _check(c, Classification.DIRECT_OBSERVATION, t["root_direct"])
+        return _check(c, Classification.REASONABLE_INFERENCE, t["root_inference"], bounded)
+    return _check(c, Classification.DIRECT_OBSERVATION, t["direct"])
+
+
+def _missing_evidence(payload: VerifierPayload) -> list[str]:
     t = _texts()
     wanted: list[str] = []
     output = payload.executor_structured_output or {}
@@ -388,7 +412,7 @@ def _verify(payload: VerifierPayload, lang: str) -> VerifierOutput:
     t = _texts()
     status = payload.executor_output_parse_status
     first_attempt = payload.retry_context is None
-    checks = [claim_check(c, payload, lang) for c in _claims(payload)]
+    checks = [claim_check(c, payload) for c in _claims(payload)]
     by_id = {c.claim_id: c for c in checks}
     claims = _claims(payload)
 
@@ -397,7 +421,7 @@ def _verify(payload: VerifierPayload, lang: str) -> VerifierOutput:
         if first_attempt:
             decision = Decision.RETRY
             retry = RetryRequest(
-                missing_evidence=_missing_evidence(payload, lang),
+                missing_evidence=_missing_evidence(payload),
                 instructions=t["parse_retry"].format(status=status.value),
             )
         elif status == ParseStatus.SCHEMA_INVALID:
@@ -430,7 +454,7 @@ def _verify(payload: VerifierPayload, lang: str) -> VerifierOutput:
             if first_attempt:
                 decision = Decision.RETRY
                 retry = RetryRequest(
-                    missing_evidence=_missing_evidence(payload, lang),
+                    missing_evidence=_missing_evidence(payload),
                     instructions=t["retry_instructions"],
                 )
             else:
