@@ -19,6 +19,11 @@ import os
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from diagnosis.contracts import SelfEvaluation
+    from diagnosis.models import DiagnosisSession
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -40,14 +45,14 @@ DEFAULTS = {
 }
 
 
-def _stage_statuses(session) -> dict[str, str]:
-    evaluation = session.self_evaluation or {}
-    verifier = evaluation.get("verifier_evaluation") or {}
+def _stage_statuses(session: DiagnosisSession, evaluation: SelfEvaluation) -> dict[str, str]:
+    verifier = evaluation.verifier_evaluation
+    composer = verifier.composer_output if verifier is not None else None
     return {
         "planner": (session.plan or {}).get("status", ""),
         "executor": session.executor_output_parse_status or "",
-        "verifier": verifier.get("status", ""),
-        "composer": (verifier.get("composer_output") or {}).get("status", ""),
+        "verifier": verifier.status if verifier is not None else "",
+        "composer": str(composer.status) if composer is not None else "",
     }
 
 
@@ -77,11 +82,14 @@ def main() -> None:
     os.environ.setdefault("LLM_BASE_URL", base_url)
     os.environ.setdefault("DATABASE_URL", "sqlite:////tmp/rootproof-bench-local-model.sqlite3")
 
+    # Django's settings read the LLM_* variables, so they load only now that the server's
+    # URL is known: the project is imported here, after that, not at the top.
     from bench._django import django_setup
 
     django_setup(default_db="rootproof_bench")
     from diagnosis.evaluation import pack_evaluate
     from diagnosis.models import DiagnosisSession, LLMCall, ToolInvocation
+    from diagnosis.selectors import session_self_evaluation
 
     try:
         started = time.monotonic()
@@ -93,7 +101,7 @@ def main() -> None:
     session = DiagnosisSession.objects.get(public_id=result.session_id)
     calls = list(LLMCall.objects.filter(session=session).order_by("sequence"))
     tools = list(ToolInvocation.objects.filter(session=session).order_by("sequence"))
-    stages = _stage_statuses(session)
+    stages = _stage_statuses(session, session_self_evaluation(session))
     figures: dict = {"roles": {}, "settings": {k: os.environ[k] for k in sorted(DEFAULTS)}}
     print(f"\n{'role':<9} {'calls':>5} {'wall s':>7} {'tokens in':>9} {'out':>5}  statuses / parse")
     for role in ("planner", "executor", "verifier", "composer"):

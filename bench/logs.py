@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import resource
 import subprocess
@@ -21,6 +22,12 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+os.environ.setdefault("SECRET_KEY", "bench-secret")
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+
+import django  # noqa: E402
+
+django.setup()  # the tool registry loads the models
 
 from diagnosis.evidence.common import Deadline, QueryWindow  # noqa: E402
 from diagnosis.evidence.tools.query_logs.files import logs_from_files  # noqa: E402

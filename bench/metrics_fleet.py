@@ -27,6 +27,8 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 
 import django  # noqa: E402
 
+django.setup()  # the tool registry loads the models
+
 from diagnosis.evidence.common import Deadline, QueryWindow  # noqa: E402
 from diagnosis.evidence.tools.query_metrics import prometheus  # noqa: E402
 from diagnosis.evidence.tools.query_metrics.query import metrics_query  # noqa: E402
@@ -55,7 +57,6 @@ def _sweep(files=None, prometheus_url=None):
 
 
 def main() -> None:
-    django.setup()
     parser = argparse.ArgumentParser()
     parser.add_argument("--services", default="10,50,200,1000")
     parser.add_argument("--prometheus", action="store_true")

@@ -22,6 +22,15 @@ os.environ.setdefault("DATABASE_URL", "sqlite:////tmp/rootproof-bench-trace.sqli
 
 from bench._django import django_setup  # noqa: E402
 
+django_setup(default_db="rootproof_bench_trace")
+
+from django.conf import settings  # noqa: E402
+from django.utils import timezone  # noqa: E402
+
+from diagnosis.flow.trace_summary import trace_summary_build  # noqa: E402
+from diagnosis.models import DiagnosisSession, Environment, ToolInvocation  # noqa: E402
+from diagnosis.tokens import estimate_tokens  # noqa: E402
+
 SIZES = (10_000, 100_000, 1_000_000, 10_000_000, 100_000_000)
 
 
@@ -85,14 +94,6 @@ def _invocations(size: int) -> list[dict]:
 
 
 def main() -> None:
-    django_setup(default_db="rootproof_bench_trace")
-    from django.conf import settings
-    from django.utils import timezone
-
-    from diagnosis.flow.trace_summary import trace_summary_build
-    from diagnosis.models import DiagnosisSession, Environment, ToolInvocation
-    from diagnosis.tokens import estimate_tokens
-
     environment, _ = Environment.objects.get_or_create(
         slug="bench-trace", defaults={"name": "bench", "kind": "scenario"}
     )
