@@ -7,7 +7,7 @@ import copy
 import itertools
 import re
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, fields
 from functools import cached_property
 from typing import Any, TypeVar
 
@@ -398,68 +398,31 @@ def session_claims(*, session: DiagnosisSession) -> SessionClaims:
 # --- Claims as plain values (the diagnose command's JSON) -----------------------------
 
 
-@dataclass(frozen=True)
-class BindingView:
-    source_type: str
-    source_id: str
-    tool_name: str
-    excerpt: str
-    invocation_id: int | None
-    valid: bool
-    index: int = -1  # the binding's index as the model wrote it (what findings and facts cite)
+def _binding_plain(binding: ClaimBinding) -> dict[str, Any]:
+    plain = {f.name: getattr(binding, f.name) for f in fields(binding) if f.name != "invocation"}
+    return {**plain, "invocation_id": binding.invocation_id}
 
 
 @dataclass(frozen=True)
 class ClaimView:
-    claim_id: str
-    text: str
-    claim_type: str
-    entity: str
-    support_level: str
-    verdict: str  # gatekeeper: accepted / demoted / "" when unknown
-    findings: list[dict[str, Any]]
-    classification: str  # verifier; "" when the Verifier gave none
-    reason: str
-    placement: str  # allowed_claim / hypothesis / missing_info / evidence_gap / dropped
-    bindings: list[BindingView]
-    # gatekeeper_v2: each fact of the text, its span and the binding that binds it ([] for v1)
-    facts: list[dict[str, Any]] = field(default_factory=list)
+    """A claim as plain values: what ``diagnose --json`` prints of it."""
+
+    claim: SessionClaim
 
     def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-
-def _claim_view(claim: SessionClaim) -> ClaimView:
-    return ClaimView(
-        claim_id=claim.claim_id,
-        text=claim.text,
-        claim_type=claim.claim_type,
-        entity=claim.entity,
-        support_level=claim.support_level,
-        verdict=claim.verdict,
-        findings=[f.model_dump(mode="json", exclude_unset=True) for f in claim.findings],
-        classification=claim.classification,
-        reason=claim.reason,
-        placement=claim.placement,
-        bindings=[
-            BindingView(
-                source_type=b.source_type,
-                source_id=b.source_id,
-                tool_name=b.tool_name,
-                excerpt=b.excerpt,
-                invocation_id=b.invocation_id,
-                valid=b.valid,
-                index=b.index,
-            )
-            for b in claim.bindings
-        ],
-        facts=[f.model_dump(mode="json", exclude_unset=True) for f in claim.facts],
-    )
+        claim = self.claim
+        plain = {f.name: getattr(claim, f.name) for f in fields(claim)}
+        return {
+            **plain,
+            "findings": [f.model_dump(mode="json", exclude_unset=True) for f in claim.findings],
+            "facts": [f.model_dump(mode="json", exclude_unset=True) for f in claim.facts],
+            "bindings": [_binding_plain(b) for b in claim.bindings],
+        }
 
 
 def session_claims_view(*, session: DiagnosisSession) -> list[ClaimView]:
     """``session_claims`` as plain values (what ``diagnose --json`` prints)."""
-    return [_claim_view(claim) for claim in session_claims(session=session).claims]
+    return [ClaimView(claim=claim) for claim in session_claims(session=session).claims]
 
 
 # --- What a session records about itself (self_evaluation) ---------------------------
