@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import pytest
 
+from diagnosis.evidence.services import environments_sync_from_packs
 from diagnosis.models import DiagnosisSession, Environment
 from tests.evidence.packbuilder import pack_write
 
@@ -13,8 +14,6 @@ def pack_dir(tmp_path):
 
 @pytest.fixture
 def scenario_environment(db, pack_dir):
-    from diagnosis.evidence.services import environments_sync_from_packs
-
     (environment,) = environments_sync_from_packs(dirs=[pack_dir.parent])
     return environment
 
