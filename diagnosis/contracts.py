@@ -276,9 +276,6 @@ class GatekeeperReport(BaseModel):
                 return result
         return None
 
-    def accepted_ids(self) -> set[str]:
-        return {c.claim_id for c in self.claims if c.verdict == Verdict.ACCEPTED}
-
 
 # --- 3. Verifier --------------------------------------------------------------
 

@@ -492,18 +492,20 @@ def llm_usage_totals(*, session: DiagnosisSession) -> dict[str, Any]:
     return {"roles": per_role, "total": totals}
 
 
-def flow_run(*, session: DiagnosisSession) -> None:
-    """Run the flow of a claimed session to its terminal row (completed or cancelled)."""
+def flow_run(*, session: DiagnosisSession) -> CompletedOutcome | CancelledOutcome:
+    """Run the flow of a claimed session to its terminal row; how it ended."""
     try:
         run = _run_start(session)
         outcome = _flow(run)
         session_finish(session=session, outcome=outcome, events=run.events)
+        return outcome
     except SessionCancelled:
         with transaction.atomic():
             locked = DiagnosisSession.objects.select_for_update().get(pk=session.pk)
             if not locked.is_terminal:
                 session_finish(session=locked, outcome=CancelledOutcome())
         session.refresh_from_db()
+        return CancelledOutcome()
 
 
 def diagnosis_run(*, session_id: int) -> DiagnosisSession | None:

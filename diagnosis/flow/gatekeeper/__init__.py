@@ -431,31 +431,15 @@ class _Checker:
         return bound, findings
 
     # -- one claim
-    def claim_check(
-        self, claim: Claim, notes: ClaimNotes, duplicate: bool
-    ) -> GatekeeperClaimResult:
-        findings = list(notes.findings)
-        demote = notes.demote
-        known_types = {t.value for t in ClaimType}
-        if claim.claim_type not in known_types and not any(
-            f.code == FindingCode.UNKNOWN_CLAIM_TYPE.value for f in findings
-        ):
-            findings.append(
-                finding(FindingCode.UNKNOWN_CLAIM_TYPE, f"claim_type {claim.claim_type!r}")
-            )
-        if duplicate:
-            demote = True
-            findings.append(
-                finding(
-                    FindingCode.DUPLICATE_CLAIM_ID,
-                    f"an earlier claim already has id {claim.claim_id!r}; this one is demoted",
-                )
-            )
+    def _bindings_check(
+        self, claim: Claim, notes: ClaimNotes
+    ) -> tuple[list[_Valid], list[int], list[Finding]]:
+        """Each binding checked: the valid ones, the indexes of the invalid, their findings."""
         valid: list[_Valid] = []
         invalid: list[int] = []
-        bindings = claim.evidence_bindings or []
+        findings: list[Finding] = []
         origins = notes.binding_origins
-        for position, binding in enumerate(bindings):
+        for position, binding in enumerate(claim.evidence_bindings or []):
             index = origins[position] if position < len(origins) else position
             binding_findings, item = self.binding_check(binding, index)
             findings.extend(binding_findings)
@@ -463,36 +447,28 @@ class _Checker:
                 invalid.append(index)
             else:
                 valid.append(item)
+        return valid, invalid, findings
+
+    def claim_check(
+        self, claim: Claim, notes: ClaimNotes, duplicate: bool
+    ) -> GatekeeperClaimResult:
+        """One claim: its parse findings, its bindings, its support level's rules, its facts."""
+        findings = _claim_notes_findings(claim, notes, duplicate)
+        demote = notes.demote or duplicate
+        valid, invalid, binding_findings = self._bindings_check(claim, notes)
+        findings.extend(binding_findings)
         kinds = [v.kind for v in valid]
-        if not bindings:
+        if not claim.evidence_bindings:
             demote = True
             findings.append(finding(FindingCode.NO_BINDINGS, "the claim has no evidence bindings"))
         level = str(claim.support_level).strip().lower()
         direct = level not in (SupportLevel.INDIRECT.value, SupportLevel.NONE.value)
         if not direct:
-            if not kinds:
-                demote = True
+            demote = demote or not kinds
         else:
-            if _KIND_EVIDENCE not in kinds:
-                demote = True
-                if kinds:
-                    findings.append(
-                        finding(
-                            FindingCode.KNOWLEDGE_ONLY_BINDING,
-                            "a direct claim needs a valid binding to query_metrics or query_logs; "
-                            "runbook text cannot confirm what is happening now",
-                        )
-                    )
-            if valid and invalid:
-                demote = True
-                shown = ", ".join(str(i) for i in invalid)
-                findings.append(
-                    finding(
-                        FindingCode.INVALID_BINDING_BESIDE_VALID,
-                        f"binding {shown} is invalid: a confirmed claim is not trusted on the "
-                        "strength of its other bindings",
-                    )
-                )
+            support = _support_findings(kinds, invalid)
+            demote = demote or _KIND_EVIDENCE not in kinds or bool(valid and invalid)
+            findings.extend(support)
         facts: list[ClaimFact] = []
         if valid:
             facts, fact_findings = self.facts_check(claim, valid, direct)
@@ -506,6 +482,47 @@ class _Checker:
             findings=findings,
             facts=facts,
         )
+
+
+def _claim_notes_findings(claim: Claim, notes: ClaimNotes, duplicate: bool) -> list[Finding]:
+    """Parse findings, an unknown claim type, a duplicate id: in that order."""
+    findings = list(notes.findings)
+    known_types = {t.value for t in ClaimType}
+    if claim.claim_type not in known_types and not any(
+        f.code == FindingCode.UNKNOWN_CLAIM_TYPE.value for f in findings
+    ):
+        findings.append(finding(FindingCode.UNKNOWN_CLAIM_TYPE, f"claim_type {claim.claim_type!r}"))
+    if duplicate:
+        findings.append(
+            finding(
+                FindingCode.DUPLICATE_CLAIM_ID,
+                f"an earlier claim already has id {claim.claim_id!r}; this one is demoted",
+            )
+        )
+    return findings
+
+
+def _support_findings(kinds: list[str], invalid: list[int]) -> list[Finding]:
+    """What a direct claim's bindings lack: observed evidence, or every binding valid."""
+    findings: list[Finding] = []
+    if _KIND_EVIDENCE not in kinds and kinds:
+        findings.append(
+            finding(
+                FindingCode.KNOWLEDGE_ONLY_BINDING,
+                "a direct claim needs a valid binding to query_metrics or query_logs; "
+                "runbook text cannot confirm what is happening now",
+            )
+        )
+    if kinds and invalid:
+        shown = ", ".join(str(i) for i in invalid)
+        findings.append(
+            finding(
+                FindingCode.INVALID_BINDING_BESIDE_VALID,
+                f"binding {shown} is invalid: a confirmed claim is not trusted on the "
+                "strength of its other bindings",
+            )
+        )
+    return findings
 
 
 def _status_of(parsed: object) -> ParseStatus:

@@ -82,7 +82,7 @@ class Command(BaseCommand):
         table = Table(title="claims")
         for column in ("claim", "type", "gatekeeper", "verifier", "placement", "evidence"):
             table.add_column(column)
-        for c in claims:
+        for c in (view.claim for view in claims):
             table.add_row(
                 c.text[:60],
                 c.claim_type,
