@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.conf import settings
+from django.contrib.auth.models import User
 from django.db import transaction
 
 from chat.models import Conversation, Feedback
@@ -14,7 +15,7 @@ from diagnosis.services import answer_language_pick, diagnosis_submit
 TITLE_MAX_CHARS = 60
 
 
-def conversation_create(*, owner, environment: Environment, title: str = "") -> Conversation:
+def conversation_create(*, owner: User, environment: Environment, title: str = "") -> Conversation:
     return Conversation.objects.create(owner=owner, environment=environment, title=title[:200])
 
 
@@ -63,7 +64,7 @@ def title_from_question(question: str) -> str:
 
 @transaction.atomic
 def conversation_ask(
-    *, conversation: Conversation, question: str, user, language_code: str
+    *, conversation: Conversation, question: str, user: User, language_code: str
 ) -> DiagnosisSession:
     """Ask a question in a conversation; its run is enqueued after commit."""
     question = question.strip()
@@ -83,7 +84,9 @@ def conversation_ask(
     return session
 
 
-def feedback_record(*, session: DiagnosisSession, user, helpful: bool, comment: str) -> Feedback:
+def feedback_record(
+    *, session: DiagnosisSession, user: User, helpful: bool, comment: str
+) -> Feedback:
     feedback, _ = Feedback.objects.update_or_create(
         session=session,
         user=user,

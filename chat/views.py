@@ -5,6 +5,7 @@ from __future__ import annotations
 from uuid import UUID
 
 from django.contrib.auth.decorators import login_required
+from django.contrib.auth.models import User
 from django.db.models import Count, QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
@@ -12,6 +13,7 @@ from django.urls import reverse
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_GET, require_POST
 from django_htmx.http import reswap, retarget
+from django_htmx.middleware import HtmxDetails
 
 from chat.models import Conversation
 from chat.selectors import (
@@ -26,22 +28,30 @@ from chat.selectors import (
 from chat.services import conversation_ask, conversation_create, feedback_record
 from diagnosis.models import DiagnosisSession
 
+
+class ChatRequest(HttpRequest):
+    """A request the chat's views get: signed in (``login_required``), read by django-htmx."""
+
+    user: User
+    htmx: HtmxDetails
+
+
 QUESTION_MAX_CHARS = 4000
 PAGE = "chat/conversation_detail.html"
 
 
-def _get_conversation_for_user(request: HttpRequest, pk: int) -> Conversation:
+def _get_conversation_for_user(request: ChatRequest, pk: int) -> Conversation:
     return get_object_or_404(conversation_list_for_user(user=request.user), pk=pk)
 
 
-def _get_session_for_user(request: HttpRequest, public_id: UUID) -> DiagnosisSession:
+def _get_session_for_user(request: ChatRequest, public_id: UUID) -> DiagnosisSession:
     return get_object_or_404(
         conversation_sessions_for_user(user=request.user).select_related("conversation"),
         public_id=public_id,
     )
 
 
-def _question_from(request: HttpRequest) -> str:
+def _question_from(request: ChatRequest) -> str:
     # PostgreSQL cannot store NUL in text; it carries no meaning in a question.
     return request.POST.get("question", "").replace("\x00", "")
 
@@ -59,7 +69,7 @@ def _turn_url(session: DiagnosisSession) -> str:
     return f"{url}#turn-{session.public_id}"
 
 
-def _new_turn_response(request: HttpRequest, session: DiagnosisSession) -> HttpResponse:
+def _new_turn_response(request: ChatRequest, session: DiagnosisSession) -> HttpResponse:
     """The new turn as a partial for HTMX, else a redirect to it on its conversation page."""
     if request.htmx:
         session.refresh_from_db()  # an eager run may already have finished it
@@ -68,13 +78,13 @@ def _new_turn_response(request: HttpRequest, session: DiagnosisSession) -> HttpR
     return redirect(_turn_url(session))
 
 
-def _conversations_with_counts(request: HttpRequest) -> QuerySet[Conversation]:
+def _conversations_with_counts(request: ChatRequest) -> QuerySet[Conversation]:
     return conversation_list_for_user(user=request.user).annotate(question_count=Count("sessions"))
 
 
 @require_GET
 @login_required
-def conversation_list(request: HttpRequest) -> HttpResponse:
+def conversation_list(request: ChatRequest) -> HttpResponse:
     conversations = _conversations_with_counts(request)
     return render(
         request,
@@ -89,13 +99,13 @@ def conversation_list(request: HttpRequest) -> HttpResponse:
 
 @require_POST
 @login_required
-def conversation_new(request: HttpRequest) -> HttpResponse:
+def conversation_new(request: ChatRequest) -> HttpResponse:
     environment = environment_choices().filter(pk=request.POST.get("environment") or 0).first()
     question = _question_from(request)
     error = "" if environment else _("请选择一个环境。")
     if not error and question.strip():
         error = _question_error(question)
-    if error:
+    if error or environment is None:
         context = {
             "conversations": _conversations_with_counts(request),
             "environments": environment_choices(),
@@ -117,7 +127,7 @@ def conversation_new(request: HttpRequest) -> HttpResponse:
 
 @require_GET
 @login_required
-def conversation_detail(request: HttpRequest, pk: int) -> HttpResponse:
+def conversation_detail(request: ChatRequest, pk: int) -> HttpResponse:
     conversation = _get_conversation_for_user(request, pk)
     turns = conversation_turns(conversation=conversation, user=request.user)
     return render(
@@ -133,7 +143,7 @@ def conversation_detail(request: HttpRequest, pk: int) -> HttpResponse:
 
 @require_POST
 @login_required
-def conversation_question(request: HttpRequest, pk: int) -> HttpResponse:
+def conversation_question(request: ChatRequest, pk: int) -> HttpResponse:
     conversation = _get_conversation_for_user(request, pk)
     question = _question_from(request)
     error = _question_error(question)
@@ -155,7 +165,7 @@ def conversation_question(request: HttpRequest, pk: int) -> HttpResponse:
 
 @require_GET
 @login_required
-def session_detail(request: HttpRequest, public_id: UUID) -> HttpResponse:
+def session_detail(request: ChatRequest, public_id: UUID) -> HttpResponse:
     """One question and its answer with the whole evidence view; for HTMX, the evidence only."""
     session = _get_session_for_user(request, public_id)
     turn = session_turn(session=session, user=request.user)
@@ -166,7 +176,7 @@ def session_detail(request: HttpRequest, public_id: UUID) -> HttpResponse:
 
 @require_GET
 @login_required
-def session_progress(request: HttpRequest, public_id: UUID) -> HttpResponse:
+def session_progress(request: ChatRequest, public_id: UUID) -> HttpResponse:
     """The polled progress partial; once the session ends, the answer (which does not poll)."""
     session = _get_session_for_user(request, public_id)
     if not request.htmx:
@@ -178,13 +188,17 @@ def session_progress(request: HttpRequest, public_id: UUID) -> HttpResponse:
 
 @require_POST
 @login_required
-def session_retry(request: HttpRequest, public_id: UUID) -> HttpResponse:
+def session_retry(request: ChatRequest, public_id: UUID) -> HttpResponse:
     """Ask a failed (or cancelled) question again, as a new session in the same conversation."""
     failed = _get_session_for_user(request, public_id)
-    if failed.status not in (DiagnosisSession.Status.FAILED, DiagnosisSession.Status.CANCELLED):
+    conversation = failed.conversation  # never None: the lookup reads chat sessions only
+    if conversation is None or failed.status not in (
+        DiagnosisSession.Status.FAILED,
+        DiagnosisSession.Status.CANCELLED,
+    ):
         return HttpResponse(status=409)
     session = conversation_ask(
-        conversation=failed.conversation,
+        conversation=conversation,
         question=failed.original_query,
         user=request.user,
         language_code=request.LANGUAGE_CODE,
@@ -194,7 +208,7 @@ def session_retry(request: HttpRequest, public_id: UUID) -> HttpResponse:
 
 @require_POST
 @login_required
-def session_feedback(request: HttpRequest, public_id: UUID) -> HttpResponse:
+def session_feedback(request: ChatRequest, public_id: UUID) -> HttpResponse:
     session = _get_session_for_user(request, public_id)
     helpful = request.POST.get("helpful")
     if helpful not in {"1", "0"}:

@@ -113,7 +113,7 @@ def review_verdict_label(value: str) -> str:
 
 
 @register.filter
-def get_item(mapping: dict, key: str):
+def get_item(mapping: object, key: str) -> object:
     return mapping.get(key) if isinstance(mapping, dict) else None
 
 

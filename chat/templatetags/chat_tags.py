@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
+from typing import Any
 
 from django import template
 from django.utils.html import escape
@@ -10,6 +12,9 @@ from django.utils.safestring import SafeString, mark_safe
 from django.utils.translation import gettext_lazy as _
 from markdown_it import MarkdownIt
 from markdown_it.common.utils import escapeHtml
+from markdown_it.renderer import RendererHTML
+from markdown_it.token import Token
+from markdown_it.utils import OptionsDict
 
 register = template.Library()
 
@@ -26,15 +31,20 @@ def _markdown() -> MarkdownIt:
     # Raw HTML is off, so model text can never become markup; links are http(s) only
     # and images are not rendered (they would fetch third-party URLs).
     md = MarkdownIt("commonmark", {"html": False}).enable("table").disable("image")
-    md.validateLink = lambda url: url.strip().lower().startswith(ALLOWED_LINK_SCHEMES)
+    # markdown-it-py takes its link check as an assigned attribute
+    md.validateLink = lambda url: url.strip().lower().startswith(ALLOWED_LINK_SCHEMES)  # type: ignore[method-assign]
 
-    def link_open(renderer, tokens, idx, options, env):
+    def link_open(
+        renderer: RendererHTML, tokens: Sequence[Token], idx: int, options: OptionsDict, env: Any
+    ) -> str:
         tokens[idx].attrSet("rel", "nofollow noopener noreferrer")
         return renderer.renderToken(tokens, idx, options, env)
 
     md.add_render_rule("link_open", link_open)
 
-    def text(renderer, tokens, idx, options, env):
+    def text(
+        renderer: RendererHTML, tokens: Sequence[Token], idx: int, options: OptionsDict, env: Any
+    ) -> str:
         return _identifiers_whole(escapeHtml(tokens[idx].content))
 
     md.add_render_rule("text", text)
