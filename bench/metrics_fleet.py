@@ -29,8 +29,9 @@ import django  # noqa: E402
 
 django.setup()  # the tool registry loads the models
 
+import httpx  # noqa: E402
+
 from diagnosis.evidence.common import Deadline, QueryWindow  # noqa: E402
-from diagnosis.evidence.tools.query_metrics import prometheus  # noqa: E402
 from diagnosis.evidence.tools.query_metrics.query import metrics_query  # noqa: E402
 from diagnosis.tokens import estimate_tokens  # noqa: E402
 from tests.evidence.packbuilder import fleet_pack_write, fleet_service_name  # noqa: E402
@@ -92,17 +93,17 @@ def main() -> None:
             server = PrometheusServer(pack, root / "prometheus")
             try:
                 calls: list[str] = []
-                real_get = prometheus.httpx.get
+                real_get = httpx.get
 
                 def counting_get(url, *a, _calls=calls, _get=real_get, **k):
                     _calls.append(url)
                     return _get(url, *a, **k)
 
-                prometheus.httpx.get = counting_get  # type: ignore[assignment]
+                httpx.get = counting_get  # type: ignore[assignment]
                 try:
                     live, live_seconds = _sweep(prometheus_url=server.url)
                 finally:
-                    prometheus.httpx.get = real_get  # type: ignore[assignment]
+                    httpx.get = real_get  # type: ignore[assignment]
                 assert live.summary["fleet"] == fleet, "Prometheus and files disagree"
                 prom_queries, prom_seconds = str(len(calls)), f"{live_seconds:.2f}"
             finally:

@@ -5,10 +5,7 @@ from __future__ import annotations
 
 import json
 import math
-import os
 from typing import Any
-
-import httpx
 
 from diagnosis.evidence.common import (
     BackendOutput,
@@ -22,6 +19,7 @@ from diagnosis.evidence.formats import (
     level_normalise,
     plain_line_parse,
 )
+from diagnosis.evidence.http import backend_get, bearer_headers
 from diagnosis.evidence.timeutil import time_format, time_from_unix
 from diagnosis.evidence.tools.query_logs.clustering import LogClusterer
 from diagnosis.evidence.tools.query_logs.filter import LogFilter
@@ -103,12 +101,7 @@ def _loki_record(stream: dict[str, str], ns: str, line: str) -> LogRecord:
 
 
 def _loki_headers(token_env: str, tenant: str) -> dict[str, str]:
-    headers: dict[str, str] = {}
-    if token_env:
-        token = os.environ.get(token_env, "")
-        if not token:
-            raise ToolFailure(f"the environment variable {token_env} (the Loki token) is empty")
-        headers["Authorization"] = f"Bearer {token}"
+    headers = bearer_headers(token_env, "Loki")
     if tenant:
         headers["X-Scope-OrgID"] = tenant
     return headers
@@ -124,16 +117,14 @@ def _loki_get(
 ) -> dict[str, Any]:
     """One GET of the Loki HTTP API; the ``data`` object of its JSON answer."""
     url = base_url.rstrip("/") + path
-    try:
-        response = httpx.get(
-            url, params=params, headers=headers, timeout=max(deadline.remaining(), 0.05)
-        )
-    except httpx.TimeoutException as exc:
-        raise ToolTimeout(
-            f"Loki at {base_url} did not answer within {deadline.seconds:g}s"
-        ) from exc
-    except httpx.HTTPError as exc:
-        raise ToolFailure(f"cannot reach Loki at {base_url}: {exc}") from exc
+    response = backend_get(
+        backend="Loki",
+        base_url=base_url,
+        url=url,
+        params=params,
+        headers=headers,
+        deadline=deadline,
+    )
     if response.status_code != 200:
         raise ToolFailure(
             f"Loki rejected the query {params['query']!r} "

@@ -2,27 +2,12 @@
 
 from __future__ import annotations
 
-import os
-
-import httpx
-
 from diagnosis.evidence.common import (
     Deadline,
     ToolFailure,
-    ToolTimeout,
 )
+from diagnosis.evidence.http import backend_get, bearer_headers
 from diagnosis.evidence.tools.query_metrics.series import MAX_SERIES_READ, Grid, RawSeries
-
-
-def _auth_headers(token_env: str) -> dict[str, str]:
-    if token_env:
-        token = os.environ.get(token_env, "")
-        if not token:
-            raise ToolFailure(
-                f"the environment variable {token_env} (the Prometheus token) is empty"
-            )
-        return {"Authorization": f"Bearer {token}"}
-    return {}
 
 
 def metrics_from_prometheus(
@@ -48,15 +33,14 @@ def metrics_from_prometheus(
         # Prometheus durations take no fractions: whole milliseconds.
         "timeout": f"{max(int(deadline.remaining() * 1000), 100)}ms",
     }
-    timeout = max(deadline.remaining(), 0.05)
-    try:
-        response = httpx.get(url, params=params, headers=_auth_headers(token_env), timeout=timeout)
-    except httpx.TimeoutException as exc:
-        raise ToolTimeout(
-            f"Prometheus at {base_url} did not answer within {deadline.seconds:g}s"
-        ) from exc
-    except httpx.HTTPError as exc:
-        raise ToolFailure(f"cannot reach Prometheus at {base_url}: {exc}") from exc
+    response = backend_get(
+        backend="Prometheus",
+        base_url=base_url,
+        url=url,
+        params=params,
+        headers=bearer_headers(token_env, "Prometheus"),
+        deadline=deadline,
+    )
     try:
         body = response.json()
     except ValueError:
