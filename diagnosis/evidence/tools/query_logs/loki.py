@@ -107,15 +107,16 @@ def _loki_headers(token_env: str, tenant: str) -> dict[str, str]:
     return headers
 
 
-def _loki_get(
+def _loki_result(
     *,
     base_url: str,
     path: str,
     params: dict[str, str],
     headers: dict[str, str],
     deadline: Deadline,
-) -> dict[str, Any]:
-    """One GET of the Loki HTTP API; the ``data`` object of its JSON answer."""
+    result_type: str,
+) -> list[Any]:
+    """One GET of the Loki HTTP API; the ``result`` of its JSON answer, of ``result_type``."""
     url = base_url.rstrip("/") + path
     response = backend_get(
         backend="Loki",
@@ -135,7 +136,11 @@ def _loki_get(
     except ValueError:
         raise ToolFailure(f"Loki at {base_url} answered without JSON") from None
     data = body.get("data") if isinstance(body, dict) else None
-    return data if isinstance(data, dict) else {}
+    if not isinstance(data, dict) or data.get("resultType") != result_type:
+        raise ToolFailure(
+            f"Loki returned no {result_type} result (expected resultType {result_type!r})"
+        )
+    return data.get("result") or []
 
 
 def loki_query_range(
@@ -155,17 +160,16 @@ def loki_query_range(
         "limit": str(LOKI_MAX_LINES),
         "direction": "backward",
     }
-    data = _loki_get(
+    streams = _loki_result(
         base_url=base_url,
         path="/loki/api/v1/query_range",
         params=params,
         headers=headers,
         deadline=deadline,
+        result_type="streams",
     )
-    if data.get("resultType") != "streams":
-        raise ToolFailure("Loki returned no streams result (expected resultType 'streams')")
     records = []
-    for stream in data.get("result") or []:
+    for stream in streams:
         labels = stream.get("stream") or {}
         for value in stream.get("values") or []:
             ns, line = value[0], value[1]
@@ -204,17 +208,16 @@ def loki_count(
     range_ms = round((end - start) * 1000)
     query = logql_count_build(logql, range_ms)
     params = {"query": query, "time": str(round(end * 1e9) - 1_000_000)}
-    data = _loki_get(
+    samples = _loki_result(
         base_url=base_url,
         path="/loki/api/v1/query",
         params=params,
         headers=headers,
         deadline=deadline,
+        result_type="vector",
     )
-    if data.get("resultType") != "vector":
-        raise ToolFailure("Loki returned no vector result (expected resultType 'vector')")
     total = 0.0
-    for sample in data.get("result") or []:
+    for sample in samples:
         try:
             total += float(sample["value"][1])
         except (KeyError, IndexError, TypeError, ValueError):
