@@ -173,38 +173,65 @@ def _json_safe(value: dict[str, Any]) -> dict[str, Any]:
         return json.loads(json.dumps(value, default=str))
 
 
-def tool_invoke(
-    *, session: DiagnosisSession, attempt: int, tool_name: str, arguments: object
-) -> ToolResult:
-    """Run one tool call and persist it as a ToolInvocation before returning its result."""
-    started_at = timezone.now()
-    started = time.monotonic()
-    timeout_seconds = float(settings.TOOL_TIMEOUT_SECONDS)
-    deadline = Deadline.after(timeout_seconds)
-    stored_args: dict[str, Any] = arguments if isinstance(arguments, dict) else {}
+@dataclass(frozen=True)
+class _Outcome:
+    status: str
+    output: str
+    summary: dict[str, Any]
+    error: str
+    arguments: dict[str, Any]  # as stored: the model's, parsed when they parse
+
+
+def _definition(tool_name: str) -> ToolDefinition:
     definition = tool_definition(tool_name)
+    if definition is None:
+        raise ToolFailure(f"unknown tool {tool_name!r}; available tools: {', '.join(tool_names())}")
+    return definition
+
+
+def _call_run(
+    *,
+    definition: ToolDefinition,
+    session: DiagnosisSession,
+    tool_name: str,
+    given: dict[str, Any],
+    deadline: Deadline,
+) -> BackendOutput:
+    """The arguments cleaned, then the recorded answer or the backend's, within the deadline."""
+    clamps: dict[str, dict[str, Any]] = {}
+    cleaned = definition.clean(given, clamps)
+    call = ToolCall(
+        session=session,
+        environment=session.environment,
+        tool_name=tool_name,
+        given=given,
+        args=cleaned,
+        deadline=deadline,
+        clamps=clamps,
+    )
+    result = _replay(call, definition) or clamps_apply(definition.run(call), call.clamps)
+    deadline.check()
+    return result
+
+
+def _outcome(
+    *, session: DiagnosisSession, tool_name: str, arguments: object, timeout_seconds: float
+) -> _Outcome:
+    """What the call gave; every failure becomes an error or timeout outcome, never raised."""
+    deadline = Deadline.after(timeout_seconds)
+    stored: dict[str, Any] = arguments if isinstance(arguments, dict) else {}
     error = ""
     try:
-        if definition is None:
-            raise ToolFailure(
-                f"unknown tool {tool_name!r}; available tools: {', '.join(tool_names())}"
-            )
+        definition = _definition(tool_name)
         given = _arguments_read(arguments)
-        stored_args = given
-        clamps: dict[str, dict[str, Any]] = {}
-        cleaned = definition.clean(given, clamps)
-        call = ToolCall(
+        stored = given
+        result = _call_run(
+            definition=definition,
             session=session,
-            environment=session.environment,
             tool_name=tool_name,
             given=given,
-            args=cleaned,
             deadline=deadline,
-            clamps=clamps,
         )
-        replayed = _replay(call, definition)
-        result = replayed or clamps_apply(definition.run(call), call.clamps)
-        deadline.check()
         status, output, summary = result.status, result.output, result.summary
         if status in {ToolInvocation.Status.ERROR, ToolInvocation.Status.TIMEOUT}:
             error = output
@@ -222,7 +249,26 @@ def tool_invoke(
         logger.exception("tool %s failed", tool_name)
         error = f"the {tool_name} backend failed: {type(exc).__name__}: {exc}"
         status, output, summary = ToolInvocation.Status.ERROR, f"error: {error}", {"error": error}
-    output, error, summary = nul_free(output), nul_free(error), nul_free(summary)
+    return _Outcome(status=status, output=output, summary=summary, error=error, arguments=stored)
+
+
+def tool_invoke(
+    *, session: DiagnosisSession, attempt: int, tool_name: str, arguments: object
+) -> ToolResult:
+    """Run one tool call and persist it as a ToolInvocation before returning its result."""
+    started_at = timezone.now()
+    started = time.monotonic()
+    outcome = _outcome(
+        session=session,
+        tool_name=tool_name,
+        arguments=arguments,
+        timeout_seconds=float(settings.TOOL_TIMEOUT_SECONDS),
+    )
+    output, error, summary = (
+        nul_free(outcome.output),
+        nul_free(outcome.error),
+        nul_free(outcome.summary),
+    )
     bounded, truncated = output_bound(output, int(settings.TOOL_OUTPUT_MAX_CHARS))
     if truncated and "error" not in summary:
         summary = summary_filter(summary, bounded)
@@ -230,8 +276,8 @@ def tool_invoke(
         session=session,
         attempt=attempt,
         tool_name=nul_free(tool_name if isinstance(tool_name, str) else repr(tool_name)),
-        arguments=nul_free(_json_safe(stored_args)),
-        status=status,
+        arguments=nul_free(_json_safe(outcome.arguments)),
+        status=outcome.status,
         output=bounded,
         output_size=len(output),
         truncated=truncated,
