@@ -187,7 +187,7 @@ def test_a_basis_reads_as_words_not_an_internal_anomaly_score():
     assert "well above its baseline (window mean about 1179.9× the baseline)" in order_en["basis"]
 
 
-def test_a_long_log_message_is_quoted_up_to_the_limit_and_cut_at_a_word():
+def test_a_long_log_message_is_quoted_up_to_the_limit_and_cut_at_a_word() -> None:
     assert short_text(LONG_MESSAGE[:150]) == LONG_MESSAGE[:150]
     cut = short_text(LONG_MESSAGE)
     assert cut.endswith("…") and len(cut) <= TEMPLATE_CHARS

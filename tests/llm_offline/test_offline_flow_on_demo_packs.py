@@ -12,13 +12,13 @@ from pathlib import Path
 import pytest
 
 from diagnosis.contracts import ComposerInput
-from diagnosis.evaluation import pack_evaluate
+from diagnosis.evaluation import PackResult, pack_evaluate
 from diagnosis.models import DiagnosisSession
 
 from .test_offline_on_demo_packs import PACKS, PACKS_ROOT
 
 
-def _flow(pack_id: str):
+def _flow(pack_id: str) -> tuple[None, DiagnosisSession, PackResult]:
     result = pack_evaluate(path=PACKS_ROOT / pack_id, provider="offline")
     session = DiagnosisSession.objects.get(public_id=result.session_id)
     return None, session, result

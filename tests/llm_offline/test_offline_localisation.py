@@ -53,7 +53,7 @@ def test_declared_edges_and_label_edges_add_up():
     assert topology.callers("cart") == ["web"]
 
 
-def test_a_call_cycle_ends_the_walk_up_the_callers():
+def test_a_call_cycle_ends_the_walk_up_the_callers() -> None:
     links = {("a", "b"): 1.0, ("b", "c"): 1.0, ("c", "a"): 1.0, ("web", "a"): 0.5}
     found = _ancestors(links, "c")
     assert set(found) == {"a", "b", "web"}

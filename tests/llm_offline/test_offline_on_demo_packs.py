@@ -9,10 +9,13 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from diagnosis.contracts import GatekeeperReport
 from diagnosis.evidence.pack_check import pack_load
+from diagnosis.evidence.packs import ScenarioPack
 from diagnosis.evidence.registry import tool_invoke
 from diagnosis.evidence.services import environments_sync_from_packs
 from diagnosis.flow.parsing import executor_output_parse
@@ -29,14 +32,14 @@ PACKS = sorted(
 )
 
 
-def _run_pack(pack_id: str):
+def _run_pack(pack_id: str) -> tuple[ScenarioPack, dict, dict, GatekeeperReport, DiagnosisSession]:
     pack = pack_load(PACKS_ROOT / pack_id)
     environment = next(
         e for e in environments_sync_from_packs(dirs=[PACKS_ROOT / pack_id]) if e.slug == pack.id
     )
     calls: list[dict] = []
 
-    def recorder(**kwargs):
+    def recorder(**kwargs: Any) -> None:
         calls.append(kwargs)
 
     provider = OfflineProvider()
@@ -46,7 +49,7 @@ def _run_pack(pack_id: str):
             "start": pack.window.start.strftime("%Y-%m-%dT%H:%M:%SZ"),
             "end": pack.window.end.strftime("%Y-%m-%dT%H:%M:%SZ"),
         }
-        if getattr(pack, "window", None)
+        if pack.window
         else None
     )
     plan = json.loads(
@@ -69,7 +72,7 @@ def _run_pack(pack_id: str):
         plan=plan,
     )
 
-    def tools(name, arguments):
+    def tools(name: str, arguments: Any) -> Any:
         return tool_invoke(session=session, attempt=1, tool_name=name, arguments=arguments)
 
     raw = provider.execute(
