@@ -7,11 +7,13 @@ facts, whether it can be recorded, whether it is charted) and its backends besid
 
 Everything that needs to know which tools exist asks here: the model's tool specs and
 ``tool_invoke`` (``diagnosis.evidence.registry``), pack validation (which tools a recorded
-invocation may name), replay, the Gatekeeper (``evidence_tool_names``: outputs a claim can
-be bound to as observed evidence), the trace summary (``ToolDefinition.summary_facts``),
-the prompts (``{tool_catalogue}``) and the offline planner.
+invocation may name), replay, the Gatekeeper (a tool's ``kind``: whether its output is observed
+evidence a direct claim can rest on), the trace summary (``ToolDefinition.summary_facts``),
+the prompts (``{{ tool_catalogue }}`` and friends, filled by ``diagnosis.llm.prompts``)
+and the offline planner.
 
-A new tool: its folder, and one line in ``_BUILT_IN`` below. Tests register a fake tool
+A new tool: its folder, and its ``DEFINITION`` imported into ``_BUILT_IN`` below; nothing
+else has to change. Tests register a fake tool
 with ``tool_registered(definition)`` (or ``tool_register``/``tool_unregister``).
 """
 
