@@ -403,31 +403,14 @@ def _extra_facts(payload: VerifierPayload) -> list[str]:
 
 
 def verify_run(payload: VerifierPayload) -> VerifierOutput:
-    lang = _lang(payload)
-    with language_active(lang):
-        return _verify(payload, lang)
+    with language_active(_lang(payload)):
+        return _verify(payload)
 
 
-def _verify(payload: VerifierPayload, lang: str) -> VerifierOutput:
-    t = _texts()
-    status = payload.executor_output_parse_status
-    first_attempt = payload.retry_context is None
+def _verify(payload: VerifierPayload) -> VerifierOutput:
     checks = [claim_check(c, payload) for c in _claims(payload)]
-    by_id = {c.claim_id: c for c in checks}
-    claims = _claims(payload)
-
-    retry: RetryRequest | None = None
-    if status not in PARSED:
-        if first_attempt:
-            decision = Decision.RETRY
-            retry = RetryRequest(
-                missing_evidence=_missing_evidence(payload),
-                instructions=t["parse_retry"].format(status=status.value),
-            )
-        elif status == ParseStatus.SCHEMA_INVALID:
-            decision = Decision.REJECT
-        else:
-            decision = Decision.LOW_CONFID
+    if payload.executor_output_parse_status not in PARSED:
+        decision, retry = _unparsed_decision(payload)
         checks = [
             c.model_copy(update={"classification": Classification.UNSUPPORTED})
             if c.classification in ALLOWED_CLASSIFICATIONS
@@ -435,43 +418,60 @@ def _verify(payload: VerifierPayload, lang: str) -> VerifierOutput:
             for c in checks
         ]
     else:
-        classes = [c.classification for c in checks]
-        direct = sum(1 for c in classes if c == Classification.DIRECT_OBSERVATION)
-        allowed = sum(1 for c in classes if c in ALLOWED_CLASSIFICATIONS)
-        weak_root = any(
-            str(claim.get("claim_type")) == "root_cause"
-            and by_id[str(claim["claim_id"])].classification not in ALLOWED_CLASSIFICATIONS
-            for claim in claims
-        )
-        demoted_root = any(
-            str(claim.get("claim_type")) == "root_cause"
-            and payload.gatekeeper.verdict_for(str(claim["claim_id"])) != Verdict.ACCEPTED
-            for claim in claims
-        )
-        if Classification.CONTRADICTED in classes:
-            decision = Decision.REJECT
-        elif allowed == 0:
-            if first_attempt:
-                decision = Decision.RETRY
-                retry = RetryRequest(
-                    missing_evidence=_missing_evidence(payload),
-                    instructions=t["retry_instructions"],
-                )
-            else:
-                decision = Decision.LOW_CONFID
-        elif direct >= 1 and not demoted_root and not weak_root:
-            decision = Decision.PASS
-        else:
-            decision = Decision.LOW_CONFID
-
-    counts: dict[str, int] = {}
-    for check in checks:
-        counts[check.classification.value] = counts.get(check.classification.value, 0) + 1
-    detail = ", ".join(f"{k} {v}" for k, v in sorted(counts.items())) or t["none"]
+        decision, retry = _parsed_decision(payload, checks)
     return VerifierOutput(
         decision=decision,
         claim_checks=checks,
         extra_facts=_extra_facts(payload),
         retry_request=retry,
-        summary=t["summary"].format(n=len(checks), detail=detail, decision=decision.value),
+        summary=_summary(checks, decision),
     )
+
+
+def _unparsed_decision(payload: VerifierPayload) -> tuple[Decision, RetryRequest | None]:
+    """Output that did not parse: one retry, then a reject (invalid schema) or low confidence."""
+    status = payload.executor_output_parse_status
+    if payload.retry_context is None:
+        return Decision.RETRY, RetryRequest(
+            missing_evidence=_missing_evidence(payload),
+            instructions=_texts()["parse_retry"].format(status=status.value),
+        )
+    if status == ParseStatus.SCHEMA_INVALID:
+        return Decision.REJECT, None
+    return Decision.LOW_CONFID, None
+
+
+def _parsed_decision(
+    payload: VerifierPayload, checks: list[ClaimCheck]
+) -> tuple[Decision, RetryRequest | None]:
+    """A contradiction rejects; nothing allowed retries once; a pass needs a direct
+    observation and no root cause that was demoted or not allowed."""
+    by_id = {c.claim_id: c for c in checks}
+    classes = [c.classification for c in checks]
+    roots = [
+        str(c["claim_id"]) for c in _claims(payload) if str(c.get("claim_type")) == "root_cause"
+    ]
+    weak_root = any(by_id[r].classification not in ALLOWED_CLASSIFICATIONS for r in roots)
+    demoted_root = any(payload.gatekeeper.verdict_for(r) != Verdict.ACCEPTED for r in roots)
+    if Classification.CONTRADICTED in classes:
+        return Decision.REJECT, None
+    if not any(c in ALLOWED_CLASSIFICATIONS for c in classes):
+        if payload.retry_context is None:
+            return Decision.RETRY, RetryRequest(
+                missing_evidence=_missing_evidence(payload),
+                instructions=_texts()["retry_instructions"],
+            )
+        return Decision.LOW_CONFID, None
+    direct = Classification.DIRECT_OBSERVATION in classes
+    if direct and not demoted_root and not weak_root:
+        return Decision.PASS, None
+    return Decision.LOW_CONFID, None
+
+
+def _summary(checks: list[ClaimCheck], decision: Decision) -> str:
+    t = _texts()
+    counts: dict[str, int] = {}
+    for check in checks:
+        counts[check.classification.value] = counts.get(check.classification.value, 0) + 1
+    detail = ", ".join(f"{k} {v}" for k, v in sorted(counts.items())) or t["none"]
+    return t["summary"].format(n=len(checks), detail=detail, decision=decision.value)
