@@ -71,38 +71,6 @@ def output_bound(text: str, max_chars: int) -> tuple[str, bool]:
     return text[:cut] + TRUNCATION_MARKER.format(shown=cut, total=len(text)), True
 
 
-def summary_filter(summary: dict[str, Any], output: str) -> dict[str, Any]:
-    """Keep only summary entries whose lines still occur in the (possibly truncated) output."""
-    out = dict(summary)
-    for key in ("series", "templates"):
-        if isinstance(out.get(key), list):
-            kept = [
-                item
-                for item in out[key]
-                if item.get("line", "") in output
-                and all(s in output for s in item.get("samples", []))
-                and item.get("trend_line", "") in output
-            ]
-            out["omitted"] = out.get("omitted", 0) + len(out[key]) - len(kept)
-            out[key] = kept
-    fleet = out.get("fleet")
-    if isinstance(fleet, dict) and isinstance(fleet.get("services_ranked"), list):
-        ranked = fleet["services_ranked"]
-        kept_ranks = [r for r in ranked if isinstance(r, dict) and r.get("line", "") in output]
-        out["fleet"] = {
-            **fleet,
-            "services_ranked": kept_ranks,
-            "services_omitted": fleet.get("services_omitted", 0) + len(ranked) - len(kept_ranks),
-        }
-    if isinstance(out.get("chunks"), list):
-        out["chunks"] = [
-            c
-            for c in out["chunks"]
-            if f"=== {c.get('chunk_id')} |" in output and c.get("text", "") in output
-        ]
-    return out
-
-
 def _arguments_read(arguments: object) -> dict[str, Any]:
     if isinstance(arguments, str):
         # Function-calling APIs deliver arguments as a JSON string; accept that form too.
@@ -180,6 +148,7 @@ class _Outcome:
     summary: dict[str, Any]
     error: str
     arguments: dict[str, Any]  # as stored: the model's, parsed when they parse
+    definition: ToolDefinition | None = None  # None for an unknown tool
 
 
 def _definition(tool_name: str) -> ToolDefinition:
@@ -221,6 +190,7 @@ def _outcome(
     deadline = Deadline.after(timeout_seconds)
     stored: dict[str, Any] = arguments if isinstance(arguments, dict) else {}
     error = ""
+    definition: ToolDefinition | None = None
     try:
         definition = _definition(tool_name)
         given = _arguments_read(arguments)
@@ -249,7 +219,14 @@ def _outcome(
         logger.exception("tool %s failed", tool_name)
         error = f"the {tool_name} backend failed: {type(exc).__name__}: {exc}"
         status, output, summary = ToolInvocation.Status.ERROR, f"error: {error}", {"error": error}
-    return _Outcome(status=status, output=output, summary=summary, error=error, arguments=stored)
+    return _Outcome(
+        status=status,
+        output=output,
+        summary=summary,
+        error=error,
+        arguments=stored,
+        definition=definition,
+    )
 
 
 def tool_invoke(
@@ -270,8 +247,8 @@ def tool_invoke(
         nul_free(outcome.summary),
     )
     bounded, truncated = output_bound(output, int(settings.TOOL_OUTPUT_MAX_CHARS))
-    if truncated and "error" not in summary:
-        summary = summary_filter(summary, bounded)
+    if truncated and "error" not in summary and outcome.definition is not None:
+        summary = outcome.definition.summary_cut(summary, bounded)
     invocation = _invocation_save(
         session=session,
         attempt=attempt,

@@ -254,6 +254,38 @@ def no_facts(summary: dict[str, Any]) -> list[str]:
     return []
 
 
+def summary_as_is(summary: dict[str, Any], output: str) -> dict[str, Any]:
+    """A summary with nothing that a truncated output can lose."""
+    return summary
+
+
+def summary_lines_cut(summary: dict[str, Any], output: str, key: str) -> dict[str, Any]:
+    """``summary`` with only the ``key`` entries and fleet ranks whose lines (and samples,
+    trend line) the truncated ``output`` still shows; the entries dropped are counted in
+    ``omitted`` and ``fleet.services_omitted``."""
+    out = dict(summary)
+    if isinstance(out.get(key), list):
+        kept = [
+            item
+            for item in out[key]
+            if item.get("line", "") in output
+            and all(s in output for s in item.get("samples", []))
+            and item.get("trend_line", "") in output
+        ]
+        out["omitted"] = out.get("omitted", 0) + len(out[key]) - len(kept)
+        out[key] = kept
+    fleet = out.get("fleet")
+    if isinstance(fleet, dict) and isinstance(fleet.get("services_ranked"), list):
+        ranked = fleet["services_ranked"]
+        kept_ranks = [r for r in ranked if isinstance(r, dict) and r.get("line", "") in output]
+        out["fleet"] = {
+            **fleet,
+            "services_ranked": kept_ranks,
+            "services_omitted": fleet.get("services_omitted", 0) + len(ranked) - len(kept_ranks),
+        }
+    return out
+
+
 @dataclass(frozen=True)
 class ToolDefinition:
     """One tool: what the model is told (name, description, args), how it runs, and what
@@ -265,6 +297,8 @@ class ToolDefinition:
       summary the Verifier reads (``summary_facts``); none falls back to the output's lines.
     - ``recordable``: a pack's ``recorded/invocations.jsonl`` may hold calls of it, replayed
       instead of running the backend.
+    - ``summary_cut``: the summary kept to what a truncated output still shows (entries
+      whose lines were cut off are dropped, so no fact outlives its text).
     - ``chart``: its summary's ``series`` can be drawn as charts on the evidence page.
     - ``purpose``: what it gives, in a few words, for the Planner's tool list (the prompt
       loader's ``{{ tool_catalogue }}``); without one the description stands in.
@@ -278,6 +312,7 @@ class ToolDefinition:
     kind: Literal["evidence", "knowledge"] = "evidence"
     facts: Callable[[dict[str, Any]], list[str]] = no_facts
     recordable: bool = True
+    summary_cut: Callable[[dict[str, Any], str], dict[str, Any]] = summary_as_is
     chart: bool = False
     purpose: str = ""
 

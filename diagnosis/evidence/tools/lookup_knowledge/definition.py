@@ -27,6 +27,18 @@ def _facts(summary: dict[str, Any]) -> list[str]:
     ]
 
 
+def _cut(summary: dict[str, Any], output: str) -> dict[str, Any]:
+    """Only the chunks whose header and text the truncated output still shows."""
+    out = dict(summary)
+    if isinstance(out.get("chunks"), list):
+        out["chunks"] = [
+            c
+            for c in out["chunks"]
+            if f"=== {c.get('chunk_id')} |" in output and c.get("text", "") in output
+        ]
+    return out
+
+
 DEFINITION = ToolDefinition(
     name="lookup_knowledge",
     purpose="runbooks and past-incident notes",
@@ -55,4 +67,5 @@ DEFINITION = ToolDefinition(
     empty_summary=_empty,
     kind="knowledge",
     facts=_facts,
+    summary_cut=_cut,
 )

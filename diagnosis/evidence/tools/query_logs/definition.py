@@ -13,6 +13,7 @@ from diagnosis.evidence.tools.base import (
     ToolDefinition,
     no_files,
     source_missing,
+    summary_lines_cut,
 )
 from diagnosis.evidence.tools.query_logs.clustering import DEFAULT_SAMPLE_LIMIT, MAX_SAMPLE_LIMIT
 from diagnosis.evidence.tools.query_logs.files import logs_from_files
@@ -75,6 +76,10 @@ def _facts(summary: dict[str, Any]) -> list[str]:
     return facts + [t.get("line", "") for t in summary.get("templates", [])]
 
 
+def _cut(summary: dict[str, Any], output: str) -> dict[str, Any]:
+    return summary_lines_cut(summary, output, "templates")
+
+
 DEFINITION = ToolDefinition(
     name="query_logs",
     purpose="log lines of a service, clustered into templates",
@@ -115,4 +120,5 @@ DEFINITION = ToolDefinition(
     empty_summary=_empty,
     kind="evidence",
     facts=_facts,
+    summary_cut=_cut,
 )

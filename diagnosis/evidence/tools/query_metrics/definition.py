@@ -13,6 +13,7 @@ from diagnosis.evidence.tools.base import (
     ToolDefinition,
     no_files,
     source_missing,
+    summary_lines_cut,
 )
 from diagnosis.evidence.tools.query_metrics.query import metrics_query
 from diagnosis.models import Environment
@@ -60,6 +61,10 @@ def _facts(summary: dict[str, Any]) -> list[str]:
     return facts
 
 
+def _cut(summary: dict[str, Any], output: str) -> dict[str, Any]:
+    return summary_lines_cut(summary, output, "series")
+
+
 DEFINITION = ToolDefinition(
     name="query_metrics",
     purpose="metrics of a service over a time window",
@@ -96,5 +101,6 @@ DEFINITION = ToolDefinition(
     empty_summary=_empty,
     kind="evidence",
     facts=_facts,
+    summary_cut=_cut,
     chart=True,
 )
