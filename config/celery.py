@@ -24,6 +24,19 @@ def broker_folders_ensure() -> None:
             Path(options[key]).mkdir(parents=True, exist_ok=True)
 
 
+def task_enqueue(name: str, *args: object, countdown: int = 0) -> None:
+    """Enqueue the registered task ``name`` (eager under ``task_always_eager``).
+
+    Services enqueue by name instead of importing the task module, which imports
+    them; ``countdown`` delays the run by that many seconds.
+    """
+    task = app.tasks[name]
+    if countdown:
+        task.apply_async(args, countdown=countdown)
+    else:
+        task.delay(*args)
+
+
 @app.on_after_configure.connect
 def _on_configure(sender: Celery, **kwargs: object) -> None:
     broker_folders_ensure()
@@ -33,8 +46,8 @@ def _on_configure(sender: Celery, **kwargs: object) -> None:
 def _tasks_import(sender: Celery, **kwargs: object) -> None:
     """Register the project's tasks in every process, not only in workers.
 
-    Services enqueue a task by its registered name (``app.tasks[name].delay``) rather
-    than importing the task module (which imports them); this makes the name resolve
+    Services enqueue a task by its registered name (``task_enqueue``) rather than
+    importing the task module (which imports them); this makes the name resolve
     in a web process too, and an eager test run stays eager.
     """
     sender.loader.import_default_modules()

@@ -512,9 +512,13 @@ class CompletedOutcome:
     llm_usage: dict[str, Any] = field(default_factory=dict)
 
 
+# The stable codes of a failed session, the part of ``session.error`` API clients see.
+FAILURE_CODES: Final = ("internal_error", "worker_lost", "timeout")
+
+
 @dataclass(frozen=True)
 class FailedOutcome:
-    """The run failed: ``code`` (one of services.FAILURE_CODES) and the reviewer's detail."""
+    """The run failed: ``code`` (one of FAILURE_CODES) and the reviewer's detail."""
 
     error: str
     code: str = "internal_error"
@@ -526,3 +530,12 @@ class CancelledOutcome:
 
 
 SessionOutcome = CompletedOutcome | FailedOutcome | CancelledOutcome
+
+
+class ConflictError(Exception):
+    """A service's refusal because of the current state (the API answers 409 with ``code``)."""
+
+    def __init__(self, message: str, *, code: str = "conflict") -> None:
+        super().__init__(message)
+        self.message = message
+        self.code = code

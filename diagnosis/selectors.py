@@ -17,6 +17,7 @@ from pydantic import BaseModel, ValidationError
 
 from config.celery import app as celery_app
 from diagnosis.contracts import (
+    FAILURE_CODES,
     ClaimCheck,
     ClaimFact,
     Disagreement,
@@ -30,7 +31,6 @@ from diagnosis.contracts import (
 )
 from diagnosis.flow.gatekeeper import excerpt_locate
 from diagnosis.models import DiagnosisSession, ToolInvocation
-from diagnosis.services import FAILURE_CODES
 
 EXCERPT_CONTEXT_LINES = 2  # lines shown before and after an excerpt in its output
 _Item = TypeVar("_Item", bound=BaseModel)

@@ -13,21 +13,23 @@ from typing import Any
 from django.conf import settings
 from django.db import transaction
 from django.db.models import F, Max
-from django.utils import timezone, translation
+from django.utils import timezone
 from django.utils.functional import lazy
 from django.utils.translation import gettext, gettext_noop
 
-from config.celery import app as celery_app
+from config.celery import task_enqueue
 from diagnosis.callbacks.services import session_ended_notify
 from diagnosis.contracts import (
     CancelledOutcome,
     CompletedOutcome,
+    ConflictError,
     FailedOutcome,
     SelfEvaluation,
     SessionOutcome,
 )
 from diagnosis.evidence.packs import pack_header_load
 from diagnosis.flow.renderer import language_key
+from diagnosis.i18n import language_override
 from diagnosis.models import DiagnosisSession, Environment, SessionEvent
 from diagnosis.storable import nul_free
 
@@ -35,7 +37,7 @@ logger = logging.getLogger(__name__)
 
 
 def _in_language(message: str, language: str) -> str:
-    with translation.override(language):
+    with language_override(language):
         return gettext(message)
 
 
@@ -45,14 +47,10 @@ _SAFE_FAILURE = gettext_noop(
     "请稍后重试；审计页面记录了失败原因。\n"
 )
 _CANCELLED = gettext_noop("**诊断已取消**\n\n本次诊断在完成前被取消，没有给出结论。\n")
-_ANSWER_LANGUAGES = {"zh": "zh-hans", "en": "en"}
+_ANSWER_LANGUAGE_KEYS = ("zh", "en")
 # The safe answers of a failed and of a cancelled session, by language key.
-SAFE_FAILURE_ANSWER = {
-    key: _in_language_lazy(_SAFE_FAILURE, code) for key, code in _ANSWER_LANGUAGES.items()
-}
-CANCELLED_ANSWER = {
-    key: _in_language_lazy(_CANCELLED, code) for key, code in _ANSWER_LANGUAGES.items()
-}
+SAFE_FAILURE_ANSWER = {key: _in_language_lazy(_SAFE_FAILURE, key) for key in _ANSWER_LANGUAGE_KEYS}
+CANCELLED_ANSWER = {key: _in_language_lazy(_CANCELLED, key) for key in _ANSWER_LANGUAGE_KEYS}
 
 
 _HAN = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]")
@@ -177,11 +175,6 @@ def diagnosis_submit(
 RUN_TASK = "diagnosis.run"
 
 
-def task_enqueue(name: str, *args: object) -> None:
-    """Enqueue the registered task ``name`` (eager under ``task_always_eager``)."""
-    celery_app.tasks[name].delay(*args)
-
-
 class SessionEventLog:
     """Appends one session's progress events, for the process that runs it.
 
@@ -280,9 +273,18 @@ def session_claim(*, session_id: int) -> DiagnosisSession | None:
 
 
 def diagnosis_cancel(*, session: DiagnosisSession) -> DiagnosisSession:
-    """Cancel a queued session now; ask a running one to stop at its next step."""
+    """Cancel a queued session now; ask a running one to stop at its next step.
+
+    Cancelling a cancelled session changes nothing; a completed or failed one cannot be
+    cancelled (``ConflictError`` with the code ``not_cancellable``).
+    """
     with transaction.atomic():
         locked = DiagnosisSession.objects.select_for_update().get(pk=session.pk)
+        if locked.status in (DiagnosisSession.Status.COMPLETED, DiagnosisSession.Status.FAILED):
+            raise ConflictError(
+                gettext("诊断已经结束（%(status)s）。") % {"status": locked.status},
+                code="not_cancellable",
+            )
         if locked.is_terminal:
             return locked
         locked.cancel_requested = True
@@ -291,9 +293,6 @@ def diagnosis_cancel(*, session: DiagnosisSession) -> DiagnosisSession:
             session_finish(session=locked, outcome=CancelledOutcome())
     locked.refresh_from_db()
     return locked
-
-
-FAILURE_CODES = ("internal_error", "worker_lost", "timeout")
 
 
 def session_fail(

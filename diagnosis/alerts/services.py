@@ -12,11 +12,12 @@ from django.conf import settings
 from django.contrib.auth.models import User
 from django.db import transaction
 from django.db.models import F
-from django.utils import timezone, translation
+from django.utils import timezone
 from django.utils.translation import gettext
 
 from audit.services import audit_event_record
 from diagnosis.api.auth import receiver_token_generate, secret_hash
+from diagnosis.i18n import language_override
 from diagnosis.models import AlertGroupStart, AlertmanagerReceiver, DiagnosisSession, Environment
 from diagnosis.services import diagnosis_submit, rfc3339
 
@@ -94,7 +95,7 @@ def alert_question_build(
     name = alert_text(labels.get("alertname") or "unknown", limit=100)
     summary = alert_text(annotations["summary"]) if annotations.get("summary") else ""
     description = alert_text(annotations["description"]) if annotations.get("description") else ""
-    with translation.override("en" if language.lower().startswith("en") else "zh-hans"):
+    with language_override(language):
         line = _labels_line(labels) or gettext("（无标签）")
         parts = [gettext("告警 %(name)s 触发：%(labels)s。") % {"name": name, "labels": line}]
         if summary:

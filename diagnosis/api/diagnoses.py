@@ -16,7 +16,7 @@ from rest_framework.response import Response
 
 from chat.models import Conversation
 from diagnosis.api.base import ID_PARAMETER, TAG_DIAGNOSES, ApiView, diagnosis_or_404, diagnosis_url
-from diagnosis.api.errors import Conflict, error_responses
+from diagnosis.api.errors import error_responses
 from diagnosis.api.pagination import DiagnosisCursorPagination, PageFilterSerializer
 from diagnosis.api.selectors import (
     callback_attempts_for_session,
@@ -276,11 +276,6 @@ class DiagnosisCancelApi(ApiView):
     )
     def post(self, request: Request, public_id: UUID) -> Response:
         session = diagnosis_or_404(request, public_id)
-        if session.status in (DiagnosisSession.Status.COMPLETED, DiagnosisSession.Status.FAILED):
-            raise Conflict(
-                _("诊断已经结束（%(status)s）。") % {"status": session.status},
-                code="not_cancellable",
-            )
         diagnosis_cancel(session=session)
         session = diagnosis_or_404(request, public_id)
         return Response(self.OutputSerializer(diagnosis_detail_data(session)).data)

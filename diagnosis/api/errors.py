@@ -19,6 +19,8 @@ from rest_framework import exceptions, parsers, serializers, status
 from rest_framework.response import Response
 from rest_framework.views import set_rollback
 
+from diagnosis.contracts import ConflictError
+
 logger = logging.getLogger(__name__)
 
 API_PATH_PREFIX = "/api/"
@@ -34,15 +36,6 @@ class Conflict(exceptions.APIException):
     status_code = status.HTTP_409_CONFLICT
     default_detail = gettext_lazy("请求与当前状态冲突。")
     default_code = "conflict"
-
-
-class ConflictError(Exception):
-    """A service's refusal because of the current state (the API answers 409 with ``code``)."""
-
-    def __init__(self, message: str, *, code: str = "conflict") -> None:
-        super().__init__(message)
-        self.message = message
-        self.code = code
 
 
 class JSONParser(parsers.JSONParser):

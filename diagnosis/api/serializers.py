@@ -9,11 +9,10 @@ from django.utils.translation import gettext_lazy as _
 from rest_framework import serializers
 from rest_framework.settings import api_settings
 
+from diagnosis.contracts import FAILURE_CODES
 from diagnosis.models import DiagnosisSession
-from diagnosis.services import FAILURE_CODES
 
 # "Has a visible character and no NUL", written so the schema's (ECMA) pattern and
-# Python's strip() and DRF's NUL check agree.
 # Python's strip() and DRF's NUL check agree.
 NOT_BLANK = r"^[^\x00]*[^\s\x00\x1c-\x1f\x85][^\x00]*$"
 NOT_BLANK_ERROR = {"invalid": _("这个字段需要可见的文字，且不能包含 NUL 字符。")}

@@ -20,7 +20,7 @@ from django.utils.translation import gettext as _
 from audit.services import audit_event_record
 from chat.models import Conversation
 from diagnosis.api.auth import api_key_generate, api_key_signing_secret, secret_hash
-from diagnosis.api.errors import ConflictError
+from diagnosis.contracts import ConflictError
 from diagnosis.models import ApiKey, ApiSubmission, DiagnosisSession, Environment
 from diagnosis.services import diagnosis_submit
 

@@ -8,10 +8,10 @@ import ipaddress
 import socket
 from urllib.parse import urlsplit
 
-from celery import current_app
 from django.conf import settings
 from django.db import transaction
 
+from config.celery import task_enqueue
 from diagnosis.models import DiagnosisSession
 
 # The callback task's registered name: a wire contract with queued messages, kept as is.
@@ -25,7 +25,7 @@ def callback_enqueue(*, session_id: int, attempt: int, countdown: int = 0) -> No
     The task module imports the delivery, which reads the session through the
     selectors; naming the task keeps ending a session free of that import chain.
     """
-    current_app.tasks[CALLBACK_TASK].apply_async((session_id, attempt), countdown=countdown or None)
+    task_enqueue(CALLBACK_TASK, session_id, attempt, countdown=countdown)
 
 
 def session_ended_notify(*, session: DiagnosisSession) -> None:

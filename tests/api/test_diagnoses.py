@@ -6,7 +6,9 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from chat.models import Conversation
+from diagnosis.contracts import ConflictError
 from diagnosis.models import ApiSubmission, DiagnosisSession, ToolInvocation
+from diagnosis.services import diagnosis_cancel
 from tests.api.conftest import client_for, completed_session_make, session_make
 
 pytestmark = pytest.mark.django_db
@@ -422,8 +424,27 @@ def test_cancelling_a_completed_diagnosis_is_a_409(api, owner, environment):
     response = api.post(f"/api/v1/diagnoses/{session.public_id}/cancel")
     assert response.status_code == 409
     assert response.json()["error"]["code"] == "not_cancellable"
+    assert response.json()["error"]["message"] == "诊断已经结束（completed）。"
     session.refresh_from_db()
     assert session.status == DiagnosisSession.Status.COMPLETED
+
+
+@pytest.mark.parametrize("status", [DiagnosisSession.Status.COMPLETED, "failed"])
+def test_the_cancel_service_refuses_a_finished_diagnosis(owner, environment, status):
+    session = session_make(owner=owner, environment=environment, status=status)
+    with pytest.raises(ConflictError) as refused:
+        diagnosis_cancel(session=session)
+    assert refused.value.code == "not_cancellable"
+    session.refresh_from_db()
+    assert session.status == status and not session.cancel_requested
+
+
+def test_cancelling_a_cancelled_diagnosis_changes_nothing(api, owner, environment):
+    session = session_make(
+        owner=owner, environment=environment, status=DiagnosisSession.Status.CANCELLED
+    )
+    assert diagnosis_cancel(session=session).status == DiagnosisSession.Status.CANCELLED
+    assert api.post(f"/api/v1/diagnoses/{session.public_id}/cancel").status_code == 200
 
 
 def test_a_session_only_the_browser_can_see_is_visible_with_a_session_login(owner, environment):

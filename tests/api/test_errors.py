@@ -3,8 +3,9 @@ import json
 import pytest
 from django.core.exceptions import ValidationError
 
-from diagnosis.api.errors import ConflictError, api_exception_handler
+from diagnosis.api.errors import api_exception_handler
 from diagnosis.api.services import diagnosis_api_submit
+from diagnosis.contracts import ConflictError
 from diagnosis.models import DiagnosisSession
 
 pytestmark = pytest.mark.django_db
