@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import json
 from datetime import timedelta
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from django import forms
 from django.contrib import admin, messages
 from django.contrib.admin.views.main import ChangeList
 from django.db import transaction
-from django.db.models import Count
+from django.db.models import Count, Model, QuerySet
+from django.forms import ModelForm
 from django.http import HttpRequest, HttpResponse
 from django.urls import reverse
 from django.utils import timezone
@@ -81,23 +82,23 @@ def _folded(summary: str, value: object) -> str:
 class _ReadOnly:
     """Viewable by whoever has the view permission; never added, changed or deleted."""
 
-    def get_readonly_fields(self, request: HttpRequest, obj=None):
+    def get_readonly_fields(self, request: HttpRequest, obj: Model | None = None) -> list[str]:
         # Every listed field, display methods included, is shown and never a form input.
-        return list(self.fields or ())
+        return [str(name) for name in getattr(self, "fields", None) or ()]
 
-    def has_add_permission(self, request: HttpRequest, obj=None) -> bool:
+    def has_add_permission(self, request: HttpRequest, obj: Model | None = None) -> bool:
         return False
 
-    def has_change_permission(self, request: HttpRequest, obj=None) -> bool:
+    def has_change_permission(self, request: HttpRequest, obj: Model | None = None) -> bool:
         return False
 
-    def has_delete_permission(self, request: HttpRequest, obj=None) -> bool:
+    def has_delete_permission(self, request: HttpRequest, obj: Model | None = None) -> bool:
         return False
 
 
 class ReadOnlyAdmin(_ReadOnly, admin.ModelAdmin):
     @property
-    def media(self):
+    def media(self) -> forms.Media:
         return super().media + AUDIT_MEDIA
 
 
@@ -116,10 +117,10 @@ class _YesNoFilter(admin.SimpleListFilter):
     yes: ClassVar[dict[str, object]] = {}
     no: ClassVar[dict[str, object]] = {}
 
-    def lookups(self, request, model_admin):
+    def lookups(self, request: HttpRequest, model_admin: admin.ModelAdmin) -> Any:
         return (("yes", _("是")), ("no", _("否")))
 
-    def queryset(self, request, queryset):
+    def queryset(self, request: HttpRequest, queryset: QuerySet) -> QuerySet:
         if self.value() == "yes":
             return queryset.filter(**self.yes)
         if self.value() == "no":
@@ -155,10 +156,10 @@ class _BucketFilter(admin.SimpleListFilter):
     field: str
     buckets: tuple[tuple[str, object, object, object], ...]  # key, label, low, high
 
-    def lookups(self, request, model_admin):
+    def lookups(self, request: HttpRequest, model_admin: admin.ModelAdmin) -> Any:
         return [(key, label) for key, label, _low, _high in self.buckets]
 
-    def queryset(self, request, queryset):
+    def queryset(self, request: HttpRequest, queryset: QuerySet) -> QuerySet:
         for key, _label, low, high in self.buckets:
             if self.value() == key:
                 if low is not None:
@@ -185,10 +186,10 @@ class ParseStatusFilter(admin.SimpleListFilter):
     title = _("解析状态")
     parameter_name = "executor_output_parse_status__exact"
 
-    def lookups(self, request, model_admin):
+    def lookups(self, request: HttpRequest, model_admin: admin.ModelAdmin) -> Any:
         return list(PARSE_STATUS_LABELS.items())
 
-    def queryset(self, request, queryset):
+    def queryset(self, request: HttpRequest, queryset: QuerySet) -> QuerySet:
         if self.value():
             return queryset.filter(executor_output_parse_status=self.value())
         return queryset
@@ -206,7 +207,9 @@ class TokensFilter(_BucketFilter):
 
 
 class AuditChangeList(ChangeList):
-    def get_queryset(self, request, exclude_parameters=None):
+    def get_queryset(
+        self, request: HttpRequest, exclude_parameters: list[str | None] | None = None
+    ) -> QuerySet:
         # The list never shows the big JSON and text columns: do not load them.
         return (
             super()
@@ -266,10 +269,10 @@ class DiagnosisSessionAdmin(ReadOnlyAdmin):
     actions = ["export_cases"]
     fields = ["public_id"]
 
-    def get_queryset(self, request):
+    def get_queryset(self, request: HttpRequest) -> QuerySet[DiagnosisSession]:
         return sessions_for_audit()
 
-    def get_changelist(self, request, **kwargs):
+    def get_changelist(self, request: HttpRequest, **kwargs: Any) -> type[ChangeList]:
         return AuditChangeList
 
     def has_export_permission(self, request: HttpRequest) -> bool:
@@ -312,7 +315,7 @@ class DiagnosisSessionAdmin(ReadOnlyAdmin):
         return code_label(obj.executor_output_parse_status, "parse_status")
 
     @admin.display(description=_("论断"), ordering="claims_demoted")
-    def claims_col(self, obj) -> str:
+    def claims_col(self, obj: Any) -> str:  # a row of sessions_for_audit (annotated)
         return format_html(
             '<span title="{}">{} ✓</span> · <span class="{}" title="{}">{} ✗</span>',
             _("通过"),
@@ -327,19 +330,27 @@ class DiagnosisSessionAdmin(ReadOnlyAdmin):
         return max(0, obj.attempt_count - 1)
 
     @admin.display(description=_("耗时"), ordering="duration")
-    def duration_col(self, obj) -> str:
+    def duration_col(self, obj: Any) -> str:
         return f"{obj.duration.total_seconds():.1f} s" if obj.duration is not None else "—"
 
     @admin.display(description=_("词元数"), ordering="tokens_total")
-    def tokens_col(self, obj) -> str:
+    def tokens_col(self, obj: Any) -> str:
         return intcomma_plain(obj.tokens_total)
 
     @admin.display(description=_("已审核"), boolean=True, ordering="is_reviewed")
-    def reviewed_col(self, obj) -> bool:
+    def reviewed_col(self, obj: Any) -> bool:
         return obj.is_reviewed
 
     # -- the change page reads like the session ran
-    def render_change_form(self, request, context, add=False, change=False, form_url="", obj=None):
+    def render_change_form(
+        self,
+        request: HttpRequest,
+        context: dict[str, Any],
+        add: bool = False,
+        change: bool = False,
+        form_url: str = "",
+        obj: DiagnosisSession | None = None,
+    ) -> HttpResponse:
         if obj is not None:
             context["audit"] = session_audit_view(session=obj)
             context["can_review"] = user_can_review(user=request.user)
@@ -348,7 +359,9 @@ class DiagnosisSessionAdmin(ReadOnlyAdmin):
         return super().render_change_form(request, context, add, change, form_url, obj)
 
     @admin.action(description=_("导出为回归用例 (zip)"), permissions=["export"])
-    def export_cases(self, request: HttpRequest, queryset) -> HttpResponse | None:
+    def export_cases(
+        self, request: HttpRequest, queryset: QuerySet[DiagnosisSession]
+    ) -> HttpResponse | None:
         sessions = list(
             DiagnosisSession.objects.filter(
                 pk__in=queryset.values("pk"), status__in=DiagnosisSession.TERMINAL_STATUSES
@@ -395,7 +408,7 @@ class ToolInvocationAdmin(ReadOnlyAdmin):
         "duration_ms",
     ]
 
-    def get_queryset(self, request):
+    def get_queryset(self, request: HttpRequest) -> QuerySet[ToolInvocation]:
         return super().get_queryset(request).select_related("session")
 
     @admin.display(description=_("诊断会话"))
@@ -507,14 +520,16 @@ class KnowledgeDocumentAdmin(admin.ModelAdmin):
     readonly_fields = ["source_path", "updated_at"]
     inlines = [KnowledgeChunkInline]
 
-    def get_queryset(self, request):
+    def get_queryset(self, request: HttpRequest) -> QuerySet[KnowledgeDocument]:
         return super().get_queryset(request).annotate(n_chunks=Count("chunks"))
 
     @admin.display(description=_("块数"), ordering="n_chunks")
-    def chunk_count(self, obj) -> int:
+    def chunk_count(self, obj: Any) -> int:  # annotated with n_chunks
         return obj.n_chunks
 
-    def save_model(self, request, obj, form, change) -> None:
+    def save_model(
+        self, request: HttpRequest, obj: KnowledgeDocument, form: ModelForm, change: bool
+    ) -> None:
         # Saving re-chunks the body; a section id taken by another document stops the save.
         try:
             with transaction.atomic():
@@ -598,12 +613,12 @@ class ApiKeyAdmin(admin.ModelAdmin):
     search_fields = ["name", "prefix", "owner__username"]
     actions = ["revoke"]
 
-    def get_fields(self, request, obj=None):
+    def get_fields(self, request: HttpRequest, obj: ApiKey | None = None) -> list[Any]:
         if obj is None:
             return ["owner", "name"]
         return ["owner", "name", "key_prefix", "created_at", "last_used_at", "revoked_at"]
 
-    def get_readonly_fields(self, request, obj=None):
+    def get_readonly_fields(self, request: HttpRequest, obj: ApiKey | None = None) -> list[str]:
         if obj is None:
             return []
         return ["owner", "key_prefix", "created_at", "last_used_at", "revoked_at"]
@@ -612,7 +627,7 @@ class ApiKeyAdmin(admin.ModelAdmin):
     def key_prefix(self, obj: ApiKey) -> str:
         return f"rp_{obj.prefix}_…"
 
-    def save_model(self, request, obj, form, change) -> None:
+    def save_model(self, request: HttpRequest, obj: ApiKey, form: ModelForm, change: bool) -> None:
         if change:
             obj.save(update_fields=["name"])
             return
@@ -632,7 +647,7 @@ class ApiKeyAdmin(admin.ModelAdmin):
         )
 
     @admin.action(description=_("吊销所选密钥"), permissions=["change"])
-    def revoke(self, request, queryset) -> None:
+    def revoke(self, request: HttpRequest, queryset: QuerySet[ApiKey]) -> None:
         for api_key in queryset:
             api_key_revoke(api_key=api_key)
         messages.success(request, _("已吊销。"))
@@ -658,25 +673,27 @@ class AlertmanagerReceiverAdmin(admin.ModelAdmin):
     readonly_fields = ["created_at", "last_used_at"]
     actions = ["rotate_token"]
 
-    def save_model(self, request, obj, form, change) -> None:
+    def save_model(
+        self, request: HttpRequest, obj: AlertmanagerReceiver, form: ModelForm, change: bool
+    ) -> None:
         obj.save()
         if not change:
             self._show_token(request, obj)
 
     @staticmethod
-    def _show_token(request, receiver: AlertmanagerReceiver) -> None:
+    def _show_token(request: HttpRequest, receiver: AlertmanagerReceiver) -> None:
         token = alert_receiver_token_rotate(receiver=receiver)
         messages.warning(
             request,
             format_html(
-                _("{name} 的令牌（只显示这一次）：<code>{token}</code>"),
+                str(_("{name} 的令牌（只显示这一次）：<code>{token}</code>")),
                 name=receiver.name,
                 token=token,
             ),
         )
 
     @admin.action(description=_("轮换令牌"), permissions=["change"])
-    def rotate_token(self, request, queryset) -> None:
+    def rotate_token(self, request: HttpRequest, queryset: QuerySet[AlertmanagerReceiver]) -> None:
         for receiver in queryset:
             self._show_token(request, receiver)
 
