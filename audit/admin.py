@@ -35,6 +35,7 @@ from audit.templatetags.audit_tags import (
     intcomma_plain,
     pretty_text,
 )
+from audit.views import claim_cards
 from chat.models import Conversation
 from diagnosis.alerts.services import alert_receiver_token_rotate
 from diagnosis.api.services import api_key_create, api_key_revoke
@@ -352,7 +353,10 @@ class DiagnosisSessionAdmin(ReadOnlyAdmin):
         obj: DiagnosisSession | None = None,
     ) -> HttpResponse:
         if obj is not None:
-            context["audit"] = session_audit_view(session=obj)
+            audit = session_audit_view(session=obj)
+            # Compact claim cards (no excerpts in context, no review inputs): the reading
+            # page has each claim with its evidence and the review form beside it.
+            context.update(claim_cards(audit), audit=audit, session=obj)
             context["can_review"] = user_can_review(user=request.user)
             context["review_url"] = reverse("audit:session_review", args=[obj.public_id])
             context["read_url"] = reverse("audit:session_read", args=[obj.public_id])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
 from typing import Any, cast
 from uuid import UUID
@@ -97,28 +98,46 @@ class ReviewForm(forms.Form):
 
 @dataclass
 class ClaimCard:
-    """A claim as the reviewer reads it, with the two form fields that judge it."""
+    """A claim as the reviewer reads it, with the two form fields that judge it (none on
+    the admin change page, whose cards are compact and link to the reading page)."""
 
     row: ClaimRow
-    agrees: forms.BoundField
-    note: forms.BoundField
+    agrees: forms.BoundField | None = None
+    note: forms.BoundField | None = None
+
+
+def claim_cards(
+    audit: SessionAudit, *, form: ReviewForm | None = None
+) -> dict[str, list[ClaimCard]]:
+    """The claims as cards, confirmed ones apart from those demoted or not used."""
+    if form is None:
+        cards = [ClaimCard(row=row) for row in audit.claims]
+    else:
+        cards = [
+            ClaimCard(row=row, agrees=agrees, note=note)
+            for row, (_claim, agrees, note) in zip(audit.claims, form.claim_rows(), strict=True)
+        ]
+    return {
+        "confirmed": [c for c in cards if c.row.view.allowed],
+        "set_apart": [c for c in cards if not c.row.view.allowed],
+    }
+
+
+def classification_counts(audit: SessionAudit) -> list[tuple[str, int]]:
+    """How many claims the Verifier classified each way, most frequent first."""
+    counts = Counter(row.view.classification for row in audit.claims if row.view.classification)
+    return counts.most_common()
 
 
 def _review_context(request: HttpRequest, *, audit: SessionAudit, form: ReviewForm) -> dict:
     session = audit.session
-    cards = [
-        ClaimCard(row=row, agrees=agrees, note=note)
-        for row, (_claim, agrees, note) in zip(audit.claims, form.claim_rows(), strict=True)
-    ]
     return {
         **admin.site.each_context(request),
-        # The page needs its width for the claims and their evidence.
-        "is_nav_sidebar_enabled": False,
         "session": session,
         "audit": audit,
         "form": form,
-        "confirmed": [c for c in cards if c.row.view.allowed],
-        "set_apart": [c for c in cards if not c.row.view.allowed],
+        **claim_cards(audit, form=form),
+        "classified": classification_counts(audit),
         "session_url": reverse("admin:diagnosis_diagnosissession_change", args=[session.pk]),
         "read_url": reverse("audit:session_read", args=[session.public_id]),
         "review_url": reverse("audit:session_review", args=[session.public_id]),

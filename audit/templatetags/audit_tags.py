@@ -18,7 +18,7 @@ from chat.templatetags.chat_tags import (
     PLACEMENT_LABELS,
     TOOL_STATUS_LABELS,
 )
-from diagnosis.models import DiagnosisSession
+from diagnosis.models import DiagnosisSession, LLMCall
 
 register = template.Library()
 
@@ -34,6 +34,15 @@ PARSE_STATUS_LABELS = {
     "not_an_object": _("JSON 不是对象"),
     "schema_invalid": _("结构不符合约定"),
     "truncated": _("输出被截断（达到 max_tokens 上限，对象不完整）"),
+}
+
+# How a stage's model output ended (Planner, Verifier, Composer): the model call's status,
+# else how its output parsed, else the Composer's own outcomes.
+STAGE_STATUS_LABELS = {
+    **PARSE_STATUS_LABELS,
+    **dict(LLMCall.Status.choices),
+    "malformed": _("输出格式错误"),
+    "guard_failed": _("未通过守卫检查"),
 }
 
 DECISION_LABELS = {**dict(DiagnosisSession.Decision.choices), "RETRY": _("要求重试")}
@@ -64,6 +73,7 @@ CODE_LABELS: dict[str, Mapping[str, object]] = {
     "claim_type": CLAIM_TYPE_LABELS,
     "support_level": SUPPORT_LEVEL_LABELS,
     "tool_status": TOOL_STATUS_LABELS,
+    "stage_status": STAGE_STATUS_LABELS,
 }
 
 
@@ -122,7 +132,8 @@ def code_label(code: object, kind: str) -> SafeString | str:
     """A readable label for a technical code, with the code itself kept for reviewers.
 
     ``kind`` names the list (verdict, classification, placement, parse_status, finding,
-    decision, claim_type, support_level, tool_status); an unknown code is shown as it is.
+    decision, claim_type, support_level, tool_status, stage_status); an unknown code is
+    shown as it is.
     """
     if code is None or code == "":
         return "—"

@@ -7,14 +7,17 @@ from collections.abc import Sequence
 from typing import Any
 
 from django import template
-from django.utils.html import escape
+from django.utils.html import escape, format_html
 from django.utils.safestring import SafeString, mark_safe
+from django.utils.translation import get_language
 from django.utils.translation import gettext_lazy as _
 from markdown_it import MarkdownIt
 from markdown_it.common.utils import escapeHtml
 from markdown_it.renderer import RendererHTML
 from markdown_it.token import Token
 from markdown_it.utils import OptionsDict
+
+from diagnosis.flow.renderer import language_key
 
 register = template.Library()
 
@@ -143,3 +146,30 @@ def tool_status_label(value: str) -> str:
 def duration(seconds: int) -> str:
     minutes, secs = divmod(int(seconds or 0), 60)
     return f"{minutes}:{secs:02d}"
+
+
+# The languages stored text is recorded in (a session's answer language, or English for
+# the Gatekeeper's and the router's own notes), as the UI names them.
+LANGUAGE_NAMES = {"zh": _("中文"), "en": _("英文")}
+
+
+@register.filter
+def lang_code(language: str) -> str:
+    """The HTML ``lang`` of text recorded in ``language`` ("zh" or "en")."""
+    return language_key(language or "zh")
+
+
+@register.simple_tag
+def recorded_in(language: str) -> SafeString | str:
+    """A note that stored text reads in ``language`` when the UI is in another one.
+
+    Model text and recorded notes stay as they were recorded; the reader is told in the
+    UI's language which language they are in.
+    """
+    recorded = lang_code(language)
+    if recorded == language_key(get_language() or "zh"):
+        return ""
+    return format_html(
+        '<span class="recorded-in">{}</span>',
+        _("（原文：%(language)s）") % {"language": LANGUAGE_NAMES[recorded]},
+    )

@@ -57,8 +57,13 @@ def test_the_change_page_reads_top_to_bottom_like_the_session_ran(client, review
     ]
     positions = [content.index(marker) for marker in order]
     assert positions == sorted(positions)
-    # The binding's excerpt is highlighted in its invocation output, with a link to it.
-    assert "<mark>Connection is not available, request timed out after 30000ms</mark>" in content
+    # Each claim is a compact card: its excerpt, and a link to where the reading page shows
+    # it highlighted in its invocation output (the change page has no excerpts in context).
+    read = reverse("audit:session_read", args=[session.public_id])
+    assert f'href="{read}#claim-claim-1-b0"' in content
+    assert "Connection is not available, request timed out after 30000ms" in content
+    assert "<mark>" not in content
+    assert 'class="rp-card ' in content and "<table class=\"rp-table rp-claims\"" not in content
     invocation = ToolInvocation.objects.get(session=session, trace_ref="trace-1")
     assert reverse("admin:diagnosis_toolinvocation_change", args=[invocation.pk]) in content
     assert "excerpt_not_found" in content  # the Gatekeeper finding of the demoted claim
