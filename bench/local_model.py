@@ -8,7 +8,7 @@ environment overrides the defaults below (the settings the README's figures use)
 
     DATABASE_URL=sqlite:////tmp/rootproof-bench.sqlite3 .venv/bin/python bench/local_model.py \
         [--pack scenarios/payment-pool-saturation] [--json out.json]
-    # or an already running server: --base-url http://127.0.0.1:8080/v1
+    # or an already running server: --base-url http://127.0.0.1:8080/v1 (or LLM_BASE_URL)
 """
 
 from __future__ import annotations
@@ -19,30 +19,47 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from diagnosis.contracts import SelfEvaluation
-    from diagnosis.models import DiagnosisSession
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-# What the README's figures were measured with (a 135M model on CPU: small budgets).
+from tests.llm_server.server import (  # noqa: E402
+    ROLE_MAX_TOKENS,
+    LlamaServer,
+    missing_modules,
+    model_path,
+)
+
+# What the README's figures were measured with (a 135M model on CPU: small budgets, the
+# schemas bounded to fit them).
 DEFAULTS = {
     "LLM_PROVIDER": "openai",
     "LLM_MODEL": "smollm2-135m",
     "LLM_TOOL_RESULT_ROLE": "user",  # chatml-function-calling drops tool messages
     "LLM_EXECUTOR_TOOL_CHOICE": "required",  # refused by the server: falls back to auto
-    "LLM_PLANNER_MAX_TOKENS": "192",
-    "LLM_EXECUTOR_MAX_TOKENS": "384",
-    "LLM_VERIFIER_MAX_TOKENS": "256",
-    "LLM_COMPOSER_MAX_TOKENS": "256",
+    **{f"LLM_{role.upper()}_MAX_TOKENS": str(tokens) for role, tokens in ROLE_MAX_TOKENS.items()},
     "LLM_EXECUTOR_MAX_TOOL_ROUNDS": "1",
     "LLM_MAX_RETRIES": "0",
     "LLM_TIMEOUT_SECONDS": "900",
     "TOOL_OUTPUT_MAX_CHARS": "2000",
 }
+for _key, _value in DEFAULTS.items():
+    os.environ.setdefault(_key, _value)
+os.environ.setdefault("DATABASE_URL", "sqlite:////tmp/rootproof-bench-local-model.sqlite3")
+
+from bench._django import django_setup  # noqa: E402
+
+django_setup(default_db="rootproof_bench")
+
+from django.conf import settings  # noqa: E402
+
+from diagnosis.contracts import SelfEvaluation  # noqa: E402
+from diagnosis.evaluation import PackResult, pack_evaluate  # noqa: E402
+from diagnosis.models import DiagnosisSession, LLMCall, ToolInvocation  # noqa: E402
+from diagnosis.selectors import session_self_evaluation  # noqa: E402
+
+ROLES = ("planner", "executor", "verifier", "composer")
 
 
 def _stage_statuses(session: DiagnosisSession, evaluation: SelfEvaluation) -> dict[str, str]:
@@ -56,12 +73,10 @@ def _stage_statuses(session: DiagnosisSession, evaluation: SelfEvaluation) -> di
     }
 
 
-def _server_start(base_url: str) -> tuple[Any, str]:
+def _server_start(base_url: str) -> tuple[LlamaServer | None, str]:
     """The llama.cpp server started here (and its URL), or none with the URL given."""
     if base_url:
         return None, base_url
-    from tests.llm_server.server import LlamaServer, missing_modules, model_path
-
     missing = missing_modules()
     model = model_path()
     if missing or model is None:
@@ -72,6 +87,70 @@ def _server_start(base_url: str) -> tuple[Any, str]:
     return server, server.base_url
 
 
+def _point_at(base_url: str) -> None:
+    """Every role at the server (the settings were read before its port was known)."""
+    settings.LLM_BASE_URL = base_url
+    for role in ROLES:
+        settings.LLM_ROLE_SETTINGS[role]["base_url"] = base_url
+
+
+def _role_figures(calls: list[LLMCall], stages: dict[str, str]) -> dict[str, dict[str, Any]]:
+    figures: dict[str, dict[str, Any]] = {}
+    for role in ROLES:
+        mine = [c for c in calls if c.role == role]
+        figures[role] = {
+            "calls": len(mine),
+            "wall_s": round(sum(c.latency_ms for c in mine) / 1000, 1),
+            "tokens_in": sum(c.tokens_in for c in mine),
+            "tokens_out": sum(c.tokens_out for c in mine),
+            "call_statuses": [c.status for c in mine],
+            "call_seconds": [round(c.latency_ms / 1000, 1) for c in mine],
+            "formats": [(c.request.get("response_format") or {}).get("type") for c in mine],
+            "tool_choice": [c.request.get("tool_choice") for c in mine],
+            "parse_status": stages[role],
+        }
+    return figures
+
+
+def _figures(result: PackResult, wall: float) -> dict[str, Any]:
+    session = DiagnosisSession.objects.get(public_id=result.session_id)
+    calls = list(LLMCall.objects.filter(session=session).order_by("sequence"))
+    tools = list(ToolInvocation.objects.filter(session=session).order_by("sequence"))
+    stages = _stage_statuses(session, session_self_evaluation(session))
+    return {
+        "roles": _role_figures(calls, stages),
+        "settings": {k: os.environ[k] for k in sorted(DEFAULTS)},
+        "session": {
+            "wall_s": round(wall, 1),
+            "model_calls": len(calls),
+            "status": session.status,
+            "decision": session.decision,
+            "answer_source": session.answer_source,
+            "tool_calls": [(t.trace_ref, t.tool_name, t.status, t.arguments) for t in tools],
+            "tokens": sum(c.tokens_in + c.tokens_out for c in calls),
+            "leaked": result.leaked,
+            "unsupported_in_answer": result.unsupported_in_answer,
+        },
+    }
+
+
+def _figures_print(figures: dict[str, Any]) -> None:
+    print(f"\n{'role':<9} {'calls':>5} {'wall s':>7} {'tokens in':>9} {'out':>5}  statuses / parse")
+    for role, row in figures["roles"].items():
+        print(
+            f"{role:<9} {row['calls']:>5} {row['wall_s']:>7} {row['tokens_in']:>9} "
+            f"{row['tokens_out']:>5}  {','.join(row['call_statuses'])} / {row['parse_status']}"
+        )
+    whole = figures["session"]
+    tools = [f"{name}:{status}" for _ref, name, status, _args in whole["tool_calls"]]
+    print(
+        f"\nsession: {whole['wall_s']:.1f} s, {whole['model_calls']} model calls, "
+        f"{whole['tokens']} tokens, {len(tools)} tool calls {tools}, "
+        f"{whole['status']} {whole['decision']} via {whole['answer_source']}, "
+        f"leaked {whole['leaked']}, unsupported {whole['unsupported_in_answer']}"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--pack", default=str(ROOT / "scenarios" / "payment-pool-saturation"))
@@ -79,21 +158,8 @@ def main() -> None:
     parser.add_argument("--json", default="", help="write the figures here")
     args = parser.parse_args()
 
-    server, base_url = _server_start(args.base_url)
-    for key, value in DEFAULTS.items():
-        os.environ.setdefault(key, value)
-    os.environ.setdefault("LLM_BASE_URL", base_url)
-    os.environ.setdefault("DATABASE_URL", "sqlite:////tmp/rootproof-bench-local-model.sqlite3")
-
-    # Django's settings read the LLM_* variables, so they load only now that the server's
-    # URL is known: the project is imported here, after that, not at the top.
-    from bench._django import django_setup
-
-    django_setup(default_db="rootproof_bench")
-    from diagnosis.evaluation import pack_evaluate
-    from diagnosis.models import DiagnosisSession, LLMCall, ToolInvocation
-    from diagnosis.selectors import session_self_evaluation
-
+    server, base_url = _server_start(args.base_url or os.environ.get("LLM_BASE_URL", ""))
+    _point_at(base_url)
     try:
         started = time.monotonic()
         result = pack_evaluate(path=Path(args.pack), provider="openai")
@@ -101,46 +167,8 @@ def main() -> None:
     finally:
         if server is not None:
             server.stop()
-    session = DiagnosisSession.objects.get(public_id=result.session_id)
-    calls = list(LLMCall.objects.filter(session=session).order_by("sequence"))
-    tools = list(ToolInvocation.objects.filter(session=session).order_by("sequence"))
-    stages = _stage_statuses(session, session_self_evaluation(session))
-    figures: dict = {"roles": {}, "settings": {k: os.environ[k] for k in sorted(DEFAULTS)}}
-    print(f"\n{'role':<9} {'calls':>5} {'wall s':>7} {'tokens in':>9} {'out':>5}  statuses / parse")
-    for role in ("planner", "executor", "verifier", "composer"):
-        mine = [c for c in calls if c.role == role]
-        row = {
-            "calls": len(mine),
-            "wall_s": round(sum(c.latency_ms for c in mine) / 1000, 1),
-            "tokens_in": sum(c.tokens_in for c in mine),
-            "tokens_out": sum(c.tokens_out for c in mine),
-            "call_statuses": [c.status for c in mine],
-            "formats": [(c.request.get("response_format") or {}).get("type") for c in mine],
-            "tool_choice": [c.request.get("tool_choice") for c in mine],
-            "parse_status": stages[role],
-        }
-        figures["roles"][role] = row
-        print(
-            f"{role:<9} {row['calls']:>5} {row['wall_s']:>7} {row['tokens_in']:>9} "
-            f"{row['tokens_out']:>5}  {','.join(row['call_statuses'])} / {row['parse_status']}"
-        )
-    figures["session"] = {
-        "wall_s": round(wall, 1),
-        "status": session.status,
-        "decision": session.decision,
-        "answer_source": session.answer_source,
-        "tool_calls": [(t.trace_ref, t.tool_name, t.status, t.arguments) for t in tools],
-        "tokens": sum(c.tokens_in + c.tokens_out for c in calls),
-        "leaked": result.leaked,
-        "unsupported_in_answer": result.unsupported_in_answer,
-    }
-    print(
-        f"\nsession: {wall:.1f} s, {len(calls)} model calls, "
-        f"{figures['session']['tokens']} tokens, "
-        f"{len(tools)} tool calls {[t.tool_name + ':' + t.status for t in tools]}, "
-        f"{session.status} {session.decision} via {session.answer_source}, "
-        f"leaked {result.leaked}, unsupported {result.unsupported_in_answer}"
-    )
+    figures = _figures(result, wall)
+    _figures_print(figures)
     if args.json:
         Path(args.json).write_text(json.dumps(figures, ensure_ascii=False, indent=1), "utf-8")
 

