@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import logging
 import time
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -87,9 +88,38 @@ def _arguments_read(arguments: object) -> dict[str, Any]:
     return arguments
 
 
+class InvocationCounter:
+    """Numbers one runner's ToolInvocation rows of a session after the first one.
+
+    The first row reads the session's last sequence; each later one is one INSERT. A
+    clash with the unique (session, sequence) constraint means another runner wrote
+    rows meanwhile (a worker that took the session over, or was taken over): the row
+    is retried after reading the last sequence again, so no sequence or trace_ref is
+    ever reused.
+    """
+
+    def __init__(self) -> None:
+        self.last: int | None = None
+
+    def next(self, session: DiagnosisSession) -> int:
+        if self.last is None:
+            last = ToolInvocation.objects.filter(session=session).aggregate(m=Max("sequence"))
+            self.last = last["m"] or 0
+        return self.last + 1
+
+
+def _insert_guarded() -> AbstractContextManager[object]:
+    """A savepoint when inside a transaction, so that a clash does not break it; nothing
+    in autocommit, where a failed INSERT leaves nothing behind."""
+    if transaction.get_connection().in_atomic_block:
+        return transaction.atomic()
+    return nullcontext()
+
+
 def _invocation_save(
     *,
     session: DiagnosisSession,
+    counter: InvocationCounter,
     attempt: int,
     tool_name: str,
     arguments: dict[str, Any],
@@ -102,34 +132,34 @@ def _invocation_save(
     started_at: datetime,
     duration_ms: int,
 ) -> ToolInvocation:
+    """One ToolInvocation row of ``session``, numbered by ``counter``."""
+    fields = {
+        "attempt": attempt,
+        "tool_name": tool_name[:50],
+        "arguments": arguments,
+        "status": status,
+        "output": output,
+        "output_size": output_size,
+        "truncated": truncated,
+        "summary": summary,
+        "error": error,
+        "started_at": started_at,
+        "duration_ms": duration_ms,
+    }
     for retry in range(5):
+        sequence = counter.next(session)
         try:
-            with transaction.atomic():
-                # Lock the session row so concurrent calls of one session get distinct sequences.
-                DiagnosisSession.objects.select_for_update().filter(pk=session.pk).exists()
-                last = ToolInvocation.objects.filter(session=session).aggregate(m=Max("sequence"))[
-                    "m"
-                ]
-                sequence = (last or 0) + 1
-                return ToolInvocation.objects.create(
-                    session=session,
-                    attempt=attempt,
-                    sequence=sequence,
-                    trace_ref=f"trace-{sequence}",
-                    tool_name=tool_name[:50],
-                    arguments=arguments,
-                    status=status,
-                    output=output,
-                    output_size=output_size,
-                    truncated=truncated,
-                    summary=summary,
-                    error=error,
-                    started_at=started_at,
-                    duration_ms=duration_ms,
+            with _insert_guarded():
+                row = ToolInvocation.objects.create(
+                    session=session, sequence=sequence, trace_ref=f"trace-{sequence}", **fields
                 )
         except IntegrityError:
+            counter.last = None  # another runner took the number: read the last one
             if retry == 4:
                 raise
+            continue
+        counter.last = sequence
+        return row
     raise AssertionError("unreachable")
 
 
@@ -230,9 +260,17 @@ def _outcome(
 
 
 def tool_invoke(
-    *, session: DiagnosisSession, attempt: int, tool_name: str, arguments: object
+    *,
+    session: DiagnosisSession,
+    attempt: int,
+    tool_name: str,
+    arguments: object,
+    counter: InvocationCounter | None = None,
 ) -> ToolResult:
-    """Run one tool call and persist it as a ToolInvocation before returning its result."""
+    """Run one tool call and persist it as a ToolInvocation before returning its result.
+
+    A runner passes its ``counter`` so that each call after its first is one INSERT.
+    """
     started_at = timezone.now()
     started = time.monotonic()
     outcome = _outcome(
@@ -251,6 +289,7 @@ def tool_invoke(
         summary = outcome.definition.summary_cut(summary, bounded)
     invocation = _invocation_save(
         session=session,
+        counter=counter or InvocationCounter(),
         attempt=attempt,
         tool_name=nul_free(tool_name if isinstance(tool_name, str) else repr(tool_name)),
         arguments=nul_free(_json_safe(outcome.arguments)),

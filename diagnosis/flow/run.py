@@ -203,12 +203,18 @@ def _plan(run: _Run) -> PlannerResult:
 
 
 def _tool_runner(run: _Run) -> ToolRunner:
+    counter = registry.InvocationCounter()  # each call after the first is one INSERT
+
     def run_tool(name: str, arguments: object) -> ToolResult:
         run.check_cancelled()
         shown = arguments if isinstance(arguments, dict) else {"raw": str(arguments)[:200]}
         run.event(SessionEvent.Kind.TOOL_CALL, "executor", str(name)[:50], arguments=shown)
         result = registry.tool_invoke(
-            session=run.session, attempt=run.attempt, tool_name=name, arguments=arguments
+            session=run.session,
+            attempt=run.attempt,
+            tool_name=name,
+            arguments=arguments,
+            counter=counter,
         )
         run.event(
             SessionEvent.Kind.TOOL_RESULT,

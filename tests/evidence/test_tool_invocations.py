@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
 from diagnosis.evidence import tools
-from diagnosis.evidence.registry import tool_invoke, tool_specs
+from diagnosis.evidence.registry import InvocationCounter, tool_invoke, tool_specs
 from diagnosis.evidence.tools.base import ToolDefinition
 from diagnosis.evidence.tools.query_logs.clustering import LogClusterer
 from diagnosis.models import ToolInvocation
@@ -243,3 +245,45 @@ def test_explicit_start_and_end_override_the_session_window(session):
         "start": "2026-03-02T08:00:00Z",
         "end": "2026-03-02T08:30:00Z",
     }
+
+
+def _counted(session, counter, n):
+    return tool_invoke(
+        session=session,
+        attempt=1,
+        tool_name="query_logs",
+        arguments={"query": f"pool {n}"},
+        counter=counter,
+    )
+
+
+def test_a_runner_counts_its_invocations_after_the_first(session):
+    counter = InvocationCounter()
+    _counted(session, counter, 0)
+    with CaptureQueriesContext(connection) as ctx:
+        second = _counted(session, counter, 1)
+    assert second.trace_ref == "trace-2"
+    assert not [q for q in ctx.captured_queries if q["sql"].startswith("SELECT")]
+    inserts = [q for q in ctx.captured_queries if q["sql"].startswith("INSERT")]
+    assert len(inserts) == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_in_autocommit_each_counted_invocation_is_one_insert(session):
+    counter = InvocationCounter()
+    _counted(session, counter, 0)
+    with CaptureQueriesContext(connection) as ctx:
+        _counted(session, counter, 1)
+    assert [q["sql"].split()[0] for q in ctx.captured_queries] == ["INSERT"]
+
+
+def test_a_taken_over_session_continues_the_numbering_without_a_duplicate(session):
+    first, second = InvocationCounter(), InvocationCounter()  # the old and the new worker
+    refs = [_counted(session, first, n).trace_ref for n in range(2)]
+    refs.append(_counted(session, second, 2).trace_ref)  # takes over: reads the last
+    refs.append(_counted(session, first, 3).trace_ref)  # the old one, still alive, clashes
+    refs.append(_counted(session, second, 4).trace_ref)
+    assert refs == [f"trace-{n}" for n in range(1, 6)]
+    rows = ToolInvocation.objects.filter(session=session).order_by("sequence")
+    assert [r.sequence for r in rows] == [1, 2, 3, 4, 5]
+    assert [r.arguments["query"] for r in rows] == [f"pool {n}" for n in range(5)]
