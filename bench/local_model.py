@@ -19,7 +19,6 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -54,23 +53,8 @@ django_setup(default_db="rootproof_bench")
 
 from django.conf import settings  # noqa: E402
 
-from diagnosis.contracts import SelfEvaluation  # noqa: E402
-from diagnosis.evaluation import PackResult, pack_evaluate  # noqa: E402
-from diagnosis.models import DiagnosisSession, LLMCall, ToolInvocation  # noqa: E402
-from diagnosis.selectors import session_self_evaluation  # noqa: E402
-
-ROLES = ("planner", "executor", "verifier", "composer")
-
-
-def _stage_statuses(session: DiagnosisSession, evaluation: SelfEvaluation) -> dict[str, str]:
-    verifier = evaluation.verifier_evaluation
-    composer = verifier.composer_output if verifier is not None else None
-    return {
-        "planner": (session.plan or {}).get("status", ""),
-        "executor": session.executor_output_parse_status or "",
-        "verifier": verifier.status if verifier is not None else "",
-        "composer": str(composer.status) if composer is not None else "",
-    }
+from diagnosis.evaluation import pack_evaluate  # noqa: E402
+from tests.llm_server.figures import ROLES, figures_print, session_figures  # noqa: E402
 
 
 def _server_start(base_url: str) -> tuple[LlamaServer | None, str]:
@@ -94,61 +78,10 @@ def _point_at(base_url: str) -> None:
         settings.LLM_ROLE_SETTINGS[role]["base_url"] = base_url
 
 
-def _role_figures(calls: list[LLMCall], stages: dict[str, str]) -> dict[str, dict[str, Any]]:
-    figures: dict[str, dict[str, Any]] = {}
-    for role in ROLES:
-        mine = [c for c in calls if c.role == role]
-        figures[role] = {
-            "calls": len(mine),
-            "wall_s": round(sum(c.latency_ms for c in mine) / 1000, 1),
-            "tokens_in": sum(c.tokens_in for c in mine),
-            "tokens_out": sum(c.tokens_out for c in mine),
-            "call_statuses": [c.status for c in mine],
-            "call_seconds": [round(c.latency_ms / 1000, 1) for c in mine],
-            "formats": [(c.request.get("response_format") or {}).get("type") for c in mine],
-            "tool_choice": [c.request.get("tool_choice") for c in mine],
-            "parse_status": stages[role],
-        }
-    return figures
-
-
-def _figures(result: PackResult, wall: float) -> dict[str, Any]:
-    session = DiagnosisSession.objects.get(public_id=result.session_id)
-    calls = list(LLMCall.objects.filter(session=session).order_by("sequence"))
-    tools = list(ToolInvocation.objects.filter(session=session).order_by("sequence"))
-    stages = _stage_statuses(session, session_self_evaluation(session))
-    return {
-        "roles": _role_figures(calls, stages),
-        "settings": {k: os.environ[k] for k in sorted(DEFAULTS)},
-        "session": {
-            "wall_s": round(wall, 1),
-            "model_calls": len(calls),
-            "status": session.status,
-            "decision": session.decision,
-            "answer_source": session.answer_source,
-            "tool_calls": [(t.trace_ref, t.tool_name, t.status, t.arguments) for t in tools],
-            "tokens": sum(c.tokens_in + c.tokens_out for c in calls),
-            "leaked": result.leaked,
-            "unsupported_in_answer": result.unsupported_in_answer,
-        },
-    }
-
-
-def _figures_print(figures: dict[str, Any]) -> None:
-    print(f"\n{'role':<9} {'calls':>5} {'wall s':>7} {'tokens in':>9} {'out':>5}  statuses / parse")
-    for role, row in figures["roles"].items():
-        print(
-            f"{role:<9} {row['calls']:>5} {row['wall_s']:>7} {row['tokens_in']:>9} "
-            f"{row['tokens_out']:>5}  {','.join(row['call_statuses'])} / {row['parse_status']}"
-        )
-    whole = figures["session"]
-    tools = [f"{name}:{status}" for _ref, name, status, _args in whole["tool_calls"]]
-    print(
-        f"\nsession: {whole['wall_s']:.1f} s, {whole['model_calls']} model calls, "
-        f"{whole['tokens']} tokens, {len(tools)} tool calls {tools}, "
-        f"{whole['status']} {whole['decision']} via {whole['answer_source']}, "
-        f"leaked {whole['leaked']}, unsupported {whole['unsupported_in_answer']}"
-    )
+def _settings_used() -> dict[str, str]:
+    used = {k: os.environ[k] for k in sorted(DEFAULTS)}
+    used["LLAMA_SERVER_THREADS"] = os.environ.get("LLAMA_SERVER_THREADS", "1")
+    return used
 
 
 def main() -> None:
@@ -167,8 +100,8 @@ def main() -> None:
     finally:
         if server is not None:
             server.stop()
-    figures = _figures(result, wall)
-    _figures_print(figures)
+    figures = {**session_figures(result, wall), "settings": _settings_used()}
+    figures_print(figures)
     if args.json:
         Path(args.json).write_text(json.dumps(figures, ensure_ascii=False, indent=1), "utf-8")
 

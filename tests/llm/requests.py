@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from diagnosis.contracts import (
     AllowedClaim,
     ComposerInput,
@@ -19,7 +21,7 @@ WINDOW = {"start": "2026-03-02T10:00:00Z", "end": "2026-03-02T10:40:00Z"}
 SERVICES = ["payment-service", "order-service", "mysql"]
 
 
-def planner_request(**overrides) -> PlannerRequest:
+def planner_request(**overrides: Any) -> PlannerRequest:
     values = {
         "question": QUESTION,
         "language": "zh-CN",
@@ -32,7 +34,7 @@ def planner_request(**overrides) -> PlannerRequest:
     return PlannerRequest(**{**values, **overrides})
 
 
-def executor_request(**overrides) -> ExecutorRequest:
+def executor_request(**overrides: Any) -> ExecutorRequest:
     values = {
         "question": QUESTION,
         "language": "zh-CN",

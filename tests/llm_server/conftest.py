@@ -1,20 +1,25 @@
 """A real OpenAI-compatible server for the session: llama-cpp-python with SmolLM2-135M.
 
-Budgets are small so the set stays within minutes on 2 idle cores: a few hundred
-output tokens per role, one tool round, tool output cut at 2,000 characters (the
-same settings as bench/local_model.py and the README's figures). Every test here is marked
-``llm_server`` (skipped locally without the packages, failing in CI without them).
+Budgets are small so the set stays within minutes on 2 busy cores: a few hundred
+output tokens per role (the schemas sent are bounded to fit them), one tool round,
+tool output cut at 2,000 characters (the same settings as bench/local_model.py and
+the README's figures). Every test here is marked ``llm_server`` (skipped locally
+without the packages, failing in CI without them).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from typing import Any
+
 import pytest
 
+from diagnosis.models import DiagnosisSession, Environment
 from tests.llm_server.server import ROLE_MAX_TOKENS, LlamaServer, require_llama_server
 
 
 @pytest.fixture(scope="session")
-def llama_server():
+def llama_server() -> Iterator[LlamaServer]:
     """The server on a free loopback port, started once and stopped after the session."""
     model = require_llama_server()
     server = LlamaServer(model=model).start()
@@ -23,7 +28,7 @@ def llama_server():
 
 
 @pytest.fixture
-def local_model_settings(settings, llama_server):
+def local_model_settings(settings: Any, llama_server: LlamaServer) -> Any:
     """Every role on the openai provider, pointed at the real local server."""
     settings.LLM_PROVIDER = "openai"
     settings.LLM_BASE_URL = llama_server.base_url
@@ -50,9 +55,7 @@ def local_model_settings(settings, llama_server):
 
 
 @pytest.fixture
-def session(db):
-    from diagnosis.models import DiagnosisSession, Environment
-
+def session(db: None) -> DiagnosisSession:
     environment = Environment.objects.create(
         slug="local-model", name="local model", services=["payment-service"]
     )

