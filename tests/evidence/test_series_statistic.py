@@ -19,6 +19,7 @@ from diagnosis.evidence.tools.query_metrics.statistics import (
     ANOMALY_THRESHOLD,
     repeat_length,
     series_analyse,
+    upper_bound,
 )
 
 START = datetime(2026, 3, 2, 10, 0, tzinfo=UTC)
@@ -225,3 +226,29 @@ def test_among_equally_strong_changes_the_earlier_onset_ranks_first():
     grid = Grid.for_window(WINDOW, timedelta(minutes=1))
     out = metrics_render(series=[late, early], window=WINDOW, grid=grid, description="x")
     assert [s["metric"] for s in out.summary["series"]] == ["z_early", "a_late"]
+
+
+def test_a_share_at_its_upper_end_is_judged_by_its_distance_to_that_end() -> None:
+    # Availability at exactly 100 % that drops to ~98 %: 2 % of requests now fail where
+    # none did, as exact as a failure count leaving zero; not 2 % of its own level.
+    baseline = [100.0] * 30
+    window = [100.0] * 5 + [97.9] * 10 + [98.9] * 10
+    facts = _facts(baseline, window, name="availability_percent")
+    assert facts["direction"] == "down"
+    assert facts["anomaly_score"] >= ANOMALY_THRESHOLD
+    assert facts["ratio"] < 1
+
+
+def test_an_unbounded_series_keeps_its_relative_floor() -> None:
+    # The same numbers without a share's unit: a 2 % dip of a constant is within its floor.
+    baseline = [100.0] * 30
+    window = [100.0] * 5 + [97.9] * 10 + [98.9] * 10
+    facts = _facts(baseline, window, name="queue_depth")
+    assert facts["direction"] == "flat"
+
+
+def test_a_share_outside_its_range_is_not_bounded() -> None:
+    # "percent" in the name but values above 100 (CPU percent over many cores): unbounded.
+    assert upper_bound("cpu_percent", {}, [150.0, 320.0]) is None
+    assert upper_bound("cache_hit_ratio", {}, [0.9, 0.99]) == 1.0
+    assert upper_bound("availability", {"unit": "percent"}, [99.0, 100.0]) == 100.0

@@ -24,6 +24,9 @@ ANOMALY_CAP = 1000.0
 SUSTAIN_POINTS = 3  # consecutive samples a shift must hold (2 in windows under 12 samples)
 SPARSE_BASELINE_POINTS = 8  # fewer baseline samples: said in the line, score scaled down
 RELATIVE_SCALE_FLOOR = 0.01  # a flat baseline's noise counts as 1 % of its level
+# Unit words of the naming conventions (OpenMetrics/Prometheus ``_ratio``, ``_percent``) whose
+# series are bounded above: a share of something, at most the whole.
+_BOUNDED_UNITS = {"ratio": 1.0, "percent": 100.0, "percentage": 100.0, "pct": 100.0}
 
 
 def _quantile_sorted(ordered: list[float], q: float) -> float:
@@ -43,6 +46,28 @@ def _spread(values: list[float], median: float) -> float:
     iqr = _quantile_sorted(ordered, 0.75) - _quantile_sorted(ordered, 0.25)
     mad = _median([abs(v - median) for v in values])
     return max(iqr / 1.349, 1.4826 * mad)
+
+
+def upper_bound(name: str, labels: dict[str, str], values: list[float]) -> float | None:
+    """The upper end of a share's range (1 for a ratio, 100 for a percentage), when its unit
+    says it is one and every value lies in that range; None for unbounded series."""
+    words = [*name.lower().split("_"), labels.get("unit", "").strip().lower()]
+    bounds = [_BOUNDED_UNITS[w] for w in words if w in _BOUNDED_UNITS]
+    if not bounds or not values:
+        return None
+    bound = bounds[-1]
+    return bound if 0.0 <= min(values) and max(values) <= bound else None
+
+
+def _magnitude(value: float, upper: float | None) -> float:
+    """How far ``value`` is from the nearer end of its range (0, or ``upper`` for a share).
+
+    A share at its upper end (availability at 100 %) is as exact as a count at zero: what
+    it can lose is its distance to that end (the failure share), not a fraction of itself.
+    """
+    if upper is None:
+        return abs(value)
+    return min(abs(value), abs(upper - value))
 
 
 def repeat_length(values: list[float]) -> int:
@@ -306,7 +331,11 @@ def baseline_samples(points: int, repeat: int) -> int:
 
 
 def shift_measure(
-    *, baseline: list[float], window: list[tuple[float, float]], before: list[tuple[float, float]]
+    *,
+    baseline: list[float],
+    window: list[tuple[float, float]],
+    before: list[tuple[float, float]],
+    upper: float | None = None,
 ) -> Shift:
     """Robust level shift of ``window`` against ``baseline``.
 
@@ -315,6 +344,7 @@ def shift_measure(
     it is extended both ways while points stay at least half the threshold away. The
     shift's level is the median of those points; score, direction, ratio and change point
     all follow from that one level against the baseline median, so they cannot disagree.
+    ``upper`` is the top of a share's range: its relative floor counts from the nearer end.
     """
     values = [v for _, v in window]
     median = _median(baseline)
@@ -326,7 +356,7 @@ def shift_measure(
         everything = baseline + values
         noise = max(noise, 1.4826 * _median([abs(v - _median(everything)) for v in everything]))
     noisy = noise > 0
-    scale = max(noise, RELATIVE_SCALE_FLOOR * abs(median), 1e-9)
+    scale = max(noise, RELATIVE_SCALE_FLOOR * _magnitude(median, upper), 1e-9)
     damping = min(1.0, samples / SPARSE_BASELINE_POINTS)
     deviations = [(v - median) / scale for v in values]
     length = _sustain_length(len(values), repeat)
@@ -346,7 +376,7 @@ def shift_measure(
     # floor is 1 % of the larger of the two levels, so a change from a constant scores by
     # how far it moved relative to itself (at most 100, e.g. from zero) rather than without
     # bound; a shift against measured noise can score higher.
-    spread = scale if noisy else max(scale, RELATIVE_SCALE_FLOOR * abs(level))
+    spread = scale if noisy else max(scale, RELATIVE_SCALE_FLOOR * _magnitude(level, upper))
     # Rounded as shown, so that the shown score and the direction agree at the threshold.
     score = num_value(min(abs(level - median) / spread, ANOMALY_CAP) * damping) or 0.0
     if score < ANOMALY_THRESHOLD or level == median:
@@ -379,7 +409,8 @@ def series_analyse(series: RawSeries, window: QueryWindow, step: float) -> Serie
     level = _median(values) if values else None
     score, direction = 0.0, "flat"
     if baseline and values:
-        shift = shift_measure(baseline=baseline, window=in_window, before=before)
+        upper = upper_bound(series.name, series.labels, baseline + values)
+        shift = shift_measure(baseline=baseline, window=in_window, before=before, upper=upper)
         level, score, direction = shift.level, shift.score, shift.direction
     elif baseline:
         # A series that stopped reporting is worth a look, but ranks below clear excursions.
