@@ -240,6 +240,9 @@ LLM_MAX_TOKENS = env_int("LLM_MAX_TOKENS", 4096, minimum=64)
 # Sized to each contract: a plan is a few lines, an evidence report a few claims with
 # bindings, a verdict one check per claim, an answer a page of Markdown (Chinese costs
 # about a token a character). LLM_MAX_TOKENS, when set, replaces all four defaults.
+# The schema sent for structured output is bounded to fit the budget (every list a
+# maxItems, every free string a maxLength: diagnosis.llm.schemas.bounded_schema), so a
+# grammar-constrained server closes the answer in time; a smaller budget, shorter strings.
 LLM_ROLE_MAX_TOKENS_DEFAULTS = {
     "planner": 512,
     "executor": 2048,
