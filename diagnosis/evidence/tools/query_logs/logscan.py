@@ -423,18 +423,6 @@ def _fast_block(agg: _Aggregator, buf: bytes, base: int, heads: dict[int, int]) 
     hex_at = np.flatnonzero(arr == 120)  # "0x"
     hex_at = hex_at[arr[np.maximum(hex_at - 1, 0)] == 48] - 1
     plain &= _marked_in(starts, hex_at, msg_start, msg_end, block.lines)
-    # Line keys write every digit as 1, which would hide a number with a leading zero
-    # (not JSON) in the fields after the message: such lines go line by line.
-    zeros = []
-    for needle in (b": 0", b": -0"):
-        found = buf.find(needle)
-        while found >= 0:
-            after = found + len(needle)
-            if after < len(buf) and 48 <= buf[after] <= 57:
-                zeros.append(after - 1)
-            found = buf.find(needle, found + 1)
-    zero_at = np.array(zeros, dtype=np.int64)
-    plain &= _marked_in(starts, zero_at, q[:, 15], block.ends, block.lines)
     rows = np.flatnonzero(plain)
     slow = ~plain & ~skipped
     if len(rows):
@@ -443,6 +431,19 @@ def _fast_block(agg: _Aggregator, buf: bytes, base: int, heads: dict[int, int]) 
         text = buf[starts[row] : block.ends[row]].decode("utf-8", "replace")
         agg.add_jsonl_line(base + row, text)
     return block.lines
+
+
+def _leading_zeros(buf: bytes) -> np.ndarray:
+    """Offsets of the zero of each ``: 0`` or ``: -0`` followed by a digit (not JSON)."""
+    zeros = []
+    for needle in (b": 0", b": -0"):
+        found = buf.find(needle)
+        while found >= 0:
+            after = found + len(needle)
+            if after < len(buf) and 48 <= buf[after] <= 57:
+                zeros.append(after - 1)
+            found = buf.find(needle, found + 1)
+    return np.array(zeros, dtype=np.int64)
 
 
 def _marked_in(
@@ -457,15 +458,9 @@ def _marked_in(
     return out
 
 
-def _shape_rows(agg: _Aggregator, block: _FastBlock, rows: np.ndarray, base: int) -> np.ndarray:
-    """Count the lines whose masking follows from their message's digit shape.
-
-    A line's key is its service and level as written, its message with every digit as 1,
-    and the rest of the line with string values emptied and digits as 1: the lines of one
-    key mask alike, and the key's end says whether they are flat JSON fields. Returns, per
-    row, whether it was counted (the others go line by line).
-    """
-    spec = agg.spec
+def _line_keys(block: _FastBlock, rows: np.ndarray) -> list[bytes]:
+    """Each row's line key: its service and level as written, its message with every digit
+    as 1, and the rest of the line with string values emptied and digits as 1."""
     arr, q, ends = block.arr, block.q, block.ends
     size = len(arr)
     service_start, service_end = q[rows, 6] + 1, q[rows, 7]
@@ -494,16 +489,39 @@ def _shape_rows(agg: _Aggregator, block: _FastBlock, rows: np.ndarray, base: int
     )
     keys = shaped[keep].tobytes().split(b"\n")
     keys.pop()
+    return keys
+
+
+def _shape_rows(agg: _Aggregator, block: _FastBlock, rows: np.ndarray, base: int) -> np.ndarray:
+    """Count the lines whose masking follows from their message's digit shape.
+
+    The lines of one line key (``_line_keys``) mask alike, and the key's end says whether
+    they are flat JSON fields. Returns, per row, whether it was counted (the others go
+    line by line).
+    """
+    spec = agg.spec
+    arr, q = block.arr, block.q
+    keys = _line_keys(block, rows)
     # Numbered in the order they first occur (bytes keep their hash: each is hashed once).
     index = {key: number for number, key in enumerate(dict.fromkeys(keys))}
     ids = np.fromiter(map(index.__getitem__, keys), dtype=np.int64, count=len(rows))
+    # Keys write every digit as 1, which would hide a number with a leading zero (not
+    # JSON) in the fields after the message: where a key's fields hold a number, such
+    # lines go line by line.
+    counted = np.ones(len(rows), dtype=bool)
+    if any(b'": 1' in key or b'": -1' in key for key in index):
+        zeros = _leading_zeros(block.buf)
+        tails = _marked_in(block.starts, zeros, q[:, 15], block.ends, block.lines)
+        counted &= tails[rows]
     order = np.argsort(ids, kind="stable")
     members_by_id = np.split(order, np.flatnonzero(np.diff(ids[order])) + 1)
     ts = block.ts[rows]
     in_window = ts >= spec.window_start
     log_filter = spec.log_filter
-    counted = np.ones(len(rows), dtype=bool)
-    for key, members in zip(index, members_by_id, strict=True):
+    for key, all_members in zip(index, members_by_id, strict=True):
+        members = all_members[counted[all_members]]
+        if not len(members):
+            continue
         parsed = _key_parse(key)
         if parsed is None:
             counted[members] = False
