@@ -6,6 +6,8 @@ failing test names every element at fault at once.
 
 from __future__ import annotations
 
+from typing import Any
+
 # Every element inside each box stays inside it, unless an element between them scrolls
 # (its content is reachable) — and the page itself never scrolls sideways.
 _OVERFLOW = """
@@ -73,6 +75,34 @@ _ONE_LINE = """
 }
 """
 
+# Every hyphenated or dotted identifier (payment-service, trace-18, refund-reconcile-16)
+# of at most ``longest`` characters, outside tool output in <pre>, is laid out on one line.
+_IDENTIFIERS_WHOLE = """
+([selector, longest]) => {
+  const problems = [];
+  const pattern = /[A-Za-z0-9_]+(?:[-.][A-Za-z0-9_]+)+/g;
+  for (const root of document.querySelectorAll(selector)) {
+    const walker = document.createTreeWalker(root, NodeFilter.SHOW_TEXT);
+    while (walker.nextNode()) {
+      const node = walker.currentNode;
+      if (node.parentElement.closest('pre, svg, textarea')) continue;
+      for (const match of node.data.matchAll(pattern)) {
+        if (match[0].length > longest) continue;
+        const range = document.createRange();
+        range.setStart(node, match.index);
+        range.setEnd(node, match.index + match[0].length);
+        const rects = [...range.getClientRects()].filter((r) => r.width > 0);
+        if (rects.length > 1) {
+          problems.push(match[0] + ' is broken over ' + rects.length + ' lines in ' +
+            node.parentElement.tagName.toLowerCase() + '.' + node.parentElement.className);
+        }
+      }
+    }
+  }
+  return [...new Set(problems)].slice(0, 20);
+}
+"""
+
 # Labels the page shows for codes: the visible text of each label is never the code itself.
 _RAW_CODES = """
 ([selector, codes]) => {
@@ -121,21 +151,31 @@ CODES = [
     "impact",
     "direct",
     "no_data",
+    "ok",
+    "guard_failed",
+    "malformed",
+    "PASS",
+    "LOW_CONFID",
+    "REJECT",
 ]
 
 
-def overflow_problems(page, selector: str) -> list[str]:
+def overflow_problems(page: Any, selector: str) -> list[str]:
     return page.evaluate(_OVERFLOW, selector)
 
 
-def broken_words(page, selector: str, word: str) -> tuple[int, list[str]]:
+def broken_words(page: Any, selector: str, word: str) -> tuple[int, list[str]]:
     result = page.evaluate(_ONE_LINE, [selector, word])
     return result["seen"], result["problems"]
 
 
-def raw_codes(page, selector: str) -> list[str]:
+def broken_identifiers(page: Any, selector: str, *, longest: int = 40) -> list[str]:
+    return page.evaluate(_IDENTIFIERS_WHOLE, [selector, longest])
+
+
+def raw_codes(page: Any, selector: str) -> list[str]:
     return page.evaluate(_RAW_CODES, [selector, CODES])
 
 
-def overlapping_axis_labels(page) -> list[str]:
+def overlapping_axis_labels(page: Any) -> list[str]:
     return page.evaluate(_AXIS_OVERLAP)
