@@ -13,7 +13,14 @@ from diagnosis.api.auth import IsReceiver, ReceiverTokenAuthentication
 from diagnosis.api.base import TAG_ALERTS, ApiView
 from diagnosis.api.errors import error_responses
 from diagnosis.api.selectors import diagnosis_summary_data
-from diagnosis.api.serializers import AlertIngestSerializer
+from diagnosis.api.serializers import (
+    AlertIngestSerializer,
+    PayloadTextField,
+    StrictChoiceField,
+    StrictIntegerField,
+)
+
+WEBHOOK_VERSION = "4"
 
 
 class AlertmanagerWebhookApi(ApiView):
@@ -23,42 +30,37 @@ class AlertmanagerWebhookApi(ApiView):
     class InputSerializer(serializers.Serializer):
         class AlertSerializer(serializers.Serializer):
             status = serializers.ChoiceField(choices=["firing", "resolved"])
-            labels = serializers.DictField(child=serializers.CharField(allow_blank=True))
+            labels = serializers.DictField(child=PayloadTextField())
             annotations = serializers.DictField(
-                child=serializers.CharField(allow_blank=True), required=False, default=dict
+                child=PayloadTextField(), required=False, default=dict
             )
             startsAt = serializers.DateTimeField()
             endsAt = serializers.DateTimeField(required=False, allow_null=True)
-            generatorURL = serializers.CharField(required=False, allow_blank=True)
-            fingerprint = serializers.CharField(required=False, allow_blank=True)
+            generatorURL = PayloadTextField(required=False)
+            fingerprint = PayloadTextField(required=False)
 
             class Meta:
                 ref_name = "AlertmanagerAlert"
 
-        version = serializers.CharField(help_text='Must be "4".')
-        groupKey = serializers.CharField(max_length=5000)
-        truncatedAlerts = serializers.IntegerField(required=False, default=0)
+        version = StrictChoiceField(
+            choices=[WEBHOOK_VERSION],
+            error_messages={"invalid_choice": _("只支持第 4 版 webhook 负载。")},
+            help_text="The payload version; Alertmanager sends 4.",
+        )
+        groupKey = PayloadTextField(allow_blank=False, max_length=5000)
+        truncatedAlerts = StrictIntegerField(required=False, default=0)
         status = serializers.ChoiceField(choices=["firing", "resolved"])
-        receiver = serializers.CharField(required=False, allow_blank=True)
-        groupLabels = serializers.DictField(
-            child=serializers.CharField(allow_blank=True), required=False, default=dict
-        )
-        commonLabels = serializers.DictField(
-            child=serializers.CharField(allow_blank=True), required=False, default=dict
-        )
+        receiver = PayloadTextField(required=False)
+        groupLabels = serializers.DictField(child=PayloadTextField(), required=False, default=dict)
+        commonLabels = serializers.DictField(child=PayloadTextField(), required=False, default=dict)
         commonAnnotations = serializers.DictField(
-            child=serializers.CharField(allow_blank=True), required=False, default=dict
+            child=PayloadTextField(), required=False, default=dict
         )
-        externalURL = serializers.CharField(required=False, allow_blank=True)
+        externalURL = PayloadTextField(required=False)
         alerts = AlertSerializer(many=True, allow_empty=True)
 
         class Meta:
             ref_name = "AlertmanagerWebhook"
-
-        def validate_version(self, version: str) -> str:
-            if version != "4":
-                raise serializers.ValidationError(_("只支持第 4 版 webhook 负载。"))
-            return version
 
     OutputSerializer = AlertIngestSerializer
 

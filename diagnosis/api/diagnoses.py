@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
+from typing import Any
 from uuid import UUID
 
 from django.conf import settings
@@ -16,7 +17,7 @@ from rest_framework.response import Response
 
 from chat.models import Conversation
 from diagnosis.api.base import ID_PARAMETER, TAG_DIAGNOSES, ApiView, diagnosis_or_404, diagnosis_url
-from diagnosis.api.errors import error_responses
+from diagnosis.api.errors import FieldNotFound, error_responses
 from diagnosis.api.pagination import DiagnosisCursorPagination, PageFilterSerializer
 from diagnosis.api.selectors import (
     callback_attempts_for_session,
@@ -33,6 +34,8 @@ from diagnosis.api.serializers import (
     DiagnosisSummarySerializer,
     HttpUrlField,
     StrictInputSerializer,
+    StrictIntegerField,
+    StrictTextField,
 )
 from diagnosis.api.services import diagnosis_api_submit
 from diagnosis.models import ApiKey, DiagnosisSession, Environment
@@ -40,6 +43,8 @@ from diagnosis.services import answer_language_pick, diagnosis_cancel, environme
 
 LANGUAGES = ("zh-CN", "en")
 MAX_WINDOW = timedelta(days=7)
+MIN_WINDOW_MINUTES = 1
+MIN_WINDOW = timedelta(minutes=MIN_WINDOW_MINUTES)
 IDEMPOTENCY_KEY_MAX = 200
 
 
@@ -47,33 +52,77 @@ class WindowSerializer(StrictInputSerializer):
     start = serializers.DateTimeField()
     end = serializers.DateTimeField()
 
+    class Meta:
+        ref_name = "DiagnosisWindowInput"
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        start, end = window_bounds(attrs["start"], attrs["end"])
+        return {"start": start, "end": end}
+
+
+def window_bounds(start: datetime, end: datetime) -> tuple[datetime, datetime]:
+    """The window two moments give: in either order, at least MIN_WINDOW, at most MAX_WINDOW.
+
+    A schema cannot compare two fields, so every pair it allows is taken; the 202's
+    ``context.window`` shows the window used. Too long keeps its last MAX_WINDOW; too
+    short becomes the MIN_WINDOW that ends at the later moment (or starts at the earlier
+    one, at the calendar's first minute).
+    """
+    start, end = sorted((start, end))
+    if end - start > MAX_WINDOW:
+        return end - MAX_WINDOW, end
+    if end - start < MIN_WINDOW:
+        try:
+            return end - MIN_WINDOW, end
+        except OverflowError:
+            return start, start + MIN_WINDOW
+    return start, end
+
+
+def _environment_named(slug: str | None) -> Environment | None:
+    """The active environment a body names (None when it names none); else a 404."""
+    if slug is None:
+        return None
+    environment = Environment.objects.filter(slug=slug, is_active=True).first()
+    if environment is None:
+        raise FieldNotFound("environment", _("没有使用这个标识的已启用环境。"))
+    return environment
+
+
+def _conversation_named(conversation_id: int | None, request: Request) -> Conversation | None:
+    """The caller's conversation a body names (None when it names none); else a 404."""
+    if conversation_id is None:
+        return None
+    conversation = Conversation.objects.filter(pk=conversation_id, owner=request.user).first()
+    if conversation is None:
+        raise FieldNotFound("conversation", _("没有这个对话。"))
+    return conversation
+
 
 class DiagnosisCreateApi(ApiView):
     class InputSerializer(StrictInputSerializer):
         class ContextInputSerializer(StrictInputSerializer):
             services = serializers.ListField(
-                child=serializers.CharField(max_length=100), max_length=20, required=False
+                child=StrictTextField(max_length=100), max_length=20, required=False
             )
-            window = WindowSerializer(required=False)
+            window = WindowSerializer(
+                required=False,
+                help_text="The period to look at: start and end in either order; shorter "
+                f"than {MIN_WINDOW_MINUTES} minute it becomes the minute that ends at the later "
+                f"one, longer than {MAX_WINDOW.days} days it keeps its last {MAX_WINDOW.days} "
+                "days. The response's `context.window` is the window used.",
+            )
 
             class Meta:
                 ref_name = "DiagnosisContextInput"
-
-            def validate_window(self, window: dict) -> dict:
-                if window["start"] >= window["end"]:
-                    raise serializers.ValidationError(_("start 必须早于 end。"))
-                if window["end"] - window["start"] > MAX_WINDOW:
-                    raise serializers.ValidationError(
-                        _("时间窗口最长 %(days)s 天。") % {"days": MAX_WINDOW.days}
-                    )
-                return window
 
         question = serializers.RegexField(
             NOT_BLANK, max_length=settings.API_QUESTION_MAX_CHARS, error_messages=NOT_BLANK_ERROR
         )
         environment = serializers.SlugField(
             required=False,
-            help_text="Environment slug; default: the conversation's, else the configured default.",
+            help_text="An active environment's slug (one that names none is a 404 `not_found`); "
+            "default: the conversation's, else the configured default.",
         )
         context = ContextInputSerializer(required=False)
         language = serializers.ChoiceField(
@@ -83,8 +132,10 @@ class DiagnosisCreateApi(ApiView):
             "it has CJK script, English when it is plain English words), else Accept-Language, "
             "else zh-CN.",
         )
-        conversation = serializers.IntegerField(
-            required=False, allow_null=True, help_text="A conversation id of yours."
+        conversation = StrictIntegerField(
+            required=False,
+            allow_null=True,
+            help_text="A conversation id of yours (one that names none is a 404 `not_found`).",
         )
         callback_url = HttpUrlField(
             required=False,
@@ -97,36 +148,22 @@ class DiagnosisCreateApi(ApiView):
         class Meta:
             ref_name = "DiagnosisCreate"
 
-        def validate_environment(self, slug: str) -> Environment:
-            environment = Environment.objects.filter(slug=slug, is_active=True).first()
-            if environment is None:
-                raise serializers.ValidationError(_("没有使用这个标识的已启用环境。"))
-            return environment
-
-        def validate_conversation(self, conversation_id: int | None) -> Conversation | None:
-            if conversation_id is None:
-                return None
-            user = self.context["request"].user
-            conversation = Conversation.objects.filter(pk=conversation_id, owner=user).first()
-            if conversation is None:
-                raise serializers.ValidationError(_("没有这个对话。"))
-            return conversation
-
-        def validate(self, attrs: dict) -> dict:
-            conversation = attrs.get("conversation")
-            environment = attrs.get("environment")
+        def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+            # Run once every field is valid, so a malformed body is a 400 before a lookup 404s.
+            conversation = _conversation_named(attrs.get("conversation"), self.context["request"])
+            environment = _environment_named(attrs.get("environment"))
             if conversation and environment and conversation.environment_id != environment.pk:
                 raise serializers.ValidationError({"environment": [_("这个对话属于另一个环境。")]})
             if environment is None:
                 try:
-                    attrs["environment"] = (
+                    environment = (
                         conversation.environment if conversation else environment_default()
                     )
                 except Environment.DoesNotExist:
                     raise serializers.ValidationError(
                         {"environment": [_("尚未配置默认环境，请指定一个。")]}
                     ) from None
-            return attrs
+            return {**attrs, "conversation": conversation, "environment": environment}
 
     OutputSerializer = DiagnosisDetailSerializer
 
@@ -141,7 +178,7 @@ class DiagnosisCreateApi(ApiView):
         parameters=[
             OpenApiParameter(
                 "Idempotency-Key",
-                OpenApiTypes.STR,
+                {"type": "string", "maxLength": IDEMPOTENCY_KEY_MAX},
                 OpenApiParameter.HEADER,
                 required=False,
                 description=f"Up to {IDEMPOTENCY_KEY_MAX} characters, unique per owner.",
@@ -164,7 +201,7 @@ class DiagnosisCreateApi(ApiView):
         request=InputSerializer,
         responses={
             202: OpenApiResponse(DiagnosisDetailSerializer, description="Queued (or replayed)."),
-            **error_responses(400, 401, 403, 409, 413, 429),
+            **error_responses(400, 401, 403, 404, 409, 413, 429),
         },
     )
     def post(self, request: Request) -> Response:
@@ -228,7 +265,7 @@ class DiagnosisListApi(ApiView):
         summary="List your diagnoses",
         description="Newest first, cursor-paginated. Filters combine with AND.",
         parameters=[FilterSerializer],
-        responses={200: DiagnosisPageSerializer, **error_responses(400, 401, 429)},
+        responses={200: DiagnosisPageSerializer, **error_responses(400, 401, 404, 429)},
     )
     def get(self, request: Request) -> Response:
         filters = self.FilterSerializer(data=request.query_params)

@@ -11,6 +11,7 @@ from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.core.exceptions import RequestDataTooBig
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.http import Http404, HttpRequest, JsonResponse
+from django.utils.functional import Promise
 from django.utils.translation import gettext, gettext_lazy
 from django.views import defaults
 from django.views.decorators.csrf import csrf_exempt
@@ -59,6 +60,19 @@ class JSONParser(parsers.JSONParser):
             raise exceptions.ParseError(message) from None
 
 
+class FieldNotFound(exceptions.NotFound):
+    """A 404 for what a request field names when no such object exists for the caller.
+
+    A schema cannot know which environments, conversations or pages exist, so naming
+    one that does not is "not found", not invalid input; ``details.fields`` still says
+    which field named it, as for a 400.
+    """
+
+    def __init__(self, field: str, message: str | Promise, *, code: str = "not_found") -> None:
+        super().__init__(str(message), code)
+        self.field = field
+
+
 def error_body(code: str, message: str, details: Any = None) -> dict[str, Any]:
     return {"error": {"code": code, "message": message, "details": details or {}}}
 
@@ -79,6 +93,8 @@ def _details_of(exc: exceptions.APIException) -> dict[str, Any]:
         if isinstance(detail, dict):
             return {"fields": detail}
         return {"fields": {"non_field_errors": detail}}
+    if isinstance(exc, FieldNotFound):
+        return {"fields": {exc.field: [exc.detail]}}
     if isinstance(exc, exceptions.Throttled) and exc.wait is not None:
         return {"retry_after_seconds": int(exc.wait) + 1}
     return {}
@@ -162,13 +178,15 @@ class ErrorSerializer(serializers.Serializer):
     class ErrorBodySerializer(serializers.Serializer):
         code = serializers.CharField(
             help_text="Stable machine-readable code, e.g. invalid, not_authenticated, "
-            "authentication_failed, not_found, method_not_allowed, payload_too_large, "
+            "authentication_failed, not_found, invalid_cursor, method_not_allowed, "
+            "payload_too_large, "
             "throttled, idempotency_conflict, not_cancellable, server_error."
         )
         message = serializers.CharField(help_text="A human-readable explanation.")
         details = serializers.DictField(
-            help_text="For 400: {fields: {field: [messages]}}; for 429: {retry_after_seconds}; "
-            "otherwise usually empty."
+            help_text="For 400, and for a 404 about an object a field names: "
+            "{fields: {field: [messages]}}; for 429: {retry_after_seconds}; otherwise usually "
+            "empty."
         )
 
     error = ErrorBodySerializer()
@@ -179,7 +197,9 @@ def error_responses(*codes: int) -> dict[int, OpenApiResponse]:
         400: "Invalid input: `details.fields` maps each field to its messages.",
         401: "No credentials, or an invalid or revoked key/token.",
         403: "Session authentication without a valid CSRF token.",
-        404: "No such object for this owner (another owner's object is a 404 too).",
+        404: "No such object for this owner (another owner's object is a 404 too); for an "
+        "object a field names (an environment, a conversation, a cursor's page), "
+        "`details.fields` names the field.",
         405: "Method not allowed on this path.",
         409: "The request conflicts with existing state.",
         413: "The body exceeds API_MAX_BODY_BYTES (checked from Content-Length).",

@@ -10,6 +10,8 @@ from rest_framework import exceptions, serializers
 from rest_framework.pagination import CursorPagination
 from rest_framework.request import Request
 
+from diagnosis.api.errors import FieldNotFound
+
 
 class DiagnosisCursorPagination(CursorPagination):
     ordering = ("-created_at", "-id")
@@ -24,7 +26,8 @@ class DiagnosisCursorPagination(CursorPagination):
         try:
             return super().decode_cursor(request)
         except exceptions.NotFound:
-            raise exceptions.ValidationError({"cursor": [_("无效的游标。")]}) from None
+            # No page has this cursor: a 404 like DRF's (a schema cannot say which exist).
+            raise FieldNotFound("cursor", _("无效的游标。"), code="invalid_cursor") from None
 
 
 class ToolInvocationCursorPagination(DiagnosisCursorPagination):
@@ -33,7 +36,11 @@ class ToolInvocationCursorPagination(DiagnosisCursorPagination):
 
 class PageFilterSerializer(serializers.Serializer):
     cursor = serializers.CharField(
-        required=False, help_text="Opaque; from the `next`/`previous` link."
+        required=False,
+        allow_blank=True,
+        trim_whitespace=False,  # any text is a cursor to try; one that names no page is a 404
+        help_text="Opaque; from the `next`/`previous` link. One that names no page is a 404 "
+        "`invalid_cursor`.",
     )
     page_size = serializers.IntegerField(
         required=False,
@@ -44,3 +51,15 @@ class PageFilterSerializer(serializers.Serializer):
 
     class Meta:
         ref_name = "PageFilter"
+
+    def to_internal_value(self, data: Any) -> Any:
+        # DRF reads "?status=" as no status filter; the schema says a value is one of its
+        # kind, so a blank one is refused, not silently dropped (a cursor may be blank).
+        blank = {
+            name: [_("参数不能为空。")]
+            for name, field in self.fields.items()
+            if data.get(name) == "" and not getattr(field, "allow_blank", False)
+        }
+        if blank:
+            raise exceptions.ValidationError(blank)
+        return super().to_internal_value(data)

@@ -6,6 +6,7 @@ from typing import Any, ClassVar
 
 from django.core.validators import URLValidator
 from django.utils.translation import gettext_lazy as _
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 from rest_framework.settings import api_settings
 
@@ -15,6 +16,7 @@ from diagnosis.models import DiagnosisSession
 # "Has a visible character and no NUL", written so the schema's (ECMA) pattern and
 # Python's strip() and DRF's NUL check agree.
 NOT_BLANK = r"^[^\x00]*[^\s\x00\x1c-\x1f\x85][^\x00]*$"
+NO_NUL = r"^[^\x00]*$"
 NOT_BLANK_ERROR = {"invalid": _("这个字段需要可见的文字，且不能包含 NUL 字符。")}
 
 
@@ -60,6 +62,60 @@ class StrictInputSerializer(serializers.Serializer):
         return super().to_internal_value(data)
 
 
+class StrictTextField(serializers.RegexField):
+    """Text with a visible character and no NUL, and only a JSON string (DRF takes 123 as
+    "123"); one message whatever is wrong, where DRF's checks would add a second."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        kwargs.setdefault("error_messages", NOT_BLANK_ERROR)
+        super().__init__(NOT_BLANK, **kwargs)
+
+    def to_internal_value(self, data: Any) -> str:
+        if not isinstance(data, str):
+            raise serializers.ValidationError(_("必须是字符串。"))
+        if "\x00" in data:
+            raise serializers.ValidationError(_("不能包含 NUL 字符。"))
+        return str(super().to_internal_value(data))
+
+
+class StrictIntegerField(serializers.IntegerField):
+    """Only a JSON integer (DRF also takes "5", 5.0 and true)."""
+
+    def to_internal_value(self, data: Any) -> int:
+        if isinstance(data, bool) or not isinstance(data, int):
+            raise serializers.ValidationError(_("必须是整数。"))
+        return int(super().to_internal_value(data))
+
+
+class StrictChoiceField(serializers.ChoiceField):
+    """One of the choices, as the JSON string itself (DRF also takes 4 for "4")."""
+
+    def to_internal_value(self, data: Any) -> Any:
+        if not isinstance(data, str):
+            self.fail("invalid_choice", input=data)
+        return super().to_internal_value(data)
+
+
+class PayloadTextField(serializers.RegexField):
+    """Text of a payload another system sends (Alertmanager's): any JSON string without NUL,
+    kept as sent (not trimmed, blank allowed); a NUL is refused with one message."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        kwargs.setdefault("allow_blank", True)
+        kwargs.setdefault("trim_whitespace", False)
+        super().__init__(NO_NUL, **kwargs)
+
+    def to_internal_value(self, data: Any) -> str:
+        if not isinstance(data, str):
+            raise serializers.ValidationError(_("必须是字符串。"))
+        if "\x00" in data:
+            raise serializers.ValidationError(_("不能包含 NUL 字符。"))
+        return str(super().to_internal_value(data))
+
+
+@extend_schema_field(
+    {"type": "string", "format": "uri", "pattern": "^[Hh][Tt][Tt][Pp][Ss]?://", "maxLength": 500}
+)
 class HttpUrlField(serializers.URLField):
     """An http(s) URL, with one message when it is not one (URLField alone adds a second)."""
 

@@ -165,11 +165,37 @@ def test_a_disabled_receiver_is_refused(receiver):
     assert client_for(token).post(URL, payload(), format="json").status_code == 401
 
 
-def test_other_payload_versions_are_a_400(receiver):
+@pytest.mark.parametrize("version", ["3", 4])
+def test_other_payload_versions_are_a_400(receiver, version):
     _, token = receiver
-    response = client_for(token).post(URL, payload(version="3"), format="json")
+    response = client_for(token).post(URL, payload(version=version), format="json")
     assert response.status_code == 400
-    assert "version" in response.json()["error"]["details"]["fields"]
+    assert response.json()["error"]["details"]["fields"]["version"] == [
+        "只支持第 4 版 webhook 负载。"
+    ]
+
+
+@pytest.mark.parametrize(
+    "change",
+    [{"groupKey": 12}, {"truncatedAlerts": "3"}, {"commonLabels": {"service": 5}}],
+)
+def test_a_payload_value_of_the_wrong_json_type_is_a_400(receiver, change):
+    _, token = receiver
+    response = client_for(token).post(URL, {**payload(), **change}, format="json")
+    assert response.status_code == 400
+    assert set(response.json()["error"]["details"]["fields"]) == set(change)
+    assert DiagnosisSession.objects.count() == 0
+
+
+def test_payload_text_is_kept_as_sent_but_a_nul_is_one_message(receiver):
+    _, token = receiver
+    response = client_for(token).post(
+        URL, {**payload(), "groupKey": '  {}:{alertname="X"}  '}, format="json"
+    )
+    assert response.status_code == 202
+    assert AlertGroupStart.objects.get().group_key == '  {}:{alertname="X"}  '
+    response = client_for(token).post(URL, {**payload(), "groupKey": "a\u0000b"}, format="json")
+    assert response.json()["error"]["details"]["fields"] == {"groupKey": ["不能包含 NUL 字符。"]}
 
 
 def test_the_receiver_token_is_stored_hashed(receiver):

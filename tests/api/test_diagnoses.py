@@ -103,21 +103,14 @@ def test_idempotency_keys_are_per_owner(api, outsider_api, environment):
     [
         ({}, "question"),
         ({"question": ""}, "question"),
-        ({"question": "q", "environment": "nowhere"}, "environment"),
         ({"question": "q", "language": "fr"}, "language"),
         ({"question": "q", "callback_url": "ftp://example.org/x"}, "callback_url"),
         ({"question": "q", "callback_url": "javascript:alert(1)"}, "callback_url"),
-        ({"question": "q", "conversation": 999999}, "conversation"),
-        (
-            {
-                "question": "q",
-                "context": {
-                    "window": {"start": "2026-03-02T10:30:00Z", "end": "2026-03-02T10:00:00Z"}
-                },
-            },
-            "context",
-        ),
         ({"question": "q", "context": {"services": "not-a-list"}}, "context"),
+        ({"question": "q", "context": {"services": [7]}}, "context"),
+        ({"question": "q", "context": {"services": ["pay\u0000ment"]}}, "context"),
+        ({"question": "q", "conversation": "5"}, "conversation"),
+        ({"question": "q", "context": {"window": {"start": "2026-03-02T10:00:00Z"}}}, "context"),
         ({"question": 123}, "question"),
         ({"question": "q", "callbackurl": "https://ops.example.com/hook"}, "callbackurl"),
         ({"question": "q", "context": {"service": ["payment-service"]}}, "context"),
@@ -132,11 +125,70 @@ def test_invalid_input_is_a_400_naming_the_field(api, environment, body, field):
     assert DiagnosisSession.objects.count() == 0
 
 
-def test_a_conversation_of_another_owner_is_rejected(api, outsider, environment):
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({"question": "q", "environment": "nowhere"}, "environment"),
+        ({"question": "q", "conversation": 999999}, "conversation"),
+    ],
+)
+def test_a_body_naming_what_does_not_exist_is_a_404_naming_the_field(api, environment, body, field):
+    # The schema cannot know which environments and conversations exist: "not found".
+    response = _create(api, body)
+    assert response.status_code == 404
+    error = response.json()["error"]
+    assert error["code"] == "not_found"
+    assert list(error["details"]["fields"]) == [field]
+    assert DiagnosisSession.objects.count() == 0
+
+
+def test_a_malformed_body_is_a_400_before_any_lookup(api, environment):
+    response = _create(api, {"question": "", "environment": "nowhere", "conversation": 999999})
+    assert response.status_code == 400
+    assert list(response.json()["error"]["details"]["fields"]) == ["question"]
+
+
+def test_a_conversation_of_another_owner_is_not_found(api, outsider, environment):
     theirs = Conversation.objects.create(owner=outsider, environment=environment)
     response = _create(api, {"question": "q", "conversation": theirs.pk})
-    assert response.status_code == 400
+    assert response.status_code == 404
     assert "conversation" in response.json()["error"]["details"]["fields"]
+
+
+@pytest.mark.parametrize(
+    ("given", "used"),
+    [
+        # in either order
+        (
+            ("2026-03-02T10:30:00Z", "2026-03-02T10:00:00Z"),
+            ("2026-03-02T10:00:00Z", "2026-03-02T10:30:00Z"),
+        ),
+        # empty: the minute that ends there
+        (
+            ("2026-03-02T10:30:00Z", "2026-03-02T10:30:00Z"),
+            ("2026-03-02T10:29:00Z", "2026-03-02T10:30:00Z"),
+        ),
+        # too long: its last 7 days
+        (
+            ("2026-01-01T00:00:00Z", "2026-03-02T10:30:00Z"),
+            ("2026-02-23T10:30:00Z", "2026-03-02T10:30:00Z"),
+        ),
+        # the calendar's first moment: the minute that starts there
+        (
+            ("0001-01-01T00:00:00Z", "0001-01-01T00:00:00Z"),
+            ("0001-01-01T00:00:00Z", "0001-01-01T00:01:00Z"),
+        ),
+    ],
+)
+def test_any_two_moments_make_a_window_and_the_answer_shows_the_one_used(
+    api, environment, given, used
+):
+    window = {"start": given[0], "end": given[1]}
+    response = _create(api, {"question": "q", "environment": "shop", "context": {"window": window}})
+    assert response.status_code == 202
+    expected = {"start": used[0], "end": used[1]}
+    assert response.json()["context"]["window"] == expected
+    assert DiagnosisSession.objects.get().context["window_hint"] == expected
 
 
 def test_a_conversation_of_ones_own_links_the_session_and_gives_its_environment(
@@ -269,7 +321,7 @@ def test_the_tool_invocations_of_a_diagnosis_page_like_the_diagnosis_list(api, o
     second = api.get(first["next"]).json()
     assert [i["trace_ref"] for i in second["results"]] == ["trace-2"]
     assert second["next"] is None
-    assert api.get(f"{url}?cursor=nonsense").status_code == 400
+    assert api.get(f"{url}?cursor=nonsense").status_code == 404
 
 
 def test_one_tool_invocation_is_owner_checked_through_its_session(
@@ -338,12 +390,26 @@ def test_the_list_filters_by_creation_time(api, owner, environment):
 
 
 @pytest.mark.parametrize(
-    "query", ["status=bogus", "created_after=yesterday", "page_size=0", "cursor=garbage"]
+    "query", ["status=bogus", "created_after=yesterday", "page_size=0", "status=", "page_size="]
 )
 def test_a_bad_filter_is_a_400(api, query):
     response = api.get(f"/api/v1/diagnoses?{query}")
     assert response.status_code == 400
     assert response.json()["error"]["code"] == "invalid"
+
+
+@pytest.mark.parametrize("cursor", ["garbage", "%E4%BF%A1"])
+def test_a_cursor_that_names_no_page_is_a_404_naming_it(api, cursor):
+    # A cursor is opaque: any text is one to try, and no page answers to a made-up one.
+    response = api.get(f"/api/v1/diagnoses?cursor={cursor}")
+    assert response.status_code == 404
+    error = response.json()["error"]
+    assert error["code"] == "invalid_cursor"
+    assert list(error["details"]["fields"]) == ["cursor"]
+
+
+def test_a_blank_cursor_is_the_first_page(api):
+    assert api.get("/api/v1/diagnoses?cursor=").status_code == 200
 
 
 def test_the_cursor_walks_every_session_once(api, owner, environment):

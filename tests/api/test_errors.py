@@ -18,8 +18,11 @@ def _shape(response) -> dict:
     return body["error"]
 
 
-def test_an_unknown_api_path_is_a_404_in_the_error_shape(api):
-    response = api.get("/api/v1/no-such-thing")
+@pytest.mark.parametrize(
+    "path", ["/api/v1/no-such-thing", "/api/v1/diagnoses/%0A/tool-invocations", "/api/v1/%0A"]
+)
+def test_an_unknown_api_path_is_a_404_in_the_error_shape(api, path):
+    response = api.get(path)
     assert response.status_code == 404
     assert _shape(response)["code"] == "not_found"
 
