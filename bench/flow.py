@@ -17,6 +17,7 @@ import sys
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 os.environ.setdefault("CELERY_BROKER_URL", "redis://127.0.0.1:6379/13")
@@ -36,6 +37,20 @@ from tests.support.openai_server import openai_server_running  # noqa: E402
 from tests.support.workers import wait_until, worker_env, worker_kill, worker_start  # noqa: E402
 
 PACK = Path(__file__).resolve().parents[1] / "tests" / "flow" / "fixtures" / "mini-pool"
+
+
+def bench_owner_environment() -> tuple[Any, Environment]:
+    """The bench user and the environment of the bench's pack (made on first use)."""
+    owner, _ = get_user_model().objects.get_or_create(username="bench")
+    environment, _ = Environment.objects.update_or_create(
+        slug="bench-mini-pool",
+        defaults={
+            "name": "bench",
+            "pack_path": str(PACK),
+            "services": ["payment-service", "order-service", "mysql"],
+        },
+    )
+    return owner, environment
 
 
 def _run(*, workers: int, sessions: int, latency: float, environment, owner) -> dict:
@@ -100,15 +115,7 @@ def main() -> None:
     parser.add_argument("--sessions-per-worker", type=int, default=6)
     parser.add_argument("--workers", default="1,2,4")
     args = parser.parse_args()
-    owner, _ = get_user_model().objects.get_or_create(username="bench")
-    environment, _ = Environment.objects.update_or_create(
-        slug="bench-mini-pool",
-        defaults={
-            "name": "bench",
-            "pack_path": str(PACK),
-            "services": ["payment-service", "order-service", "mysql"],
-        },
-    )
+    owner, environment = bench_owner_environment()
     print(f"model latency {args.latency}s per call")
     print("workers  sessions  sessions/min  ideal/min  ratio  calls/session  tokens/session")
     for workers in [int(w) for w in args.workers.split(",")]:

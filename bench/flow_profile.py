@@ -28,17 +28,15 @@ from bench._django import django_setup
 django_setup(default_db="rootproof_bench")
 
 from django.conf import settings  # noqa: E402
-from django.contrib.auth import get_user_model  # noqa: E402
 from django.db import connection  # noqa: E402
 from django.test.utils import CaptureQueriesContext, override_settings  # noqa: E402
 
+from bench.flow import bench_owner_environment  # noqa: E402
 from diagnosis.flow.run import diagnosis_run  # noqa: E402
-from diagnosis.models import Environment  # noqa: E402
 from diagnosis.services import diagnosis_submit  # noqa: E402
 from tests.support.openai_roles import role_responder  # noqa: E402
 from tests.support.openai_server import openai_server_running  # noqa: E402
 
-PACK = Path(__file__).resolve().parents[1] / "tests" / "flow" / "fixtures" / "mini-pool"
 _TABLE = re.compile(r'(?:FROM|INTO|UPDATE)\s+"?(\w+)"?', re.IGNORECASE)
 
 
@@ -53,15 +51,7 @@ def _query_kind(sql: str) -> str:
 
 def _session_run(question: str) -> list[dict[str, str]]:
     """One session submitted and run as the worker runs it; its queries."""
-    owner, _ = get_user_model().objects.get_or_create(username="bench")
-    environment, _ = Environment.objects.update_or_create(
-        slug="bench-mini-pool",
-        defaults={
-            "name": "bench",
-            "pack_path": str(PACK),
-            "services": ["payment-service", "order-service", "mysql"],
-        },
-    )
+    owner, environment = bench_owner_environment()
     session = diagnosis_submit(
         question=question, environment=environment, owner=owner, enqueue=False
     )

@@ -98,8 +98,8 @@ class InvocationCounter:
     ever reused.
     """
 
-    def __init__(self) -> None:
-        self.last: int | None = None
+    def __init__(self, last: int | None = None) -> None:
+        self.last = last  # None: read it before the first row
 
     def next(self, session: DiagnosisSession) -> int:
         if self.last is None:

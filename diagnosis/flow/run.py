@@ -203,7 +203,9 @@ def _plan(run: _Run) -> PlannerResult:
 
 
 def _tool_runner(run: _Run) -> ToolRunner:
-    counter = registry.InvocationCounter()  # each call after the first is one INSERT
+    # Each call is one INSERT. The first attempt starts at 0: a session's invocations come
+    # after its attempt_count is saved, so a takeover runs attempt 2 or later.
+    counter = registry.InvocationCounter(last=0 if run.attempt == 1 else None)
 
     def run_tool(name: str, arguments: object) -> ToolResult:
         run.check_cancelled()

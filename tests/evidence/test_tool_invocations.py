@@ -287,3 +287,8 @@ def test_a_taken_over_session_continues_the_numbering_without_a_duplicate(sessio
     rows = ToolInvocation.objects.filter(session=session).order_by("sequence")
     assert [r.sequence for r in rows] == [1, 2, 3, 4, 5]
     assert [r.arguments["query"] for r in rows] == [f"pool {n}" for n in range(5)]
+
+
+def test_a_counter_that_guessed_no_earlier_rows_still_takes_the_next_free_number(session):
+    _counted(session, InvocationCounter(), 0)
+    assert _counted(session, InvocationCounter(last=0), 1).trace_ref == "trace-2"
