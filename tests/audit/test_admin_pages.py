@@ -190,3 +190,34 @@ def test_codes_are_shown_as_labels_with_the_code_kept_in_the_tooltip(
         )
     assert "Excerpt not found in the tool output" in change
     assert '<span class="rp-label" title="parsed_v2">Parsed</span>' in change
+
+
+def test_every_admin_and_reviewer_page_is_laid_out_without_the_nav_sidebar(
+    client, reviewer, make_session
+):
+    # Intended: the audit tables and claim cards need the page's width; the breadcrumbs and
+    # the index (which links the quality dashboard) lead to every model and reviewer page.
+    session = make_session()
+    client.force_login(reviewer)
+    pages = {**_pages(session), "index": reverse("admin:index")}
+    for name, url in pages.items():
+        response = client.get(url)
+        assert response.status_code == 200, name
+        assert response.context["is_nav_sidebar_enabled"] is False, name
+        assert 'id="nav-sidebar"' not in response.content.decode(), name
+
+
+def test_stored_text_says_which_language_it_was_recorded_in_when_the_ui_reads_in_another(
+    client, reviewer, make_session
+):
+    session = make_session()  # asked and answered in Chinese
+    client.force_login(reviewer)
+    read = reverse("audit:session_read", args=[session.public_id])
+    chinese_ui = client.get(read, HTTP_ACCEPT_LANGUAGE="zh-hans").content.decode()
+    assert 'lang="zh"' in chinese_ui
+    assert "（原文：中文）" not in chinese_ui
+    client.cookies["django_language"] = "en"
+    english_ui = client.get(read).content.decode()
+    assert '<span class="recorded-in">(recorded in Chinese)</span>' in english_ui
+    # The Gatekeeper's own notes are English: labelled in the Chinese UI, not in the English.
+    assert "(recorded in English)" not in english_ui
