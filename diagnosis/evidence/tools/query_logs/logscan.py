@@ -292,12 +292,6 @@ def _alternating(bounds: np.ndarray, size: int) -> np.ndarray:
     return np.repeat(labels, counts)
 
 
-def _offsets(low: np.ndarray, high: np.ndarray) -> np.ndarray:
-    """Every offset of the spans ``[low, high)``, span after span."""
-    lengths = high - low
-    return np.repeat(low - (np.cumsum(lengths) - lengths), lengths) + np.arange(int(lengths.sum()))
-
-
 class _FastBlock:
     """The lines of one block in the common JSON layout, found with array operations.
 
@@ -459,12 +453,12 @@ def _marked_in(
 
 
 def _line_keys(block: _FastBlock, rows: np.ndarray) -> list[bytes]:
-    """Each row's line key: its service and level as written, its message with every digit
-    as 1, and the rest of the line with string values emptied and digits as 1."""
+    """Each row's line key: from its service to its end, every digit as 1, the contents of
+    string values after the message emptied (``_as_written`` gives the service and level
+    back as written)."""
     arr, q, ends = block.arr, block.q, block.ends
     size = len(arr)
-    service_start, service_end = q[rows, 6] + 1, q[rows, 7]
-    level_start, level_end = q[rows, 10] + 1, q[rows, 11]
+    service_start = q[rows, 6] + 1
     line_end = ends[rows] + 1
     # Value strings after the message: quote pairs whose opening quote follows ": ".
     quotes = block.quotes
@@ -478,11 +472,7 @@ def _line_keys(block: _FastBlock, rows: np.ndarray) -> list[bytes]:
     )
     opening, closing = quotes[open_index], quotes[open_index + 1]
     is_value = (arr[opening - 1] == 32) & (arr[opening - 2] == 58)
-    # The key text: shapes everywhere, then service and level as written.
-    shaped = np.frombuffer(block.buf.translate(_ALL_DIGITS), _U8).copy()
-    for low, high in ((service_start, service_end), (level_start, level_end)):
-        at = _offsets(low, high)
-        shaped[at] = arr[at]
+    shaped = np.frombuffer(block.buf.translate(_ALL_DIGITS), _U8)
     # Kept: from the service to the line's end, less the contents of the value strings.
     keep = _alternating(
         np.concatenate([service_start, opening[is_value] + 1, closing[is_value], line_end]), size
@@ -526,31 +516,51 @@ def _shape_rows(agg: _Aggregator, block: _FastBlock, rows: np.ndarray, base: int
         if parsed is None:
             counted[members] = False
             continue
-        service_bytes, level_bytes, shape = parsed
-        service = service_bytes.decode("utf-8", "replace")
-        level = agg.level(level_bytes.decode("utf-8", "replace"))
-        if log_filter.selective and not log_filter.fields_match(service, level, ""):
+        recipe = agg.masker.recipe(parsed[2])
+        if not isinstance(recipe, str) and recipe[2] is None:
+            counted[members] = False  # masks each message itself: line by line
             continue
-        recipe = agg.masker.recipe(shape)
-        if isinstance(recipe, str):
-            _group_add(agg, block, rows, members, (service, level, recipe), base, in_window, ts)
-            continue
-        template, _pick, positions = recipe
-        if positions is None:  # masks each message itself: line by line
-            counted[members] = False
-            continue
-        msg_start = q[rows[members], 14] + 1
-        kept = arr[msg_start[:, None] + np.array(positions)]
-        if (kept == kept[0]).all():  # the usual case: the same digits on every line
-            key3 = (service, level, template % tuple(chr(b) for b in kept[0].tolist()))
-            _group_add(agg, block, rows, members, key3, base, in_window, ts)
-            continue
-        combos, which = np.unique(kept, axis=0, return_inverse=True)
-        which = which.reshape(-1)
-        for c, combo in enumerate(combos.tolist()):
-            key3 = (service, level, template % tuple(chr(b) for b in combo))
-            _group_add(agg, block, rows, members[which == c], key3, base, in_window, ts)
+        for service_bytes, level_bytes, written in _as_written(block, rows, members, parsed):
+            service = service_bytes.decode("utf-8", "replace")
+            level = agg.level(level_bytes.decode("utf-8", "replace"))
+            if log_filter.selective and not log_filter.fields_match(service, level, ""):
+                continue
+            if isinstance(recipe, str):
+                key3 = (service, level, recipe)
+                _group_add(agg, block, rows, written, key3, base, in_window, ts)
+                continue
+            template, _pick, positions = recipe
+            msg_start = q[rows[written], 14] + 1
+            kept = arr[msg_start[:, None] + np.array(positions)]
+            if (kept == kept[0]).all():  # the usual case: the same digits on every line
+                key3 = (service, level, template % tuple(chr(b) for b in kept[0].tolist()))
+                _group_add(agg, block, rows, written, key3, base, in_window, ts)
+                continue
+            combos, which = np.unique(kept, axis=0, return_inverse=True)
+            which = which.reshape(-1)
+            for c, combo in enumerate(combos.tolist()):
+                key3 = (service, level, template % tuple(chr(b) for b in combo))
+                _group_add(agg, block, rows, written[which == c], key3, base, in_window, ts)
     return counted
+
+
+def _as_written(
+    block: _FastBlock, rows: np.ndarray, members: np.ndarray, parsed: tuple[bytes, bytes, bytes]
+) -> Iterator[tuple[bytes, bytes, np.ndarray]]:
+    """The members of one line key by service and level as written (a key writes their
+    digits as 1), in the order they first occur."""
+    service, level, _shape = parsed
+    if b"1" not in service and b"1" not in level:
+        yield service, level, members
+        return
+    buf, q = block.buf, block.q
+    by_written: dict[tuple[bytes, bytes], list[int]] = {}
+    for member in members.tolist():
+        at = q[rows[member]]
+        written = (buf[at[6] + 1 : at[7]], buf[at[10] + 1 : at[11]])
+        by_written.setdefault(written, []).append(member)
+    for (service, level), part in by_written.items():
+        yield service, level, np.array(part, dtype=members.dtype)
 
 
 _ALL_DIGITS = bytes.maketrans(b"0123456789", b"1111111111")
