@@ -348,12 +348,13 @@ def test_the_chat_answer_card_fits_keeps_identifiers_whole_and_answers_english_i
                 problems += _english_answer(page, english, tag=tag)
                 chinese = page.locator(f"#answer-{session.public_id} h3 .recorded-in")
                 assert chinese.inner_text() == "(recorded in Chinese)"
+            shown = f"#answer-{answer.public_id}"
+            lang = _short(language)
             shoot(
-                page,
-                f"chat-answer-{tag}",
-                locator=page.locator(f"#answer-{answer.public_id}"),
-                docs=f"chat-answer-{_short(language)}",
+                page, f"chat-answer-{tag}", locator=page.locator(shown), docs=f"chat-answer-{lang}"
             )
+            evidence = page.locator(f"{shown} .evidence")
+            shoot(page, f"chat-answer-{tag}", locator=evidence, docs=f"chat-evidence-{lang}")
             context.close()
     if problems:
         pytest.fail("\n".join(problems), pytrace=False)
