@@ -38,6 +38,7 @@ DEFAULTS = {
     "LLM_TOOL_RESULT_ROLE": "user",  # chatml-function-calling drops tool messages
     "LLM_EXECUTOR_TOOL_CHOICE": "required",  # refused by the server: falls back to auto
     **{f"LLM_{role.upper()}_MAX_TOKENS": str(tokens) for role, tokens in ROLE_MAX_TOKENS.items()},
+    "LLM_SCHEMA_BOUNDS": "fit",
     "LLM_EXECUTOR_MAX_TOOL_ROUNDS": "1",
     "LLM_MAX_RETRIES": "0",
     "LLM_TIMEOUT_SECONDS": "900",

@@ -260,6 +260,14 @@ LLM_TOOL_CHOICE = env_choice("LLM_TOOL_CHOICE", "auto", LLM_TOOL_CHOICES)
 # next one, and the refusal is remembered per endpoint for the process.
 LLM_RESPONSE_FORMATS = ("json_schema", "json_object", "none")
 LLM_RESPONSE_FORMAT = env_choice("LLM_RESPONSE_FORMAT", "json_schema", LLM_RESPONSE_FORMATS)
+# Whether the schema sent for structured output is bounded to the call's budget (every list
+# a maxItems, every free string a maxLength, sized so the worst case fits max_tokens):
+# "fit" for small local models that otherwise ramble inside a JSON string until the budget
+# cuts the answer (a grammar-constrained server then always closes it); "off" (default)
+# sends the contract's schema as it is, for models that answer within any sane budget,
+# whose claims and excerpts such bounds would only shorten.
+LLM_SCHEMA_BOUNDS_CHOICES = ("fit", "off")
+LLM_SCHEMA_BOUNDS = env_choice("LLM_SCHEMA_BOUNDS", "off", LLM_SCHEMA_BOUNDS_CHOICES)
 # How tool results go back to the model: as `tool` messages (the OpenAI protocol), or as
 # `user` messages, for servers whose chat template drops tool messages (llama-cpp-python's
 # chatml-function-calling format does).
@@ -284,6 +292,9 @@ LLM_ROLE_SETTINGS = {
         ),
         "tool_result_role": env_choice(
             f"LLM_{role.upper()}_TOOL_RESULT_ROLE", LLM_TOOL_RESULT_ROLE, LLM_TOOL_RESULT_ROLES
+        ),
+        "schema_bounds": env_choice(
+            f"LLM_{role.upper()}_SCHEMA_BOUNDS", LLM_SCHEMA_BOUNDS, LLM_SCHEMA_BOUNDS_CHOICES
         ),
     }
     for role in LLM_ROLES

@@ -257,8 +257,9 @@ def _endpoint(base_url: str | None) -> str:
     return (base_url or "default").rstrip("/")
 
 
-def _response_format(level: str, role: Role, max_tokens: int) -> dict[str, Any] | None:
-    """The ``response_format`` of a ladder level; the schema's bounds fit ``max_tokens``."""
+def _response_format(level: str, role: Role, max_tokens: int | None) -> dict[str, Any] | None:
+    """The ``response_format`` of a ladder level; the schema's bounds fit ``max_tokens``
+    (``None``: the contract's schema unbounded)."""
     if level == "none":
         return None
     if level == "json_object":
@@ -303,6 +304,7 @@ class OpenAIProvider:
         tool_choice: str | None = None,
         response_format: str | None = None,
         tool_result_role: str | None = None,
+        schema_bounds: str | None = None,
         backoff_base: float = 0.5,
         backoff_max: float = 8.0,
         sleep: Callable[[float], None] = time.sleep,
@@ -314,6 +316,7 @@ class OpenAIProvider:
         self.tool_choice = tool_choice or settings.LLM_TOOL_CHOICE
         self.response_format = response_format or settings.LLM_RESPONSE_FORMAT
         self.tool_result_role = tool_result_role or settings.LLM_TOOL_RESULT_ROLE
+        self.schema_bounds = schema_bounds or settings.LLM_SCHEMA_BOUNDS
         self.backoff_base = backoff_base
         self.backoff_max = backoff_max
         self._sleep = sleep
@@ -338,7 +341,13 @@ class OpenAIProvider:
             )
         options = {
             key: config.get(key)
-            for key in ("max_tokens", "tool_choice", "response_format", "tool_result_role")
+            for key in (
+                "max_tokens",
+                "tool_choice",
+                "response_format",
+                "tool_result_role",
+                "schema_bounds",
+            )
         }
         return cls(
             base_url=base_url or None,
@@ -357,6 +366,8 @@ class OpenAIProvider:
     def format_level(self) -> str:
         """The strongest structured-output level this endpoint has not refused."""
         ladder = _FORMAT_LADDERS.get(self.response_format, _FORMAT_LADDERS["json_schema"])
+        if self.schema_bounds != "fit":  # the bounded level is the contract's schema as is
+            ladder = tuple(level for level in ladder if level != "json_schema")
         with _capabilities_lock:
             refused = _refused_formats.get(self._endpoint, set())
             return next((level for level in ladder if level not in refused), "none")
@@ -499,7 +510,8 @@ class OpenAIProvider:
         required_refused = False
         while True:
             level = self.format_level() if structured else "none"
-            response_format = _response_format(level, role, self.max_tokens)
+            bound = self.max_tokens if self.schema_bounds == "fit" else None
+            response_format = _response_format(level, role, bound)
             body: dict[str, Any] = {
                 "model": self.model,
                 "messages": messages,

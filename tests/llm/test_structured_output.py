@@ -134,6 +134,8 @@ def test_the_schema_is_named_by_the_contract_version_and_short_answers_still_val
 
 @pytest.fixture
 def server_accepting(openai_settings):
+    """A fake server; the roles bound their schemas to the budget (LLM_SCHEMA_BOUNDS=fit),
+    so the whole ladder is there to walk."""
     started: list[FakeOpenAIServer] = []
 
     def start(**kwargs) -> FakeOpenAIServer:
@@ -141,6 +143,7 @@ def server_accepting(openai_settings):
         started.append(server)
         for role in openai_settings.LLM_ROLE_SETTINGS.values():
             role["base_url"] = server.base_url
+            role.setdefault("schema_bounds", "fit")
         return server
 
     yield start
@@ -249,3 +252,26 @@ def test_role_budgets_default_to_sizes_fitted_to_each_contract(settings):
 
     assert defaults["planner"] < defaults["verifier"] < defaults["executor"]
     assert max(defaults.values()) < 4096
+
+
+def test_without_schema_bounds_the_contract_schema_is_sent_as_it_is(
+    server_accepting, openai_settings, recorder, session
+):
+    # the default (LLM_SCHEMA_BOUNDS=off): a capable model's claims are never shortened
+    openai_settings.LLM_ROLE_SETTINGS["planner"]["schema_bounds"] = "off"
+    server = server_accepting(response_formats={"json_object_schema", "json_object"})
+    server.enqueue(Reply.text(PLAN))
+
+    _provider(Role.PLANNER).plan(planner_request(), recorder=recorder)
+
+    kinds = [response_format_kind(r["response_format"]) for r in server.chat_requests]
+    assert kinds == ["json_schema", "json_object_schema"]  # no bounded level to try first
+    assert server.chat_requests[0]["response_format"]["json_schema"]["schema"] == (
+        contract_schema(PlannerOutput)
+    )
+    assert server.chat_requests[1]["response_format"]["schema"] == contract_schema(PlannerOutput)
+
+
+def test_schema_bounds_default_to_off(settings):
+    assert settings.LLM_SCHEMA_BOUNDS == "off"
+    assert {r["schema_bounds"] for r in settings.LLM_ROLE_SETTINGS.values()} == {"off"}

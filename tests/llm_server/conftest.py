@@ -46,6 +46,8 @@ def local_model_settings(settings: Any, llama_server: LlamaServer) -> Any:
             "max_tokens": ROLE_MAX_TOKENS[role],
             "tool_choice": "auto",
             "response_format": "json_schema",
+            # a 135M model rambles inside strings: bound the schema to the budget
+            "schema_bounds": "fit",
             # chatml-function-calling leaves tool messages out of the prompt
             "tool_result_role": "user",
         }
