@@ -63,7 +63,7 @@ def test_the_change_page_reads_top_to_bottom_like_the_session_ran(client, review
     assert f'href="{read}#claim-claim-1-b0"' in content
     assert "Connection is not available, request timed out after 30000ms" in content
     assert "<mark>" not in content
-    assert 'class="rp-card ' in content and "<table class=\"rp-table rp-claims\"" not in content
+    assert 'class="rp-card ' in content and '<table class="rp-table rp-claims"' not in content
     invocation = ToolInvocation.objects.get(session=session, trace_ref="trace-1")
     assert reverse("admin:diagnosis_toolinvocation_change", args=[invocation.pk]) in content
     assert "excerpt_not_found" in content  # the Gatekeeper finding of the demoted claim
