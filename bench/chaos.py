@@ -35,18 +35,16 @@ from bench._django import django_setup
 
 django_setup(default_db="rootproof_chaos")
 
-from django.contrib.auth import get_user_model  # noqa: E402
 from django.utils import timezone  # noqa: E402
 
+from bench._mini_pool import mini_pool_owner_environment  # noqa: E402
 from config.celery import app  # noqa: E402
-from diagnosis.models import DiagnosisSession, Environment  # noqa: E402
+from diagnosis.models import DiagnosisSession  # noqa: E402
 from diagnosis.services import diagnosis_submit, sessions_reap_stale  # noqa: E402
 from tests.support.crashes import crash_report, sessions_mid_flow  # noqa: E402
 from tests.support.openai_roles import role_responder  # noqa: E402
 from tests.support.openai_server import openai_server_running  # noqa: E402
 from tests.support.workers import wait_until, worker_env, worker_kill, worker_start  # noqa: E402
-
-PACK = Path(__file__).resolve().parents[1] / "tests" / "flow" / "fixtures" / "mini-pool"
 
 
 def _unfinished(ids: list[int]) -> int:
@@ -81,15 +79,7 @@ def main() -> None:
     args = parser.parse_args()
     rng = random.Random(args.seed)
 
-    owner, _ = get_user_model().objects.get_or_create(username="chaos")
-    environment, _ = Environment.objects.update_or_create(
-        slug="chaos-mini-pool",
-        defaults={
-            "name": "chaos",
-            "pack_path": str(PACK),
-            "services": ["payment-service", "order-service", "mysql"],
-        },
-    )
+    owner, environment = mini_pool_owner_environment("chaos")
     queue = f"chaos-{uuid.uuid4().hex[:8]}"
     app.conf.task_always_eager = False
     app.conf.task_default_queue = queue

@@ -17,7 +17,6 @@ import sys
 import time
 import uuid
 from pathlib import Path
-from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 os.environ.setdefault("CELERY_BROKER_URL", "redis://127.0.0.1:6379/13")
@@ -26,31 +25,15 @@ from bench._django import django_setup
 
 django_setup(default_db="rootproof_bench")
 
-from django.contrib.auth import get_user_model  # noqa: E402
 from django.db.models import Sum  # noqa: E402
 
+from bench._mini_pool import mini_pool_owner_environment  # noqa: E402
 from config.celery import app  # noqa: E402
-from diagnosis.models import DiagnosisSession, Environment, LLMCall  # noqa: E402
+from diagnosis.models import DiagnosisSession, LLMCall  # noqa: E402
 from diagnosis.services import diagnosis_submit  # noqa: E402
 from tests.support.openai_roles import role_responder  # noqa: E402
 from tests.support.openai_server import openai_server_running  # noqa: E402
 from tests.support.workers import wait_until, worker_env, worker_kill, worker_start  # noqa: E402
-
-PACK = Path(__file__).resolve().parents[1] / "tests" / "flow" / "fixtures" / "mini-pool"
-
-
-def bench_owner_environment() -> tuple[Any, Environment]:
-    """The bench user and the environment of the bench's pack (made on first use)."""
-    owner, _ = get_user_model().objects.get_or_create(username="bench")
-    environment, _ = Environment.objects.update_or_create(
-        slug="bench-mini-pool",
-        defaults={
-            "name": "bench",
-            "pack_path": str(PACK),
-            "services": ["payment-service", "order-service", "mysql"],
-        },
-    )
-    return owner, environment
 
 
 def _run(*, workers: int, sessions: int, latency: float, environment, owner) -> dict:
@@ -115,7 +98,7 @@ def main() -> None:
     parser.add_argument("--sessions-per-worker", type=int, default=6)
     parser.add_argument("--workers", default="1,2,4")
     args = parser.parse_args()
-    owner, environment = bench_owner_environment()
+    owner, environment = mini_pool_owner_environment("bench")
     print(f"model latency {args.latency}s per call")
     print("workers  sessions  sessions/min  ideal/min  ratio  calls/session  tokens/session")
     for workers in [int(w) for w in args.workers.split(",")]:

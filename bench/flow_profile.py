@@ -1,9 +1,9 @@
 """Where one session's non-model time and queries go: the worker's run, in-process.
 
-Runs sessions of ``bench/flow.py``'s pack against the loopback OpenAI-compatible server
-with no model latency, the first as a warm-up, then prints the queries of one session
-grouped by statement and table, and the functions that took the time (cProfile, summed
-over the measured sessions).
+Runs sessions on the mini-pool pack (as ``bench/flow.py`` does) against the loopback
+OpenAI-compatible server with no model latency, the first as a warm-up, then prints the
+queries of one session grouped by statement and table, and the functions that took the
+time (cProfile, summed over the measured sessions).
 
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/rootproof_bench \
     .venv/bin/python bench/flow_profile.py --sessions 10
@@ -31,7 +31,7 @@ from django.conf import settings  # noqa: E402
 from django.db import connection  # noqa: E402
 from django.test.utils import CaptureQueriesContext, override_settings  # noqa: E402
 
-from bench.flow import bench_owner_environment  # noqa: E402
+from bench._mini_pool import mini_pool_owner_environment  # noqa: E402
 from diagnosis.flow.run import diagnosis_run  # noqa: E402
 from diagnosis.services import diagnosis_submit  # noqa: E402
 from tests.support.openai_roles import role_responder  # noqa: E402
@@ -51,7 +51,7 @@ def _query_kind(sql: str) -> str:
 
 def _session_run(question: str) -> list[dict[str, str]]:
     """One session submitted and run as the worker runs it; its queries."""
-    owner, environment = bench_owner_environment()
+    owner, environment = mini_pool_owner_environment("bench")
     session = diagnosis_submit(
         question=question, environment=environment, owner=owner, enqueue=False
     )
