@@ -15,7 +15,7 @@ from diagnosis.api.errors import error_responses
 from diagnosis.api.selectors import diagnosis_summary_data
 from diagnosis.api.serializers import (
     AlertIngestSerializer,
-    PayloadTextField,
+    RawTextField,
     StrictChoiceField,
     StrictIntegerField,
 )
@@ -30,14 +30,12 @@ class AlertmanagerWebhookApi(ApiView):
     class InputSerializer(serializers.Serializer):
         class AlertSerializer(serializers.Serializer):
             status = serializers.ChoiceField(choices=["firing", "resolved"])
-            labels = serializers.DictField(child=PayloadTextField())
-            annotations = serializers.DictField(
-                child=PayloadTextField(), required=False, default=dict
-            )
+            labels = serializers.DictField(child=RawTextField())
+            annotations = serializers.DictField(child=RawTextField(), required=False, default=dict)
             startsAt = serializers.DateTimeField()
             endsAt = serializers.DateTimeField(required=False, allow_null=True)
-            generatorURL = PayloadTextField(required=False)
-            fingerprint = PayloadTextField(required=False)
+            generatorURL = RawTextField(required=False)
+            fingerprint = RawTextField(required=False)
 
             class Meta:
                 ref_name = "AlertmanagerAlert"
@@ -47,16 +45,16 @@ class AlertmanagerWebhookApi(ApiView):
             error_messages={"invalid_choice": _("只支持第 4 版 webhook 负载。")},
             help_text="The payload version; Alertmanager sends 4.",
         )
-        groupKey = PayloadTextField(allow_blank=False, max_length=5000)
+        groupKey = RawTextField(allow_blank=False, max_length=5000)
         truncatedAlerts = StrictIntegerField(required=False, default=0)
         status = serializers.ChoiceField(choices=["firing", "resolved"])
-        receiver = PayloadTextField(required=False)
-        groupLabels = serializers.DictField(child=PayloadTextField(), required=False, default=dict)
-        commonLabels = serializers.DictField(child=PayloadTextField(), required=False, default=dict)
+        receiver = RawTextField(required=False)
+        groupLabels = serializers.DictField(child=RawTextField(), required=False, default=dict)
+        commonLabels = serializers.DictField(child=RawTextField(), required=False, default=dict)
         commonAnnotations = serializers.DictField(
-            child=PayloadTextField(), required=False, default=dict
+            child=RawTextField(), required=False, default=dict
         )
-        externalURL = PayloadTextField(required=False)
+        externalURL = RawTextField(required=False)
         alerts = AlertSerializer(many=True, allow_empty=True)
 
         class Meta:

@@ -11,6 +11,7 @@ from rest_framework.pagination import CursorPagination
 from rest_framework.request import Request
 
 from diagnosis.api.errors import FieldNotFound
+from diagnosis.api.serializers import RawTextField
 
 
 class DiagnosisCursorPagination(CursorPagination):
@@ -35,10 +36,8 @@ class ToolInvocationCursorPagination(DiagnosisCursorPagination):
 
 
 class PageFilterSerializer(serializers.Serializer):
-    cursor = serializers.CharField(
-        required=False,
-        allow_blank=True,
-        trim_whitespace=False,  # any text is a cursor to try; one that names no page is a 404
+    cursor = RawTextField(
+        required=False,  # any text is a cursor to try; one that names no page is a 404
         help_text="Opaque; from the `next`/`previous` link. One that names no page is a 404 "
         "`invalid_cursor`.",
     )

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import inspect
+import re
 from typing import Any, ClassVar
 
 from django.core.validators import URLValidator
@@ -62,6 +64,9 @@ class StrictInputSerializer(serializers.Serializer):
         return super().to_internal_value(data)
 
 
+STRICT_DOC = inspect.getdoc(StrictInputSerializer)
+
+
 class StrictTextField(serializers.RegexField):
     """Text with a visible character and no NUL, and only a JSON string (DRF takes 123 as
     "123"); one message whatever is wrong, where DRF's checks would add a second."""
@@ -96,9 +101,10 @@ class StrictChoiceField(serializers.ChoiceField):
         return super().to_internal_value(data)
 
 
-class PayloadTextField(serializers.RegexField):
-    """Text of a payload another system sends (Alertmanager's): any JSON string without NUL,
-    kept as sent (not trimmed, blank allowed); a NUL is refused with one message."""
+class RawTextField(serializers.RegexField):
+    """Text taken as sent: any JSON string without NUL, not trimmed, blank allowed; a NUL
+    is refused with one message. For text another system sends (Alertmanager's payload)
+    and opaque values (a cursor)."""
 
     def __init__(self, **kwargs: Any) -> None:
         kwargs.setdefault("allow_blank", True)
@@ -126,13 +132,52 @@ class HttpUrlField(serializers.URLField):
         )
 
 
+_BLANK_STRING = {"type": "string", "maxLength": 0}
+
+
+def _takes_blank(schema: Any) -> bool:
+    if not isinstance(schema, dict) or schema.get("type") != "string":
+        return False
+    return "minLength" not in schema and bool(re.search(schema.get("pattern", ""), ""))
+
+
+def _blank_branch_folded(node: Any) -> None:
+    """``oneOf: [text, blank]`` → ``text`` wherever ``text`` already takes "" itself.
+
+    drf-spectacular writes ``allow_blank`` as a second ``oneOf`` branch; when the first
+    one also matches "" (no minLength, a pattern "" matches), "" matches both and so,
+    by oneOf's rule, neither: the schema would refuse the blank the API takes.
+    """
+    if isinstance(node, list):
+        for item in node:
+            _blank_branch_folded(item)
+        return
+    if not isinstance(node, dict):
+        return
+    branches = node.get("oneOf")
+    if isinstance(branches, list) and len(branches) == 2 and _BLANK_STRING in branches:
+        (text,) = [b for b in branches if b != _BLANK_STRING]
+        if _takes_blank(text):
+            del node["oneOf"]
+            node.update(text)
+    for value in node.values():
+        _blank_branch_folded(value)
+
+
 def strict_request_bodies(result: dict, generator: Any, request: Any, public: bool) -> dict:
-    """drf-spectacular hook: the schema says what StrictInputSerializer enforces."""
+    """drf-spectacular hook: the schema says exactly what the request bodies take.
+
+    StrictInputSerializer's bodies take no other properties (and its docstring is no
+    description of theirs); a text that may be blank is one schema, not an ambiguous oneOf.
+    """
     schemas = result.get("components", {}).get("schemas", {})
     for name in StrictInputSerializer.components:
         for component in (name, f"{name}Request"):
             if isinstance(schemas.get(component), dict):
                 schemas[component]["additionalProperties"] = False
+                if schemas[component].get("description") == STRICT_DOC:
+                    del schemas[component]["description"]
+    _blank_branch_folded(result)  # components and the parameters in paths
     return result
 
 

@@ -390,7 +390,15 @@ def test_the_list_filters_by_creation_time(api, owner, environment):
 
 
 @pytest.mark.parametrize(
-    "query", ["status=bogus", "created_after=yesterday", "page_size=0", "status=", "page_size="]
+    "query",
+    [
+        "status=bogus",
+        "created_after=yesterday",
+        "page_size=0",
+        "status=",
+        "page_size=",
+        "cursor=%00",
+    ],
 )
 def test_a_bad_filter_is_a_400(api, query):
     response = api.get(f"/api/v1/diagnoses?{query}")
