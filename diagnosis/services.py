@@ -104,7 +104,8 @@ def environment_default() -> Environment:
 
 def rfc3339(moment: datetime) -> str:
     """A moment as the UTC timestamp the flow, the tools and the model exchange."""
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    # isoformat, not strftime: "%Y" does not pad a year before 1000 to four digits.
+    return moment.astimezone(UTC).replace(microsecond=0, tzinfo=None).isoformat() + "Z"
 
 
 def environment_context(*, environment: Environment) -> dict[str, Any]:

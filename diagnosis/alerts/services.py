@@ -147,7 +147,13 @@ def _alert_context(
     annotations: dict[str, str],
 ) -> dict[str, Any]:
     """The session context: services, the window before startsAt, the alert as data."""
-    window_start = starts_at - timedelta(minutes=receiver.window_before_minutes)
+    before = timedelta(minutes=receiver.window_before_minutes)
+    # An alert dated at the calendar's start has no minutes before it.
+    window_start = (
+        starts_at - before
+        if starts_at - datetime.min.replace(tzinfo=UTC) > before
+        else datetime.min.replace(tzinfo=UTC)
+    )
     window_end = max(timezone.now(), starts_at)
     return {
         "services": _services_of(firing),

@@ -210,3 +210,11 @@ def test_the_window_never_ends_before_the_alert_started(receiver):
     client_for(token).post(URL, payload(starts_at=future), format="json")
     window = DiagnosisSession.objects.get().context["window_hint"]
     assert window["start"] < window["end"]
+
+
+def test_an_alert_dated_at_the_calendars_start_gets_a_window_from_there(receiver):
+    _, token = receiver
+    response = client_for(token).post(URL, payload(starts_at="0001-01-01T00:00:00Z"), format="json")
+    assert response.status_code == 202
+    window = DiagnosisSession.objects.get().context["window_hint"]
+    assert window["start"] == "0001-01-01T00:00:00Z" < window["end"]
