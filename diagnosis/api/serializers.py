@@ -67,13 +67,9 @@ class StrictInputSerializer(serializers.Serializer):
 STRICT_DOC = inspect.getdoc(StrictInputSerializer)
 
 
-class StrictTextField(serializers.RegexField):
-    """Text with a visible character and no NUL, and only a JSON string (DRF takes 123 as
-    "123"); one message whatever is wrong, where DRF's checks would add a second."""
-
-    def __init__(self, **kwargs: Any) -> None:
-        kwargs.setdefault("error_messages", NOT_BLANK_ERROR)
-        super().__init__(NOT_BLANK, **kwargs)
+class _JsonTextField(serializers.RegexField):
+    """Only a JSON string (DRF takes 123 as "123"), and a NUL refused with one message
+    (DRF's checks would add a second)."""
 
     def to_internal_value(self, data: Any) -> str:
         if not isinstance(data, str):
@@ -81,6 +77,14 @@ class StrictTextField(serializers.RegexField):
         if "\x00" in data:
             raise serializers.ValidationError(_("不能包含 NUL 字符。"))
         return str(super().to_internal_value(data))
+
+
+class StrictTextField(_JsonTextField):
+    """Text with a visible character and no NUL."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        kwargs.setdefault("error_messages", NOT_BLANK_ERROR)
+        super().__init__(NOT_BLANK, **kwargs)
 
 
 class StrictIntegerField(serializers.IntegerField):
@@ -101,22 +105,14 @@ class StrictChoiceField(serializers.ChoiceField):
         return super().to_internal_value(data)
 
 
-class RawTextField(serializers.RegexField):
-    """Text taken as sent: any JSON string without NUL, not trimmed, blank allowed; a NUL
-    is refused with one message. For text another system sends (Alertmanager's payload)
-    and opaque values (a cursor)."""
+class RawTextField(_JsonTextField):
+    """Text taken as sent: any string without NUL, not trimmed, blank allowed. For text
+    another system sends (Alertmanager's payload) and opaque values (a cursor)."""
 
     def __init__(self, **kwargs: Any) -> None:
         kwargs.setdefault("allow_blank", True)
         kwargs.setdefault("trim_whitespace", False)
         super().__init__(NO_NUL, **kwargs)
-
-    def to_internal_value(self, data: Any) -> str:
-        if not isinstance(data, str):
-            raise serializers.ValidationError(_("必须是字符串。"))
-        if "\x00" in data:
-            raise serializers.ValidationError(_("不能包含 NUL 字符。"))
-        return str(super().to_internal_value(data))
 
 
 @extend_schema_field(
