@@ -13,17 +13,17 @@ from __future__ import annotations
 import json
 import logging
 import time
-from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from django.conf import settings
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError
 from django.db.models import Max
 from django.utils import timezone
 
+from diagnosis.db import insert_guarded
 from diagnosis.evidence.common import (
     BackendOutput,
     Deadline,
@@ -108,14 +108,6 @@ class InvocationCounter:
         return self.last + 1
 
 
-def _insert_guarded() -> AbstractContextManager[object]:
-    """A savepoint when inside a transaction, so that a clash does not break it; nothing
-    in autocommit, where a failed INSERT leaves nothing behind."""
-    if transaction.get_connection().in_atomic_block:
-        return transaction.atomic()
-    return nullcontext()
-
-
 def _invocation_save(
     *,
     session: DiagnosisSession,
@@ -149,7 +141,7 @@ def _invocation_save(
     for retry in range(5):
         sequence = counter.next(session)
         try:
-            with _insert_guarded():
+            with insert_guarded():
                 row = ToolInvocation.objects.create(
                     session=session, sequence=sequence, trace_ref=f"trace-{sequence}", **fields
                 )

@@ -7,9 +7,10 @@ from collections.abc import Callable
 from typing import Any
 
 from django.conf import settings
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError
 from django.db.models import Max
 
+from diagnosis.db import insert_guarded
 from diagnosis.llm.base import CallRecorder, Role
 from diagnosis.models import DiagnosisSession, LLMCall
 
@@ -98,7 +99,7 @@ def llm_call_record(
     }
     for _ in range(5):
         try:
-            with transaction.atomic():
+            with insert_guarded():
                 if sequence is None:
                     last = LLMCall.objects.filter(session=session).aggregate(m=Max("sequence"))
                     sequence = (last["m"] or 0) + 1
