@@ -24,7 +24,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import ParamSpec, TypeVar
 
-from django.utils import translation
 from django.utils.translation import gettext as _
 
 from diagnosis.contracts import (
@@ -47,7 +46,7 @@ from diagnosis.contracts import (
     VerifierOutput,
     Wording,
 )
-from diagnosis.flow.renderer import language_key
+from diagnosis.i18n import language_override
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -120,7 +119,7 @@ def _in_answer_language(build: Callable[P, R]) -> Callable[P, R]:
     @functools.wraps(build)
     def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
         language = str(kwargs.get("language") or "")
-        with translation.override("en" if language_key(language) == "en" else "zh-hans"):
+        with language_override(language):
             return build(*args, **kwargs)
 
     return wrapper

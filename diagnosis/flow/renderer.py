@@ -13,11 +13,11 @@ Executor hypothesis with a basis stands, that the root cause is undetermined.
 
 from __future__ import annotations
 
-from django.utils import translation
 from django.utils.translation import gettext as _
 from django.utils.translation import pgettext
 
 from diagnosis.contracts import ClaimType, ComposerInput, Decision, Wording
+from diagnosis.i18n import language_override
 
 ROOT_TYPES = frozenset({ClaimType.ROOT_CAUSE, ClaimType.CONTRIBUTING_FACTOR})
 
@@ -54,8 +54,7 @@ def root_cause_determined(composer_input: ComposerInput) -> bool:
 
 
 def answer_render(composer_input: ComposerInput) -> str:
-    key = language_key(composer_input.language)
-    with translation.override("en" if key == "en" else "zh-hans"):
+    with language_override(composer_input.language):
         return _render(composer_input)
 
 

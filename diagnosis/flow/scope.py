@@ -16,10 +16,10 @@ import re
 from collections.abc import Iterable
 from datetime import UTC, datetime
 
-from django.utils import translation
 from django.utils.translation import gettext as _
 
 from diagnosis.contracts import ClaimType, ComposerInput
+from diagnosis.i18n import language_override
 from diagnosis.models import DiagnosisSession
 
 RootCause = DiagnosisSession.RootCause
@@ -54,7 +54,7 @@ def services_unknown(*, question: str, planned: Iterable[str], known: Iterable[s
 
 def unknown_services_notice(*, services: list[str], environment: str, language: str) -> str:
     """The line that opens an answer about services the environment lacks."""
-    with translation.override("en" if language.lower().startswith("en") else "zh-hans"):
+    with language_override(language):
         names = _("、").join(services)
         return _(
             "**注意：{services} 不在环境「{environment}」中。** 本次诊断看不到它的数据，"
@@ -80,7 +80,7 @@ def window_notice(*, window: dict | None, language: str) -> str:
         return ""
     same_day = start.date() == end.date()
     shown_end = end.strftime("%H:%M") if same_day else end.strftime("%Y-%m-%d %H:%M")
-    with translation.override("en" if language.lower().startswith("en") else "zh-hans"):
+    with language_override(language):
         return _("_查看的时间窗口：{start} 至 {end}（UTC），与其之前的基线时段比较。_").format(
             start=start.strftime("%Y-%m-%d %H:%M"), end=shown_end
         )

@@ -8,8 +8,6 @@ import time
 from datetime import UTC, datetime
 from typing import Any
 
-from django.utils import translation
-
 from diagnosis.llm.base import CallRecorder, Role
 from diagnosis.tokens import estimate_tokens
 
@@ -20,11 +18,6 @@ MODEL_NAME = "rootproof-offline-1"
 def lang_key(language: str | None) -> str:
     """``en`` for English sessions, ``zh`` for everything else (Chinese is the default)."""
     return "en" if (language or "").strip().lower().startswith("en") else "zh"
-
-
-def language_active(lang: str) -> translation.override:
-    """Render gettext strings in the engine's language (``en`` or ``zh``)."""
-    return translation.override("en" if lang == "en" else "zh-hans")
 
 
 def json_dump(value: Any) -> str:

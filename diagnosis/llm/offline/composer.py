@@ -28,8 +28,9 @@ from diagnosis.contracts import (
     Decision,
     Wording,
 )
+from diagnosis.i18n import language_override
 
-from .common import lang_key, language_active
+from .common import lang_key
 
 ROOT_TYPES = {"root_cause", "contributing_factor"}
 CASCADE_TYPES = {"impact"}
@@ -119,7 +120,7 @@ def _lead(ci: ComposerInput, lang: str) -> str:
 
 def answer_compose(ci: ComposerInput) -> str:
     lang = lang_key(ci.language)
-    with language_active(lang):
+    with language_override(lang):
         return _compose(ci, lang)
 
 

@@ -10,9 +10,10 @@ from django.utils.translation import gettext
 
 from diagnosis.contracts import PlannerOutput, TimeWindow
 from diagnosis.evidence.tools import tool_names
+from diagnosis.i18n import language_override
 from diagnosis.llm.base import PlannerRequest
 
-from .common import lang_key, language_active, time_format, time_parse
+from .common import lang_key, time_format, time_parse
 
 DEFAULT_LOOKBACK = timedelta(minutes=30)
 # An SRE reports when they noticed; causes often start a little earlier.
@@ -235,7 +236,7 @@ def _alert_text(alert: dict[str, Any] | None) -> tuple[str, list[str]]:
 
 
 def plan_build(request: PlannerRequest) -> PlannerOutput:
-    with language_active(lang_key(request.language)):
+    with language_override(lang_key(request.language)):
         return _plan(request)
 
 

@@ -12,7 +12,7 @@ from functools import cache
 from django.utils.translation import gettext as _
 from django.utils.translation import pgettext
 
-from .common import language_active
+from diagnosis.i18n import language_override
 
 PATH_SEP = " → "
 
@@ -20,7 +20,7 @@ PATH_SEP = " → "
 @cache
 def kind_names(lang: str) -> dict[str, str]:
     """root_cause_kind values as an SRE reads them."""
-    with language_active(lang):
+    with language_override(lang):
         return {
             "cpu": pgettext("root cause kind", "CPU"),
             "memory": pgettext("root cause kind", "内存"),
@@ -38,7 +38,7 @@ def kind_names(lang: str) -> dict[str, str]:
 @cache
 def subkind_names(lang: str) -> dict[str, str]:
     """What ran out, as an SRE names it."""
-    with language_active(lang):
+    with language_override(lang):
         return {
             "pool": pgettext("resource kind", "连接池"),
             "memory": pgettext("resource kind", "内存"),
@@ -54,7 +54,7 @@ def subkind_names(lang: str) -> dict[str, str]:
 @cache
 def texts(lang: str) -> dict[str, str]:
     """Every phrase of the Executor's claims, hypotheses, actions and gaps."""
-    with language_active(lang):
+    with language_override(lang):
         return {**_claim_texts(), **_hypothesis_texts(), **_action_texts()}
 
 

@@ -36,8 +36,7 @@ from diagnosis.contracts import (
     VerifierOutput,
     VerifierPayload,
 )
-
-from .common import language_active
+from diagnosis.i18n import language_override
 
 PARSED = {ParseStatus.PARSED_V2, ParseStatus.PARSED_V1}
 CAUSAL_TYPES = {"root_cause", "contributing_factor"}
@@ -403,7 +402,7 @@ def _extra_facts(payload: VerifierPayload) -> list[str]:
 
 
 def verify_run(payload: VerifierPayload) -> VerifierOutput:
-    with language_active(_lang(payload)):
+    with language_override(_lang(payload)):
         return _verify(payload)
 
 
