@@ -1,7 +1,7 @@
 """The Celery tasks; their names are a wire contract with the queued messages.
 
 This module imports the services and the flow it runs; they enqueue by name
-(``services.task_enqueue``) and never import it. The callback's task is in
+(``config.celery.task_enqueue``) and never import it. The callback's task is in
 ``diagnosis.callbacks.tasks``.
 """
 
