@@ -12,6 +12,7 @@ from django.utils import timezone
 
 from chat.charts import Chart, charts_for_lines
 from chat.models import Conversation, Feedback
+from diagnosis.evidence.tools import tool_definition
 from diagnosis.models import DiagnosisSession, Environment, SessionEvent
 from diagnosis.selectors import (
     ClaimBinding,
@@ -221,7 +222,8 @@ def _binding_evidence(binding: ClaimBinding, *, charted: set[str]) -> BindingEvi
         return BindingEvidence(**stored)
     lines = binding.output_lines()
     charts: list[Chart] = []
-    if invocation.tool_name == "query_metrics" and isinstance(invocation.summary, dict):
+    definition = tool_definition(invocation.tool_name)
+    if definition is not None and definition.chart and isinstance(invocation.summary, dict):
         marked = [line.text for line in lines if line.marked]
         drawn = charts_for_lines(summary=invocation.summary, lines=marked)
         # Two bindings into the same series draw it once per claim.
