@@ -416,6 +416,10 @@ def session_self_evaluation_save(
 ) -> None:
     """The one writer of ``DiagnosisSession.self_evaluation`` (reader:
     ``diagnosis.selectors.session_self_evaluation``)."""
-    session.self_evaluation = nul_free(evaluation.model_dump(mode="json", exclude_unset=True))
+    # The parts the run recorded, each whole (defaults included); parts never recorded stay
+    # absent, so an old row's readers see what was there and nothing invented.
+    recorded = evaluation.model_fields_set | set(evaluation.model_extra or {})
+    dumped = evaluation.model_dump(mode="json")
+    session.self_evaluation = nul_free({k: v for k, v in dumped.items() if k in recorded})
     if save:
         session.save(update_fields=["self_evaluation"])

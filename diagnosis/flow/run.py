@@ -14,13 +14,12 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any
 
 from django.conf import settings
 from django.db import transaction
 from django.db.models import Count, Sum
 from django.utils import timezone
-from pydantic import BaseModel
 
 from diagnosis.contracts import (
     AttemptRecord,
@@ -75,7 +74,6 @@ from diagnosis.services import (
 from diagnosis.storable import nul_free
 
 logger = logging.getLogger(__name__)
-ModelT = TypeVar("ModelT", bound=BaseModel)
 
 
 class SessionCancelled(Exception):
@@ -84,11 +82,6 @@ class SessionCancelled(Exception):
 
 class SessionBusy(Exception):
     """Another live worker is running this session; look again later."""
-
-
-def recorded(model: ModelT) -> ModelT:
-    """A copy whose every field counts as set: the stored JSON keeps its defaults too."""
-    return type(model).model_validate(model.model_dump(mode="json"))
 
 
 class _Run:
@@ -268,7 +261,7 @@ def gatekeeper_record(
     *, session: DiagnosisSession, evaluation: SelfEvaluation, report: GatekeeperReport
 ) -> None:
     """Record the Gatekeeper's report as the session's current one."""
-    evaluation.gatekeeper = recorded(report)
+    evaluation.gatekeeper = report
     session_self_evaluation_save(session=session, evaluation=evaluation)
 
 
@@ -419,7 +412,7 @@ def _filtered(run: _Run, decision: Decision, verdict: _Verdict) -> FilterResult:
     if evaluation is not None:
         evaluation.disagreements = [Disagreement.model_validate(d) for d in filtered.disagreements]
         evaluation.placements = dict(filtered.placements)
-    run.evaluation.composer_input = recorded(filtered.composer_input)
+    run.evaluation.composer_input = filtered.composer_input
     return filtered
 
 
@@ -432,7 +425,7 @@ def _compose(run: _Run, composer_input: ComposerInput) -> ComposerResult:
         known_services=run.known_services(),
     )
     if run.evaluation.verifier_evaluation is not None:
-        run.evaluation.verifier_evaluation.composer_output = recorded(composed.snapshot)
+        run.evaluation.verifier_evaluation.composer_output = composed.snapshot
     return composed
 
 
