@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import re
 import uuid
 from urllib.parse import urlsplit
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
+from django.core.validators import MaxLengthValidator
 from django.db import models
 from django.utils.translation import gettext_lazy as _
 from django.utils.translation import pgettext_lazy
@@ -24,6 +26,28 @@ def validate_service_url(value: str) -> None:
         raise ValidationError(_("不是有效的地址。")) from None
     if parts.scheme not in {"http", "https"} or not parts.hostname:
         raise ValidationError(_("地址必须以 http:// 或 https:// 开头并包含主机名。"))
+
+
+# What Prometheus and Loki accept as a label name; ``__…`` names are reserved for internal use.
+_LABEL_NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
+# PromQL is free text for us (the backend reports a failed query); only control characters
+# other than whitespace are refused, so nothing unprintable reaches Prometheus or the admin.
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+CALL_EDGES_QUERY_MAX_LENGTH = 2000
+# The label that names a series' or stream's service when an environment names none.
+SERVICE_LABEL = "service"
+
+
+def validate_label_name(value: str) -> None:
+    """A Prometheus/Loki label name such as ``job`` or ``app_kubernetes_io_name``."""
+    if not _LABEL_NAME.fullmatch(value) or value.startswith("__"):
+        raise ValidationError(_("标签名只能包含字母、数字和下划线，不能以数字或两个下划线开头。"))
+
+
+def validate_query_text(value: str) -> None:
+    """Query text: not only whitespace, no control characters (its syntax is the backend's)."""
+    if not value.strip() or _CONTROL.search(value):
+        raise ValidationError(_("查询不能只有空白，也不能包含控制字符。"))
 
 
 class Environment(models.Model):
@@ -50,6 +74,32 @@ class Environment(models.Model):
     )
     loki_token_env = models.CharField(_("Loki 令牌环境变量名"), max_length=100, blank=True)
     loki_tenant = models.CharField(_("Loki 租户 (X-Scope-OrgID)"), max_length=100, blank=True)
+    # Fleets name their services with different labels (job, app, service_name, …).
+    metrics_service_label = models.CharField(
+        _("指标的服务标签"),
+        max_length=100,
+        blank=True,
+        validators=[validate_label_name],
+        help_text=_("Prometheus 中标明服务名的标签，例如 job 或 app；留空表示 service。"),
+    )
+    logs_service_label = models.CharField(
+        _("日志的服务标签"),
+        max_length=100,
+        blank=True,
+        validators=[validate_label_name],
+        help_text=_("Loki 日志流中标明服务名的标签，例如 app 或 service_name；留空表示 service。"),
+    )
+    call_edges_query = models.TextField(
+        _("调用关系查询"),
+        max_length=CALL_EDGES_QUERY_MAX_LENGTH,
+        blank=True,
+        # A TextField's max_length only sizes the form's textarea: the validator enforces it.
+        validators=[MaxLengthValidator(CALL_EDGES_QUERY_MAX_LENGTH), validate_query_text],
+        help_text=_(
+            "PromQL，其结果序列的标签给出调用方和被调用方（如 source_workload 与 "
+            "destination_workload）；留空表示使用 CALL_EDGES_QUERY 设置。"
+        ),
+    )
     services = models.JSONField(_("服务列表"), default=list, blank=True)
     is_active = models.BooleanField(_("启用"), default=True)
     created_at = models.DateTimeField(_("创建时间"), auto_now_add=True)
@@ -61,6 +111,16 @@ class Environment(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+    @property
+    def metrics_label(self) -> str:
+        """The label that names a metric series' service in this environment's Prometheus."""
+        return self.metrics_service_label or SERVICE_LABEL
+
+    @property
+    def logs_label(self) -> str:
+        """The label that names a log stream's service in this environment's Loki."""
+        return self.logs_service_label or SERVICE_LABEL
 
 
 class DiagnosisSession(models.Model):

@@ -1,14 +1,16 @@
 """Known call edges of an environment, for localisation along the calls.
 
 - A scenario pack declares them in an optional ``topology.json``.
-- A live environment gets them from the ``CALL_EDGES_QUERY`` setting: a PromQL
-  expression whose result series name caller and callee in their labels, in any of
-  the usual namings (``source_workload``/``destination_workload``, ``client``/``server``,
-  ``caller``/``callee``, ``src``/``dst``…), for example
+- A live environment gets them from its own call-edges query (``call_edges_query``),
+  or else the ``CALL_EDGES_QUERY`` setting: a PromQL expression whose result series
+  name caller and callee in their labels, in any of the usual namings
+  (``source_workload``/``destination_workload``, ``client``/``server``,
+  ``caller``/``callee``, ``src``/``dst``…: ``call_label_pairs``), for example
   ``sum by (source_workload, destination_workload) (rate(istio_requests_total[10m]))``;
   it runs once per Executor attempt on the environment's Prometheus, over the last
   minutes before the session's ``now``.
-- Either way, the Executor also reads caller/callee labels off the metrics it queries.
+- Either way, the Executor also reads caller/callee labels off the metrics it queries
+  (the offline engine with ``call_label_pairs`` too).
 """
 
 from __future__ import annotations
@@ -22,13 +24,43 @@ from diagnosis.evidence.common import Deadline, ToolFailure, ToolTimeout
 from diagnosis.evidence.packs import PackError, pack_call_edges
 from diagnosis.evidence.tools.query_metrics.prometheus import metrics_from_prometheus
 from diagnosis.evidence.tools.query_metrics.series import Grid
-from diagnosis.llm.offline.vocab import call_label_pairs
 from diagnosis.models import Environment
 
 logger = logging.getLogger(__name__)
 
 EDGE_QUERY_SPAN_S = 600.0
 EDGE_QUERY_TIMEOUT_S = 5.0
+
+# Label pairs that name both ends of a call on one series (caller, callee), in any naming:
+# source/destination (Istio, Linkerd), client/server, caller/callee, src/dst, from/to,
+# upstream/downstream (as seen from the caller), parent/child (trace-derived maps).
+CALL_LABEL_ENDS = (
+    ("source", "destination"),
+    ("src", "dst"),
+    ("client", "server"),
+    ("caller", "callee"),
+    ("from", "to"),
+    ("parent", "child"),
+)
+_CALL_LABEL_SUFFIXES = ("", "_service", "_workload", "_app", "_name", "_service_name", "_svc")
+
+
+def call_label_pairs(labels: dict[str, str]) -> list[tuple[str, str]]:
+    """(caller, callee) values named by one series' labels, in any of the common namings.
+
+    ``source_workload``/``destination_workload``, ``client_service``/``server_service``,
+    ``src``/``dst``… each pair must share its suffix, so unrelated labels are never paired.
+    """
+    lowered = {k.lower(): v for k, v in labels.items() if isinstance(v, str) and v}
+    pairs: list[tuple[str, str]] = []
+    for left, right in CALL_LABEL_ENDS:
+        for suffix in _CALL_LABEL_SUFFIXES:
+            for sep in ("", "_"):
+                a = lowered.get(f"{left}{sep}{suffix.lstrip('_')}" if suffix else left)
+                b = lowered.get(f"{right}{sep}{suffix.lstrip('_')}" if suffix else right)
+                if a and b and a != b and (a, b) not in pairs:
+                    pairs.append((a, b))
+    return pairs
 
 
 def environment_call_edges(
@@ -43,7 +75,9 @@ def environment_call_edges(
         except (PackError, OSError):
             logger.warning("environment %s: its topology.json cannot be read", environment.slug)
             return ()
-    query = str(getattr(settings, "CALL_EDGES_QUERY", "") or "")
+    query = environment.call_edges_query.strip() or str(
+        getattr(settings, "CALL_EDGES_QUERY", "") or ""
+    )
     if not query or not environment.prometheus_url:
         return ()
     end = (now or datetime.now().astimezone()).timestamp()

@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import re
 
+# The caller/callee label namings live with the call edges, in evidence.
+from diagnosis.evidence.topology import call_label_pairs as call_label_pairs
+
 # resource subkind -> metric-name fragments (matched on the lower-case name)
 RESOURCE_METRIC = {
     "pool": (
@@ -362,35 +365,3 @@ def log_kind(template: str, mentions_other: bool) -> tuple[str, str]:
     if _has_any(text, CODE_LOG):
         return "code", ""
     return "other", ""
-
-
-# Label pairs that name both ends of a call on one series (caller, callee), in any naming:
-# source/destination (Istio, Linkerd), client/server, caller/callee, src/dst, from/to,
-# upstream/downstream (as seen from the caller), parent/child (trace-derived maps).
-CALL_LABEL_ENDS = (
-    ("source", "destination"),
-    ("src", "dst"),
-    ("client", "server"),
-    ("caller", "callee"),
-    ("from", "to"),
-    ("parent", "child"),
-)
-_CALL_LABEL_SUFFIXES = ("", "_service", "_workload", "_app", "_name", "_service_name", "_svc")
-
-
-def call_label_pairs(labels: dict[str, str]) -> list[tuple[str, str]]:
-    """(caller, callee) values named by one series' labels, in any of the common namings.
-
-    ``source_workload``/``destination_workload``, ``client_service``/``server_service``,
-    ``src``/``dst``… each pair must share its suffix, so unrelated labels are never paired.
-    """
-    lowered = {k.lower(): v for k, v in labels.items() if isinstance(v, str) and v}
-    pairs: list[tuple[str, str]] = []
-    for left, right in CALL_LABEL_ENDS:
-        for suffix in _CALL_LABEL_SUFFIXES:
-            for sep in ("", "_"):
-                a = lowered.get(f"{left}{sep}{suffix.lstrip('_')}" if suffix else left)
-                b = lowered.get(f"{right}{sep}{suffix.lstrip('_')}" if suffix else right)
-                if a and b and a != b and (a, b) not in pairs:
-                    pairs.append((a, b))
-    return pairs

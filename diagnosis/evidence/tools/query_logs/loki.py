@@ -24,6 +24,7 @@ from diagnosis.evidence.timeutil import time_format, time_from_unix
 from diagnosis.evidence.tools.query_logs.clustering import LogClusterer
 from diagnosis.evidence.tools.query_logs.filter import LogFilter
 from diagnosis.evidence.tools.query_logs.render import logs_render
+from diagnosis.models import SERVICE_LABEL
 
 LOKI_MAX_LINES = 5000
 LEVEL_ALIASES = {
@@ -40,18 +41,21 @@ def _logql_string(value: str) -> str:
     return json.dumps(value, ensure_ascii=False)
 
 
-def logql_build(log_filter: LogFilter) -> str:
+def logql_build(log_filter: LogFilter, service_label: str = SERVICE_LABEL) -> str:
     """LogQL for the filter: stream selector, line filter, and a coarse level line filter.
 
-    The level is matched in the line text (not as a label) because deployments differ in
-    whether level is a stream label; each returned line's level is checked exactly afterwards.
+    The stream selector names the service with ``service_label``, the label the
+    environment's streams name their service with. The level is matched in the line text
+    (not as a label) because deployments differ in whether level is a stream label; each
+    returned line's level is checked exactly afterwards.
     """
     if log_filter.service:
-        selector = f"{{service={_logql_string(log_filter.service)}}}"
+        selector = f"{{{service_label}={_logql_string(log_filter.service)}}}"
     elif log_filter.service_pattern is not None:
-        selector = f"{{service=~{_logql_string(log_filter.service_pattern.pattern)}}}"
+        pattern = _logql_string(log_filter.service_pattern.pattern)
+        selector = f"{{{service_label}=~{pattern}}}"
     else:
-        selector = '{service=~".+"}'
+        selector = f'{{{service_label}=~".+"}}'
 
     parts = [selector]
     if log_filter.text is not None:
@@ -64,11 +68,18 @@ def logql_build(log_filter: LogFilter) -> str:
     return " ".join(parts)
 
 
-def _loki_record(stream: dict[str, str], ns: str, line: str) -> LogRecord:
-    """A Loki entry as a log record: JSON lines and plain lines are read like pack files."""
+def _loki_record(stream: dict[str, str], ns: str, line: str, service_label: str) -> LogRecord:
+    """A Loki entry as a log record: JSON lines and plain lines are read like pack files.
+
+    The stream's ``service_label`` names its service (the record's ``service``): the label
+    the LogQL selected the stream by wins over a ``service`` field in the line, which only
+    names the service of a stream without that label.
+    """
     ts = int(ns) / 1e9
+    named = stream.get(service_label) or ""
     service = (
-        stream.get("service")
+        named
+        or stream.get("service")
         or stream.get("service_name")
         or stream.get("app")
         or stream.get("job")
@@ -88,7 +99,8 @@ def _loki_record(stream: dict[str, str], ns: str, line: str) -> LogRecord:
         if isinstance(message, str):
             level = level_normalise(data.get("level") or data.get("severity")) or stream_level
             line_service = data.get("service")
-            service = line_service if isinstance(line_service, str) and line_service else service
+            if not named and isinstance(line_service, str) and line_service:
+                service = line_service
             sample = f"{ts_text} {service} {level or '-'} {message}"
             return LogRecord(ts, ts_text, service, level, message, sample)
     try:
@@ -151,6 +163,7 @@ def loki_query_range(
     start: float,
     end: float,
     deadline: Deadline,
+    service_label: str = SERVICE_LABEL,
 ) -> tuple[list[LogRecord], bool]:
     """One ``/loki/api/v1/query_range`` call; the records and whether the line limit was hit."""
     params = {
@@ -173,7 +186,7 @@ def loki_query_range(
         labels = stream.get("stream") or {}
         for value in stream.get("values") or []:
             ns, line = value[0], value[1]
-            records.append(_loki_record(labels, ns, line))
+            records.append(_loki_record(labels, ns, line, service_label))
     return records, len(records) >= LOKI_MAX_LINES
 
 
@@ -278,6 +291,7 @@ def _ranges_cluster(
     log_filter: LogFilter,
     clusterer: LogClusterer,
     deadline: Deadline,
+    service_label: str,
 ) -> list[_Capped]:
     """The baseline's and the window's lines into ``clusterer``; the ranges Loki capped."""
     baseline_start = clusterer.baseline_start
@@ -297,6 +311,7 @@ def _ranges_cluster(
             start=range_start,
             end=range_end,
             deadline=deadline,
+            service_label=service_label,
         )
         before = clusterer.total_window + clusterer.total_baseline
         records.sort(key=lambda r: r.ts)
@@ -356,15 +371,20 @@ def logs_from_loki(
     window: QueryWindow,
     limit: int,
     deadline: Deadline,
+    service_label: str = SERVICE_LABEL,
 ) -> BackendOutput:
     """Lines of each range from ``query_range``, clustered; exact totals from Loki when capped.
+
+    ``service_label`` is the stream label that names a service in this Loki (``service``
+    unless the environment says otherwise): every selector is built with it, and it is
+    read back as each record's service.
 
     ``query_range`` returns at most ``LOKI_MAX_LINES`` lines; when a range reaches that,
     its total comes from a ``count_over_time`` metric query instead (falling back to the
     lines returned, marked as lower bounds, when that query fails).
     """
     headers = _loki_headers(token_env, tenant)
-    logql = logql_build(log_filter)
+    logql = logql_build(log_filter, service_label)
     clusterer = LogClusterer(window=window, limit=limit)
     notes = [f"LogQL: {logql}"]
     capped_ranges = _ranges_cluster(
@@ -374,6 +394,7 @@ def logs_from_loki(
         log_filter=log_filter,
         clusterer=clusterer,
         deadline=deadline,
+        service_label=service_label,
     )
     # Counted after both line queries, so a slow count cannot cost the window's lines.
     totals = _capped_totals(

@@ -41,6 +41,7 @@ def _run(call: ToolCall) -> BackendOutput:
         files=None if live else call.pack.paths.metrics,
         prometheus_url=env.prometheus_url if live else None,
         prometheus_token_env=env.prometheus_token_env if live else "",
+        service_label=env.metrics_label,
         clamps=call.clamps,
     )
 

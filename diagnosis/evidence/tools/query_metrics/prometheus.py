@@ -7,7 +7,9 @@ from diagnosis.evidence.common import (
     ToolFailure,
 )
 from diagnosis.evidence.http import backend_get, bearer_headers
+from diagnosis.evidence.tools.query_metrics.selector import labels_from_backend
 from diagnosis.evidence.tools.query_metrics.series import MAX_SERIES_READ, Grid, RawSeries
+from diagnosis.models import SERVICE_LABEL
 
 
 def metrics_from_prometheus(
@@ -17,8 +19,10 @@ def metrics_from_prometheus(
     query: str,
     grid: Grid,
     deadline: Deadline,
+    service_label: str = SERVICE_LABEL,
 ) -> tuple[list[RawSeries], list[str]]:
-    """One ``/api/v1/query_range`` call on the grid; the series as Prometheus evaluated them.
+    """One ``/api/v1/query_range`` call on the grid; the series as Prometheus evaluated them,
+    their ``service_label`` label read as ``service`` (``labels_from_backend``).
 
     ``limit`` asks Prometheus (3.x; older versions ignore it) for at most one series more
     than MAX_SERIES_READ, so a fleet-wide selector cannot return the whole TSDB.
@@ -62,6 +66,7 @@ def metrics_from_prometheus(
     for item in data.get("result") or []:
         labels = dict(item.get("metric") or {})
         name = labels.pop("__name__", "") or query
+        labels = labels_from_backend(labels, service_label)
         points = [(float(t), float(v)) for t, v in item.get("values") or []]
         series.append(RawSeries(name=name, labels=labels, points=points))
     series.sort(key=lambda s: (s.name, sorted(s.labels.items())))
@@ -70,6 +75,3 @@ def metrics_from_prometheus(
         series = series[:MAX_SERIES_READ]
         notes.append(f"more than {MAX_SERIES_READ} series matched; narrow the selector")
     return series, notes
-
-
-# Every series that names its service: the whole fleet, in one query.

@@ -21,9 +21,11 @@ from diagnosis.evidence.tools.query_metrics.prometheus import metrics_from_prome
 from diagnosis.evidence.tools.query_metrics.render import metrics_render
 from diagnosis.evidence.tools.query_metrics.selector import Matcher, Selector, selector_build
 from diagnosis.evidence.tools.query_metrics.series import MAX_GRID_POINTS, Grid, RawSeries
+from diagnosis.models import SERVICE_LABEL
 
 SWEEP_MAX_POINTS = 80  # grid points over baseline and window for the whole-fleet sweep
-FLEET_SELECTOR = Selector(name=None, matchers=(Matcher("service", "!=", ""),))
+# Every series that names its service: the whole fleet, in one query.
+FLEET_SELECTOR = Selector(name=None, matchers=(Matcher(SERVICE_LABEL, "!=", ""),))
 
 
 def _grid(
@@ -65,14 +67,16 @@ def _from_prometheus(
     deadline: Deadline,
     prometheus_url: str,
     prometheus_token_env: str,
+    service_label: str,
 ) -> tuple[Iterable[RawSeries], list[str]]:
     if selector is not None:
         fetched, notes = metrics_from_prometheus(
             base_url=prometheus_url,
             token_env=prometheus_token_env,
-            query=selector.render(),
+            query=selector.relabelled(service_label).render(),
             grid=grid,
             deadline=deadline,
+            service_label=service_label,
         )
         return rates_apply(fetched), notes
     # A PromQL expression is evaluated as written; service/labels filter its result.
@@ -82,8 +86,14 @@ def _from_prometheus(
         query=metric or "",
         grid=grid,
         deadline=deadline,
+        service_label=service_label,
     )
-    wanted = {**labels, **({"service": service} if service else {})}
+    if service_label != SERVICE_LABEL:
+        notes.append(
+            f"PromQL is evaluated as written: this environment names services with the "
+            f"label {service_label!r} (shown here as service)"
+        )
+    wanted = {**labels, **({SERVICE_LABEL: service} if service else {})}
     return [s for s in fetched if all(s.labels.get(k) == v for k, v in wanted.items())], notes
 
 
@@ -98,6 +108,7 @@ def metrics_query(
     files: tuple[Path, ...] | None = None,
     prometheus_url: str | None = None,
     prometheus_token_env: str = "",
+    service_label: str = SERVICE_LABEL,
     clamps: dict[str, dict[str, Any]] | None = None,
 ) -> BackendOutput:
     """Run query_metrics against files (``files``) or Prometheus (``prometheus_url``).
@@ -105,6 +116,9 @@ def metrics_query(
     Without ``service`` the call ranks across the whole environment (fleet view): with
     no ``metric`` either, every series that has a ``service`` label. Either way it is one
     pass over the files or one range query, whatever the number of services.
+
+    ``service_label`` is the label that names a service in Prometheus: selectors are sent
+    with it in place of ``service`` and the series come back with it read as ``service``.
 
     A ``step`` the grid cannot use (longer than the window, or too fine for the range) is
     clamped and recorded in ``clamps``.
@@ -127,6 +141,7 @@ def metrics_query(
             deadline=deadline,
             prometheus_url=prometheus_url,
             prometheus_token_env=prometheus_token_env,
+            service_label=service_label,
         )
     else:
         if selector is None:

@@ -1,9 +1,16 @@
-"""Series selectors: ``name{label="v", …}`` as PromQL writes them, parsed and built."""
+"""Series selectors: ``name{label="v", …}`` as PromQL writes them, parsed and built.
+
+Inside Rootproof a series names its service in the label ``service``; a Prometheus whose
+fleet names services with another label (``job``, ``app``, …) is spoken to in its own
+names: ``Selector.relabelled`` on the way out, ``labels_from_backend`` on the way back.
+"""
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+
+from diagnosis.models import SERVICE_LABEL
 
 # Names that OpenMetrics reserves for monotonic counters: these are compared as per-second rates.
 COUNTER_SUFFIXES = ("_total", "_count", "_sum", "_bucket")
@@ -12,6 +19,27 @@ _SELECTOR = re.compile(r"^\s*([a-zA-Z_:][a-zA-Z0-9_:]*)?\s*(\{.*\})?\s*$", re.DO
 _MATCHER = re.compile(
     r'\s*([a-zA-Z_][a-zA-Z0-9_]*)\s*(=~|!~|!=|=)\s*"((?:[^"\\]|\\.)*)"\s*(,|$)', re.DOTALL
 )
+# Where a backend series' own ``service`` label goes when another label names its service:
+# Prometheus' own name for a label displaced by a clash (``honor_labels: false``).
+EXPORTED_SERVICE_LABEL = "exported_service"
+
+
+def label_to_backend(name: str, service_label: str) -> str:
+    """The name a backend whose services are named by ``service_label`` gives label ``name``."""
+    if service_label == SERVICE_LABEL:
+        return name
+    if name == SERVICE_LABEL:
+        return service_label
+    return SERVICE_LABEL if name == EXPORTED_SERVICE_LABEL else name
+
+
+def labels_from_backend(labels: dict[str, str], service_label: str) -> dict[str, str]:
+    """A backend series' labels as Rootproof names them: ``service_label`` becomes
+    ``service``, and a ``service`` label of the series' own becomes ``exported_service``."""
+    if service_label == SERVICE_LABEL:
+        return labels
+    renamed = {SERVICE_LABEL: EXPORTED_SERVICE_LABEL, service_label: SERVICE_LABEL}
+    return {renamed.get(k, k): v for k, v in labels.items()}
 
 
 @dataclass(frozen=True)
@@ -42,6 +70,15 @@ class Selector:
     def render(self) -> str:
         inner = ",".join(m.render() for m in self.matchers)
         return f"{self.name or ''}{{{inner}}}" if inner or not self.name else self.name
+
+    def relabelled(self, service_label: str) -> Selector:
+        """This selector as a backend whose services are named by ``service_label`` needs it."""
+        if service_label == SERVICE_LABEL:
+            return self
+        matchers = (
+            Matcher(label_to_backend(m.name, service_label), m.op, m.value) for m in self.matchers
+        )
+        return Selector(name=self.name, matchers=tuple(matchers))
 
     def matches(self, name: str, labels: dict[str, str]) -> bool:
         if self.name and name != self.name:
@@ -80,7 +117,7 @@ def selector_build(
     base = selector_parse(metric) if metric else Selector(name=None, matchers=())
     if base is None:
         return None
-    extra = [Matcher("service", "=", service)] if service else []
+    extra = [Matcher(SERVICE_LABEL, "=", service)] if service else []
     extra += [Matcher(k, "=", v) for k, v in sorted(labels.items())]
     existing = {(m.name, m.op) for m in base.matchers}
     merged = list(base.matchers) + [m for m in extra if (m.name, m.op) not in existing]
