@@ -63,10 +63,10 @@ BLOCK_BYTES = 2 << 20
 LINE_SLOTS = 1 << 40  # positions: chunk number * LINE_SLOTS + line number in the chunk
 
 _U8 = np.uint8
-_PREFIX = np.frombuffer(b'{"ts": "', _U8)
-_SERVICE_KEY = np.frombuffer(b'", "service": "', _U8)
-_LEVEL_KEY = np.frombuffer(b'", "level": "', _U8)
-_MESSAGE_KEY = np.frombuffer(b'", "message": "', _U8)
+_PREFIX = b'{"ts": "'
+_SERVICE_KEY = b'", "service": "'
+_LEVEL_KEY = b'", "level": "'
+_MESSAGE_KEY = b'", "message": "'
 _STAMP_DIGITS = np.array([0, 1, 2, 3, 5, 6, 8, 9, 11, 12, 14, 15, 17, 18])
 _STAMP_PUNCT = np.array([4, 7, 10, 13, 16])
 _STAMP_PUNCT_BYTES = np.frombuffer(b"--T::", _U8)
@@ -227,27 +227,34 @@ class _Aggregator:
         self.add_record(position, record)
 
 
-def _byte_blocks(path: Path, start: int, end: int, deadline: Deadline) -> Iterator[bytes]:
-    """Bytes ``start``–``end`` of the file (both at line starts) in blocks of whole lines."""
+def _byte_blocks(path: Path, start: int, end: int, deadline: Deadline) -> Iterator[bytearray]:
+    """Bytes ``start``–``end`` of the file (both at line starts) in blocks of whole lines.
+
+    Each block is read straight into its own buffer and cut at its last newline in place;
+    only the partial line after that is copied (to the front of the next block).
+    """
     with path.open("rb") as handle:
         handle.seek(start)
-        pending = b""
+        carry = b""
         left = end - start
         while left > 0:
             deadline.check()
-            chunk = handle.read(min(BLOCK_BYTES, left))
-            if not chunk:
+            block = bytearray(len(carry) + min(BLOCK_BYTES, left))
+            block[: len(carry)] = carry
+            got = handle.readinto(memoryview(block)[len(carry) :])
+            if not got:
                 break
-            left -= len(chunk)
-            data = pending + chunk if pending else chunk
-            cut = data.rfind(b"\n") + 1
+            left -= got
+            del block[len(carry) + got :]
+            cut = block.rfind(b"\n") + 1
             if not cut:
-                pending = data
+                carry = bytes(block)
                 continue
-            pending = data[cut:]
-            yield data[:cut]
-        if pending:
-            yield pending + b"\n"
+            carry = bytes(block[cut:])
+            del block[cut:]
+            yield block
+        if carry:
+            yield bytearray(carry + b"\n")
 
 
 def _line_starts(path: Path, size: int, pieces: int) -> list[int]:
@@ -275,6 +282,26 @@ def _gather(arr: np.ndarray, at: np.ndarray, width: int) -> np.ndarray:
     return windows[np.minimum(at, len(arr) - width)]
 
 
+def _words(buf: bytes | bytearray) -> np.ndarray:
+    """The 8 bytes from each offset of ``buf`` as one little-endian integer (an unaligned view)."""
+    count = max(len(buf) - 7, 0)
+    return np.ndarray((count,), dtype="<u8", buffer=buf, strides=(1,))
+
+
+def _equals_at(words: np.ndarray, at: np.ndarray, needle: bytes) -> np.ndarray:
+    """Whether ``needle`` (8 to 16 bytes) occurs at each offset (past the end: False or any).
+
+    Compared as two overlapping 8-byte integers; as in ``_gather``, only lines that
+    qualify need a true answer, and theirs lie inside.
+    """
+    head = int.from_bytes(needle[:8], "little")
+    tail = int.from_bytes(needle[-8:], "little")
+    last = len(words) - 1
+    out = words[np.minimum(at, last)] == head
+    out &= words[np.minimum(at + len(needle) - 8, last)] == tail
+    return out
+
+
 def _marked(starts: np.ndarray, at: np.ndarray, lines: int) -> np.ndarray:
     """Which lines hold one of the offsets ``at``."""
     out = np.zeros(lines, dtype=bool)
@@ -285,7 +312,8 @@ def _marked(starts: np.ndarray, at: np.ndarray, lines: int) -> np.ndarray:
 
 def _alternating(bounds: np.ndarray, size: int) -> np.ndarray:
     """A byte mask: out before ``bounds[0]``, in from there to ``bounds[1]``, out again..."""
-    bounds = np.sort(bounds)
+    # The bounds come as a few sorted runs: a stable sort (timsort) merges them.
+    bounds = np.sort(bounds, kind="stable")
     counts = np.diff(bounds, prepend=0, append=size)
     labels = np.zeros(len(counts), dtype=bool)
     labels[1::2] = True
@@ -302,7 +330,7 @@ class _FastBlock:
     the line-by-line code.
     """
 
-    def __init__(self, buf: bytes, head_seconds: Callable[[np.ndarray], np.ndarray]) -> None:
+    def __init__(self, buf: bytearray, head_seconds: Callable[[np.ndarray], np.ndarray]) -> None:
         arr = np.frombuffer(buf, _U8)
         self.buf, self.arr = buf, arr
         controls = np.flatnonzero(arr < 32)
@@ -316,7 +344,8 @@ class _FastBlock:
         ok = (nl - starts) >= 60
         ok &= ~_marked(starts, controls[~newline], lines)
         ok &= ~_marked(starts, np.flatnonzero(arr == 92), lines)
-        ok &= (_gather(arr, starts, 8) == _PREFIX).all(axis=1)
+        words = _words(buf)
+        ok &= _equals_at(words, starts, _PREFIX)
         quotes = self.quotes = np.flatnonzero(arr == 34)
         first_quote = np.searchsorted(quotes, starts)
         self.first_quote = first_quote
@@ -325,9 +354,9 @@ class _FastBlock:
             quotes = np.concatenate([quotes, np.full(16, len(arr) - 1, dtype=quotes.dtype)])
         q = _gather(quotes, first_quote, 16)
         ok &= q[:, 15] < nl
-        ok &= (_gather(arr, q[:, 3], 15) == _SERVICE_KEY).all(axis=1)
-        ok &= (_gather(arr, q[:, 7], 13) == _LEVEL_KEY).all(axis=1)
-        ok &= (_gather(arr, q[:, 11], 15) == _MESSAGE_KEY).all(axis=1)
+        ok &= _equals_at(words, q[:, 3], _SERVICE_KEY)
+        ok &= _equals_at(words, q[:, 7], _LEVEL_KEY)
+        ok &= _equals_at(words, q[:, 11], _MESSAGE_KEY)
         ok &= q[:, 7] > q[:, 6] + 1  # a service is not empty
         # The stamp: YYYY-MM-DDTHH:MM:SS, then Z, or a fraction of 1 to 9 digits and Z.
         ts_start, ts_end = q[:, 2] + 1, q[:, 3]
@@ -396,7 +425,7 @@ def _epoch_seconds(cache: dict[int, int]) -> Callable[[np.ndarray], np.ndarray]:
     return convert
 
 
-def _fast_block(agg: _Aggregator, buf: bytes, base: int, heads: dict[int, int]) -> int:
+def _fast_block(agg: _Aggregator, buf: bytearray, base: int, heads: dict[int, int]) -> int:
     """Count a block's lines; returns how many lines it held."""
     spec = agg.spec
     block = _FastBlock(buf, _epoch_seconds(heads))
@@ -427,7 +456,7 @@ def _fast_block(agg: _Aggregator, buf: bytes, base: int, heads: dict[int, int]) 
     return block.lines
 
 
-def _leading_zeros(buf: bytes) -> np.ndarray:
+def _leading_zeros(buf: bytearray) -> np.ndarray:
     """Offsets of the zero of each ``: 0`` or ``: -0`` followed by a digit (not JSON)."""
     zeros = []
     for needle in (b": 0", b": -0"):
@@ -472,12 +501,11 @@ def _line_keys(block: _FastBlock, rows: np.ndarray) -> list[bytes]:
     )
     opening, closing = quotes[open_index], quotes[open_index + 1]
     is_value = (arr[opening - 1] == 32) & (arr[opening - 2] == 58)
-    shaped = np.frombuffer(block.buf.translate(_ALL_DIGITS), _U8)
     # Kept: from the service to the line's end, less the contents of the value strings.
     keep = _alternating(
         np.concatenate([service_start, opening[is_value] + 1, closing[is_value], line_end]), size
     )
-    keys = shaped[keep].tobytes().split(b"\n")
+    keys = arr[keep].tobytes().translate(_ALL_DIGITS).split(b"\n")
     keys.pop()
     return keys
 
@@ -557,7 +585,7 @@ def _as_written(
     by_written: dict[tuple[bytes, bytes], list[int]] = {}
     for member in members.tolist():
         at = q[rows[member]]
-        written = (buf[at[6] + 1 : at[7]], buf[at[10] + 1 : at[11]])
+        written = (bytes(buf[at[6] + 1 : at[7]]), bytes(buf[at[10] + 1 : at[11]]))
         by_written.setdefault(written, []).append(member)
     for (service, level), part in by_written.items():
         yield service, level, np.array(part, dtype=members.dtype)
