@@ -70,7 +70,7 @@ def _text_blocks(path: Path, deadline: Deadline) -> Iterator[str]:
         yield text_decode(b"".join(pending) + b"\n")
 
 
-def text_decode(data: bytes | memoryview) -> str:
+def text_decode(data: bytes | bytearray | memoryview) -> str:
     text = str(data, "utf-8", "replace")
     if "\r" in text:
         text = text.replace("\r\n", "\n").replace("\r", "\n")
