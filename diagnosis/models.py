@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import uuid
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from django.conf import settings
@@ -15,6 +16,9 @@ from django.utils.translation import pgettext_lazy
 
 from diagnosis import contracts
 from diagnosis.contracts import ParseStatus as _Parse
+
+if TYPE_CHECKING:
+    from django_stubs_ext import StrOrPromise
 
 
 def validate_service_url(value: str) -> None:
@@ -50,6 +54,17 @@ def validate_query_text(value: str) -> None:
         raise ValidationError(_("查询不能只有空白，也不能包含控制字符。"))
 
 
+def _service_label_field(verbose_name: StrOrPromise, help_text: StrOrPromise) -> models.CharField:
+    """An optional label name: the label that names a service in one of the backends."""
+    return models.CharField(
+        verbose_name,
+        max_length=100,
+        blank=True,
+        validators=[validate_label_name],
+        help_text=help_text,
+    )
+
+
 class Environment(models.Model):
     """Where evidence comes from: a scenario pack on disk, or a live Prometheus/Loki."""
 
@@ -75,19 +90,13 @@ class Environment(models.Model):
     loki_token_env = models.CharField(_("Loki 令牌环境变量名"), max_length=100, blank=True)
     loki_tenant = models.CharField(_("Loki 租户 (X-Scope-OrgID)"), max_length=100, blank=True)
     # Fleets name their services with different labels (job, app, service_name, …).
-    metrics_service_label = models.CharField(
+    metrics_service_label = _service_label_field(
         _("指标的服务标签"),
-        max_length=100,
-        blank=True,
-        validators=[validate_label_name],
-        help_text=_("Prometheus 中标明服务名的标签，例如 job 或 app；留空表示 service。"),
+        _("Prometheus 中标明服务名的标签，例如 job 或 app；留空表示 service。"),
     )
-    logs_service_label = models.CharField(
+    logs_service_label = _service_label_field(
         _("日志的服务标签"),
-        max_length=100,
-        blank=True,
-        validators=[validate_label_name],
-        help_text=_("Loki 日志流中标明服务名的标签，例如 app 或 service_name；留空表示 service。"),
+        _("Loki 日志流中标明服务名的标签，例如 app 或 service_name；留空表示 service。"),
     )
     call_edges_query = models.TextField(
         _("调用关系查询"),
