@@ -225,6 +225,19 @@ class Finding(BaseModel):
     binding: int | None = Field(default=None, description="index of the binding, if any")
     detail: str = ""
     fact: str | None = Field(default=None, description="the claim's fact, for claim_fact_unbound")
+    # ``detail`` as a stable code and its parameters, so a page words it in its own language;
+    # findings recorded before these fields (and parse findings) carry ``detail`` only
+    # (left out of a dump when unset, so a finding without them reads as it always did)
+    detail_code: str | None = Field(
+        default=None,
+        description="the wording of detail, as a code",
+        exclude_if=lambda value: value is None,
+    )
+    detail_params: dict[str, str | int | list[int]] = Field(
+        default_factory=dict,
+        description="the numbers, ids and names detail names",
+        exclude_if=lambda value: not value,
+    )
 
 
 class ClaimFact(BaseModel):
@@ -437,6 +450,13 @@ class Disagreement(Lenient):
     gatekeeper: str = ""
 
 
+class RouteNote(Lenient):
+    """A routing note as a stable code and its parameters (what the note's text says)."""
+
+    code: str = ""
+    params: dict[str, str | int | list[str]] = Field(default_factory=dict)
+
+
 class VerifierEvaluation(Lenient):
     """The Verifier's verdict as routed, and what the Composer got and gave."""
 
@@ -446,6 +466,10 @@ class VerifierEvaluation(Lenient):
     decision: Decision | None = None
     routed_decision: Decision | None = None
     route_notes: list[str] = Field(default_factory=list)
+    # route_notes[i] as a code (older rows have none): pages word the note in their language
+    route_note_codes: list[RouteNote] = Field(
+        default_factory=list, exclude_if=lambda value: not value
+    )
     claim_checks: list[ClaimCheck] = Field(default_factory=list)
     extra_facts: list[str] = Field(default_factory=list)
     summary: str = ""

@@ -17,7 +17,10 @@ from chat.templatetags.chat_tags import (
     FINDING_LABELS,
     PLACEMENT_LABELS,
     TOOL_STATUS_LABELS,
+    coded_text,
 )
+from diagnosis.contracts import VerifierEvaluation
+from diagnosis.flow.router import ROUTE_NOTES
 from diagnosis.models import DiagnosisSession, LLMCall
 
 register = template.Library()
@@ -142,3 +145,22 @@ def code_label(code: object, kind: str) -> SafeString | str:
         return format_html('<code class="rp-code">{}</code>', code)
     # The label is what a reviewer reads; the code stays at hand in the tooltip.
     return format_html('<span class="rp-label" title="{}">{}</span>', code, label)
+
+
+@register.filter
+def route_notes_worded(evaluation: VerifierEvaluation | None) -> list[tuple[str, str]]:
+    """Each routing note as ``(worded, recorded)``: ``worded`` in the page's language when
+    the note was stored with its code (``route_note_codes``, same position), else ""."""
+    if evaluation is None:
+        return []
+    codes = evaluation.route_note_codes
+    notes = []
+    for position, recorded in enumerate(evaluation.route_notes):
+        code = codes[position] if position < len(codes) else None
+        worded = ""
+        if code is not None:
+            worded = coded_text(
+                ROUTE_NOTES, code.code, code.params, {"status": STAGE_STATUS_LABELS}
+            )
+        notes.append((worded, recorded))
+    return notes

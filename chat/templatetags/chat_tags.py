@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from django import template
+from django.utils.functional import Promise
 from django.utils.html import escape, format_html
 from django.utils.safestring import SafeString, mark_safe
-from django.utils.translation import get_language
+from django.utils.translation import get_language, gettext
 from django.utils.translation import gettext_lazy as _
 from markdown_it import MarkdownIt
 from markdown_it.common.utils import escapeHtml
@@ -17,6 +18,7 @@ from markdown_it.renderer import RendererHTML
 from markdown_it.token import Token
 from markdown_it.utils import OptionsDict
 
+from diagnosis.flow.gatekeeper.details import FINDING_DETAILS, WHERE_CHUNK
 from diagnosis.flow.renderer import language_key
 
 register = template.Library()
@@ -140,6 +142,69 @@ def finding_label(value: str) -> str:
 @register.filter
 def tool_status_label(value: str) -> str:
     return str(TOOL_STATUS_LABELS.get(value, value))
+
+
+@register.filter
+def evidence_label(index: object) -> str:
+    """How a person reads a binding's index (as the model wrote it, from 0): 证据 1, 证据 2."""
+    try:
+        number = int(str(index)) + 1
+    except ValueError:
+        return str(index)
+    return gettext("证据 %(n)s") % {"n": number}
+
+
+# Parameters of a coded note that are binding indexes: shown as evidence is numbered.
+_EVIDENCE_PARAMS = frozenset({"binding", "bindings"})
+
+
+def _param_shown(name: str, value: object, labels: Mapping[str, Mapping[str, object]]) -> str:
+    items = value if isinstance(value, list) else [value]
+    if name in _EVIDENCE_PARAMS:
+        return gettext("、").join(evidence_label(item) for item in items)
+    named = labels.get(name, {})
+    return gettext("、").join(str(named.get(str(item), item)) for item in items)
+
+
+def coded_text(
+    messages: Mapping[str, Promise],
+    code: object,
+    params: object,
+    labels: Mapping[str, Mapping[str, object]] | None = None,
+) -> str:
+    """A note stored as a code and its parameters, worded in the active language.
+
+    ``labels`` name the parameters that are codes themselves (a status) by their label.
+    "" when the note has no code this catalogue knows (older rows): the page shows the
+    stored text, labelled with the language it was recorded in.
+    """
+    message = messages.get(str(code)) if code else None
+    params = {} if params is None else params  # a note without parameters stores none
+    if message is None or not isinstance(params, Mapping):
+        return ""
+    shown = {str(k): _param_shown(str(k), v, labels or {}) for k, v in params.items()}
+    if "trace_ref" in shown:
+        where = str(WHERE_CHUNK) % shown if "chunk" in shown else shown["trace_ref"]
+        shown.setdefault("where", where)
+    try:
+        return str(message) % shown
+    except (KeyError, TypeError, ValueError):
+        return ""
+
+
+def _field(item: object, name: str) -> object:
+    return item.get(name) if isinstance(item, Mapping) else getattr(item, name, None)
+
+
+@register.filter
+def finding_detail(finding: object) -> str:
+    """A Gatekeeper finding's detail in the page's language ("" when stored as text only)."""
+    return coded_text(
+        FINDING_DETAILS,
+        _field(finding, "detail_code"),
+        _field(finding, "detail_params"),
+        {"status": TOOL_STATUS_LABELS},
+    )
 
 
 @register.filter

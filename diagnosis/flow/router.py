@@ -5,21 +5,41 @@
 - a Verifier that passes a claim the Gatekeeper demoted has been fooled: PASS becomes
   LOW_CONFID (the claim itself is kept out by the Composer filter);
 - PASS with no Gatekeeper-accepted claim is not a pass: LOW_CONFID.
+
+Each routing note is stored as its text (``notes``, as older sessions have it) and,
+at the same position, as a code with its parameters (``note_codes``): pages word
+the code in their own language (``ROUTE_NOTES``), the text stays for exports.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+from django.utils.functional import Promise
+from django.utils.translation import gettext_lazy as _
 
 from diagnosis.contracts import (
     ALLOWED_CLASSIFICATIONS,
     Decision,
     FindingCode,
     GatekeeperReport,
+    RouteNote,
     Verdict,
     VerifierOutput,
 )
+
+# What each routing note says, in the reader's language (parameters as RouteNote.params).
+ROUTE_NOTES: dict[str, Promise] = {
+    "verifier_malformed": _("核验器的回答无法使用（%(status)s），结论降为置信度低"),
+    "verifier_allowed_demoted_claims": _(
+        "核验器认可了证据校验降级的论断 %(claims)s：通过降为置信度低，这些论断不会写进回答"
+    ),
+    "retry_budget_exhausted": _("重试次数已用完（最多 %(max_retries)s 次），结论降为置信度低"),
+    "pass_without_accepted_claims": _("没有一条论断通过证据校验，通过降为置信度低"),
+    "scope_unknown_services": _("问题提到了环境中没有的服务（%(services)s）：通过降为置信度低"),
+}
 
 
 @dataclass(frozen=True)
@@ -27,6 +47,31 @@ class RouteResult:
     decision: Decision
     retry_context: dict[str, Any] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    note_codes: list[RouteNote] = field(default_factory=list)  # notes[i] as a code
+
+
+@dataclass
+class _Notes:
+    texts: list[str] = field(default_factory=list)
+    codes: list[RouteNote] = field(default_factory=list)
+
+    def add(self, text: str, code: str, **params: str | int | list[str]) -> None:
+        """One routing note: its text and, at the same position, its code."""
+        self.texts.append(text)
+        self.codes.append(RouteNote(code=code, params=params))
+
+    def result(
+        self, decision: Decision, retry_context: dict[str, Any] | None = None
+    ) -> RouteResult:
+        return RouteResult(decision, retry_context or {}, list(self.texts), list(self.codes))
+
+
+def scope_note(unknown: Sequence[str]) -> tuple[str, RouteNote]:
+    """The note of a PASS lowered because the question names services the environment lacks."""
+    return (
+        "question names services the environment lacks: PASS became LOW_CONFID",
+        RouteNote(code="scope_unknown_services", params={"services": list(unknown)}),
+    )
 
 
 _MAX_PROBLEMS = 6
@@ -74,9 +119,12 @@ def route(
     retries_used: int,
     max_retries: int,
 ) -> RouteResult:
+    notes = _Notes()
     if verifier is None:
-        return RouteResult(Decision.LOW_CONFID, notes=[f"verifier_malformed:{verifier_status}"])
-    notes: list[str] = []
+        notes.add(
+            f"verifier_malformed:{verifier_status}", "verifier_malformed", status=verifier_status
+        )
+        return notes.result(Decision.LOW_CONFID)
     decision = verifier.decision
     fooled = [
         check.claim_id
@@ -85,7 +133,12 @@ def route(
         and gatekeeper.verdict_for(check.claim_id) != Verdict.ACCEPTED
     ]
     if fooled:
-        notes.append("verifier_allowed_demoted_claims:" + ",".join(sorted(set(fooled))))
+        claims = sorted(set(fooled))
+        notes.add(
+            "verifier_allowed_demoted_claims:" + ",".join(claims),
+            "verifier_allowed_demoted_claims",
+            claims=claims,
+        )
 
     if decision == Decision.RETRY:
         if retries_used < max_retries:
@@ -101,13 +154,13 @@ def route(
                     if c.classification not in ALLOWED_CLASSIFICATIONS
                 ],
             }
-            return RouteResult(Decision.RETRY, retry_context=context, notes=notes)
-        notes.append("retry_budget_exhausted")
+            return notes.result(Decision.RETRY, context)
+        notes.add("retry_budget_exhausted", "retry_budget_exhausted", max_retries=max_retries)
         decision = Decision.LOW_CONFID
 
     if decision == Decision.PASS and fooled:
         decision = Decision.LOW_CONFID
     if decision == Decision.PASS and gatekeeper.counts.accepted == 0:
-        notes.append("pass_without_accepted_claims")
+        notes.add("pass_without_accepted_claims", "pass_without_accepted_claims")
         decision = Decision.LOW_CONFID
-    return RouteResult(decision, notes=notes)
+    return notes.result(decision)

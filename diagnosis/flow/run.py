@@ -43,7 +43,7 @@ from diagnosis.flow.executor import ExecutorResult, executor_stage
 from diagnosis.flow.gatekeeper import gatekeeper_stage
 from diagnosis.flow.parsing import ParsedExecutorOutput
 from diagnosis.flow.planner import PlannerResult, planner_stage, time_parse
-from diagnosis.flow.router import RouteResult, route
+from diagnosis.flow.router import RouteResult, route, scope_note
 from diagnosis.flow.scope import (
     root_cause_status,
     services_unknown,
@@ -330,6 +330,7 @@ def _attempt_record(
             "decision": verifier.decision.value if verifier else None,
             "routed_decision": routed.decision.value,
             "route_notes": list(routed.notes),
+            "route_note_codes": [n.model_dump() for n in routed.note_codes],
             "claim_checks": [c.model_dump(mode="json") for c in verifier.claim_checks]
             if verifier
             else [],
@@ -391,10 +392,9 @@ def _scoped_decision(run: _Run, decision: Decision, unknown: list[str]) -> Decis
     evaluation = run.evaluation.verifier_evaluation
     if decision == Decision.PASS and evaluation is not None:
         decision = Decision.LOW_CONFID
-        evaluation.route_notes = [
-            *evaluation.route_notes,
-            "question names services the environment lacks: PASS became LOW_CONFID",
-        ]
+        text, code = scope_note(unknown)
+        evaluation.route_notes = [*evaluation.route_notes, text]
+        evaluation.route_note_codes = [*evaluation.route_note_codes, code]
         evaluation.routed_decision = decision
     return decision
 

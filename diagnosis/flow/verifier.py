@@ -12,7 +12,13 @@ from typing import Any
 
 from django.conf import settings
 
-from diagnosis.contracts import GatekeeperReport, TraceSummaryEntry, VerifierOutput, VerifierPayload
+from diagnosis.contracts import (
+    Finding,
+    GatekeeperReport,
+    TraceSummaryEntry,
+    VerifierOutput,
+    VerifierPayload,
+)
 from diagnosis.flow import trace_summary
 from diagnosis.flow.parsing import ParsedExecutorOutput, model_output_parse
 from diagnosis.llm.base import AgentProvider, CallRecorder, LLMError
@@ -37,6 +43,24 @@ def text_bound(text: str, limit: int) -> str:
     return f"{text[:half]}\n[… {len(text) - 2 * half} characters cut …]\n{text[-half:]}"
 
 
+def _findings_worded(findings: list[Finding]) -> list[Finding]:
+    return [f.model_copy(update={"detail_code": None, "detail_params": {}}) for f in findings]
+
+
+def _report_worded(report: GatekeeperReport) -> GatekeeperReport:
+    """The report with each finding's detail in words only, as the Verifier reads it.
+
+    A finding's ``detail_code`` and ``detail_params`` are for pages (they say what
+    ``detail`` says); the model reads the detail, so its payload stays as it was.
+    """
+    claims = [
+        c.model_copy(update={"findings": _findings_worded(c.findings)}) for c in report.claims
+    ]
+    return report.model_copy(
+        update={"claims": claims, "findings": _findings_worded(report.findings)}
+    )
+
+
 def verifier_payload_build(
     *,
     session: DiagnosisSession,
@@ -51,7 +75,7 @@ def verifier_payload_build(
         executor_final_answer=text_bound(raw, settings.DIAGNOSIS_VERIFIER_ANSWER_MAX_CHARS),
         executor_structured_output=parsed.raw_object,
         executor_output_parse_status=parsed.status,
-        gatekeeper=report,
+        gatekeeper=_report_worded(report),
         tool_trace_summary=[
             TraceSummaryEntry.model_validate(entry)
             for entry in trace_summary.trace_summary_build(session=session)

@@ -85,7 +85,7 @@ from diagnosis.flow.gatekeeper.excerpts import (
     excerpt_matches,
 )
 from diagnosis.flow.gatekeeper.instructions import excerpt_is_instruction
-from diagnosis.flow.parsing import ClaimNotes, ParsedExecutorOutput, finding
+from diagnosis.flow.parsing import ClaimNotes, ParsedExecutorOutput, detail_clip, finding
 from diagnosis.models import DiagnosisSession, ToolInvocation
 
 __all__ = [
@@ -114,6 +114,32 @@ _MAX_DB_ID = 2**63 - 1
 # arguments the model writes as free text: they say what it looked for, not what was found
 _FREE_TEXT_ARGUMENTS = frozenset({"query"})
 _ARGUMENT_FACTS = frozenset({FactKind.IDENTIFIER, FactKind.SERVICE})
+
+_PARAM_MAX_CHARS = 120  # a name or text a detail quotes (the model may write any length)
+
+
+def _coded(
+    code: FindingCode | str,
+    detail: str,
+    binding: int | None = None,
+    *,
+    detail_code: str,
+    **params: str | int | list[int],
+) -> Finding:
+    """A finding whose English ``detail`` is also stored as a code and its parameters."""
+    bounded = {
+        name: detail_clip(value, _PARAM_MAX_CHARS) if isinstance(value, str) else value
+        for name, value in params.items()
+    }
+    return finding(code, detail, binding).model_copy(
+        update={"detail_code": detail_code, "detail_params": bounded}
+    )
+
+
+def _where(record: InvocationRecord, chunk: str | None) -> dict[str, str]:
+    """The location parameters of a detail: the invocation, and the chunk when there is one."""
+    return {"trace_ref": record.trace_ref, **({"chunk": chunk} if chunk is not None else {})}
+
 
 # --- invocations and knowledge blocks ------------------------------------------------
 
@@ -275,63 +301,102 @@ class _Checker:
         tool_name = (binding.tool_name or "").strip()
         if tool_name and tool_name.lower() != record.tool_name.lower():
             findings.append(
-                finding(
+                _coded(
                     FindingCode.TOOL_NAME_MISMATCH,
                     f"binding says {tool_name!r}, {record.trace_ref} is {record.tool_name!r}",
                     index,
+                    detail_code="tool_name_mismatch",
+                    tool=tool_name,
+                    trace_ref=record.trace_ref,
+                    actual=record.tool_name,
                 )
             )
         if record.status != STATUS_OK:
             findings.append(
-                finding(
+                _coded(
                     FindingCode.INVOCATION_FAILED,
                     f"{record.trace_ref} ({record.tool_name}) ended with status {record.status!r}",
                     index,
+                    detail_code="invocation_failed",
+                    trace_ref=record.trace_ref,
+                    tool=record.tool_name,
+                    status=record.status,
                 )
             )
         result = _match(binding.evidence_excerpt, self.normalized(target))
         where = record.trace_ref
-        if target.block is not None:
-            where = f"chunk {binding.source_id!r} of {record.trace_ref}"
+        chunk = binding.source_id if target.block is not None else None
+        if chunk is not None:
+            where = f"chunk {chunk!r} of {record.trace_ref}"
         if not result.matched:
-            findings.append(finding(result.code or "", f"{where}: {result.detail}", index))
+            findings.append(
+                _coded(
+                    result.code or "",
+                    f"{where}: {result.detail}",
+                    index,
+                    detail_code=result.detail_code or str(result.code),
+                    **result.params,
+                    **_where(record, chunk),
+                )
+            )
             return findings, None
         phrase = excerpt_is_instruction(
             " ".join(excerpt_fragments(text_normalize(binding.evidence_excerpt)))
         )
         if phrase:
             findings.append(
-                finding(
+                _coded(
                     FindingCode.EXCERPT_IS_INSTRUCTION,
                     f"{where}: the excerpt reads as an instruction or a verdict ({phrase!r}), "
                     "not as evidence",
                     index,
+                    detail_code="excerpt_is_instruction",
+                    phrase=phrase,
+                    **_where(record, chunk),
                 )
             )
         return findings, result
 
-    def binding_check(
+    def _targets(
         self, binding: EvidenceBinding, index: int
-    ) -> tuple[list[Finding], _Valid | None]:
-        """Findings for one binding, and the valid binding (None when invalid)."""
+    ) -> tuple[list[_Target] | None, Finding]:
+        """What the binding's source names (None: an unknown source type), and the finding
+        when it names nothing of this session."""
         source_type = binding.source_type.strip().lower()
         source_id = binding.source_id.strip()
         if source_type == SourceType.TOOL_TRACE.value:
             record = self.by_trace.get(source_id)
-            targets = [_Target(record, None)] if record else []
             unknown = f"no invocation of this session has trace_ref {source_id!r}"
-        elif source_type == SourceType.LOOKUP_EVIDENCE_BLOCK.value:
-            targets = list(self.chunks().get(source_id, []))
+            return [_Target(record, None)] if record else [], _coded(
+                FindingCode.UNKNOWN_SOURCE_ID,
+                unknown,
+                index,
+                detail_code="unknown_trace_ref",
+                source_id=source_id,
+            )
+        if source_type == SourceType.LOOKUP_EVIDENCE_BLOCK.value:
             unknown = (
                 f"chunk {source_id!r} was not returned by a lookup_knowledge invocation "
                 "of this session"
             )
-        else:
-            detail = (
-                f"source_type {binding.source_type!r} is not tool_trace or lookup_evidence_block"
+            return list(self.chunks().get(source_id, [])), _coded(
+                FindingCode.UNKNOWN_SOURCE_ID,
+                unknown,
+                index,
+                detail_code="unknown_chunk",
+                source_id=source_id,
             )
-            return [finding(FindingCode.UNKNOWN_SOURCE_TYPE, detail, index)], None
+        detail = f"source_type {binding.source_type!r} is not tool_trace or lookup_evidence_block"
+        return None, _coded(
+            FindingCode.UNKNOWN_SOURCE_TYPE,
+            detail,
+            index,
+            detail_code="unknown_source_type",
+            source_type=binding.source_type,
+        )
 
+    def _cited(self, binding: EvidenceBinding, index: int) -> tuple[set[int], list[Finding]]:
+        """The cited invocation ids of this session, and a finding for each other one."""
         findings: list[Finding] = []
         cited_here: set[int] = set()
         for inv_id in dict.fromkeys(binding.source_invocation_ids or []):
@@ -339,31 +404,53 @@ class _Checker:
                 cited_here.add(inv_id)
             elif inv_id in self.foreign:
                 findings.append(
-                    finding(
+                    _coded(
                         FindingCode.INVOCATION_NOT_IN_SESSION,
                         f"invocation {inv_id} belongs to another session",
                         index,
+                        detail_code="invocation_not_in_session",
+                        invocation=inv_id,
                     )
                 )
             else:
                 findings.append(
-                    finding(
-                        FindingCode.UNKNOWN_SOURCE_ID, f"invocation {inv_id} does not exist", index
+                    _coded(
+                        FindingCode.UNKNOWN_SOURCE_ID,
+                        f"invocation {inv_id} does not exist",
+                        index,
+                        detail_code="unknown_invocation",
+                        invocation=inv_id,
                     )
                 )
+        return cited_here, findings
+
+    def binding_check(
+        self, binding: EvidenceBinding, index: int
+    ) -> tuple[list[Finding], _Valid | None]:
+        """Findings for one binding, and the valid binding (None when invalid)."""
+        source_id = binding.source_id.strip()
+        targets, unknown = self._targets(binding, index)
+        if targets is None:
+            return [unknown], None
+        cited_here, findings = self._cited(binding, index)
         if not targets:
-            findings.append(finding(FindingCode.UNKNOWN_SOURCE_ID, unknown, index))
+            findings.append(unknown)
             return findings, None
         if cited_here:
             target_ids = {t.record.id for t in targets}
             for inv_id in sorted(cited_here - target_ids):
                 other = self.by_id[inv_id]
                 findings.append(
-                    finding(
+                    _coded(
                         FindingCode.SOURCE_ID_MISMATCH,
                         f"source_id {source_id!r} is not invocation {inv_id} "
                         f"({other.trace_ref}, {other.tool_name})",
                         index,
+                        detail_code="source_id_mismatch",
+                        source_id=source_id,
+                        invocation=inv_id,
+                        trace_ref=other.trace_ref,
+                        tool=other.tool_name,
                     )
                 )
             narrowed = [t for t in targets if t.record.id in cited_here]
@@ -418,14 +505,20 @@ class _Checker:
                         code=FindingCode.CLAIM_FACT_UNBOUND.value,
                         detail=f"{fact.text!r} is in no bound excerpt ({shown})",
                         fact=fact.text,
+                        detail_code="claim_fact_unbound",
+                        detail_params={
+                            "fact": detail_clip(fact.text, _PARAM_MAX_CHARS),
+                            "bindings": sorted({v.index for v in valid}),
+                        },
                     )
                 )
         if direct and not facts:
             findings.append(
-                finding(
+                _coded(
                     FindingCode.CLAIM_NOT_SPECIFIC,
                     "the claim names no service, number, time or identifier its evidence "
                     "could bind; a confirmed claim must name something concrete",
+                    detail_code="claim_not_specific",
                 )
             )
         return bound, findings
@@ -460,7 +553,13 @@ class _Checker:
         kinds = [v.kind for v in valid]
         if not claim.evidence_bindings:
             demote = True
-            findings.append(finding(FindingCode.NO_BINDINGS, "the claim has no evidence bindings"))
+            findings.append(
+                _coded(
+                    FindingCode.NO_BINDINGS,
+                    "the claim has no evidence bindings",
+                    detail_code="no_bindings",
+                )
+            )
         level = str(claim.support_level).strip().lower()
         direct = level not in (SupportLevel.INDIRECT.value, SupportLevel.NONE.value)
         if not direct:
@@ -491,12 +590,21 @@ def _claim_notes_findings(claim: Claim, notes: ClaimNotes, duplicate: bool) -> l
     if claim.claim_type not in known_types and not any(
         f.code == FindingCode.UNKNOWN_CLAIM_TYPE.value for f in findings
     ):
-        findings.append(finding(FindingCode.UNKNOWN_CLAIM_TYPE, f"claim_type {claim.claim_type!r}"))
+        findings.append(
+            _coded(
+                FindingCode.UNKNOWN_CLAIM_TYPE,
+                f"claim_type {claim.claim_type!r}",
+                detail_code="unknown_claim_type",
+                claim_type=str(claim.claim_type),
+            )
+        )
     if duplicate:
         findings.append(
-            finding(
+            _coded(
                 FindingCode.DUPLICATE_CLAIM_ID,
                 f"an earlier claim already has id {claim.claim_id!r}; this one is demoted",
+                detail_code="duplicate_claim_id",
+                claim_id=claim.claim_id,
             )
         )
     return findings
@@ -507,19 +615,22 @@ def _support_findings(kinds: list[str], invalid: list[int]) -> list[Finding]:
     findings: list[Finding] = []
     if _KIND_EVIDENCE not in kinds and kinds:
         findings.append(
-            finding(
+            _coded(
                 FindingCode.KNOWLEDGE_ONLY_BINDING,
                 "a direct claim needs a valid binding to query_metrics or query_logs; "
                 "runbook text cannot confirm what is happening now",
+                detail_code="knowledge_only_binding",
             )
         )
     if kinds and invalid:
         shown = ", ".join(str(i) for i in invalid)
         findings.append(
-            finding(
+            _coded(
                 FindingCode.INVALID_BINDING_BESIDE_VALID,
                 f"binding {shown} is invalid: a confirmed claim is not trusted on the "
                 "strength of its other bindings",
+                detail_code="invalid_binding_beside_valid",
+                bindings=list(invalid),
             )
         )
     return findings
@@ -554,18 +665,24 @@ def _report(
 
 def _internal_error_report(parsed: object, exc: BaseException) -> GatekeeperReport:
     detail = f"the Gatekeeper failed ({type(exc).__name__}); every claim is demoted"
+    failed = _coded(
+        FindingCode.INTERNAL_ERROR,
+        detail,
+        detail_code="gatekeeper_failed",
+        error=type(exc).__name__,
+    )
     try:
         results = [
             GatekeeperClaimResult(
                 claim_id=str(c.claim_id),
                 verdict=Verdict.DEMOTED,
-                findings=[finding(FindingCode.INTERNAL_ERROR, detail)],
+                findings=[failed.model_copy()],
             )
             for c in _claims_of(parsed)
         ]
     except Exception:
         results = []
-    return _report(_status_of(parsed), results, [finding(FindingCode.INTERNAL_ERROR, detail)])
+    return _report(_status_of(parsed), results, [failed])
 
 
 def gatekeeper_check(
@@ -601,7 +718,14 @@ def gatekeeper_check(
                 result = GatekeeperClaimResult(
                     claim_id=str(claim.claim_id),
                     verdict=Verdict.DEMOTED,
-                    findings=[finding(FindingCode.INTERNAL_ERROR, type(exc).__name__)],
+                    findings=[
+                        _coded(
+                            FindingCode.INTERNAL_ERROR,
+                            type(exc).__name__,
+                            detail_code="claim_check_failed",
+                            error=type(exc).__name__,
+                        )
+                    ],
                 )
             seen.add(claim.claim_id)
             results.append(result)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from diagnosis.contracts import FindingCode
 from diagnosis.facts import span_is_whole, text_normalize, text_normalize_mapped
@@ -40,13 +40,16 @@ class MatchResult:
     ``code`` is ``None`` when it matched, else a finding code
     (``excerpt_too_short``, ``fragment_too_short``, ``too_many_fragments``,
     ``excerpt_not_found``, ``number_mismatch``, ``fragments_too_far_apart``).
-    ``spans`` are the fragments' positions in the *normalised* text.
+    ``spans`` are the fragments' positions in the *normalised* text; ``detail_code``
+    and ``params`` say what ``detail`` says (``gatekeeper.details``).
     """
 
     matched: bool
     code: str | None = None
     detail: str = ""
     spans: tuple[tuple[int, int], ...] = ()
+    detail_code: str | None = None
+    params: dict[str, str | int] = field(default_factory=dict)
 
     def __bool__(self) -> bool:
         return self.matched
@@ -153,6 +156,8 @@ def _match(excerpt: str, text: str) -> MatchResult:
             False,
             FindingCode.TOO_MANY_FRAGMENTS.value,
             f"excerpt has {len(fragments)} fragments; at most {MAX_FRAGMENTS} are allowed",
+            detail_code="too_many_fragments",
+            params={"fragments": len(fragments), "max": MAX_FRAGMENTS},
         )
     lengths = [content_length(f) for f in fragments]
     if len(fragments) <= 1 and sum(lengths) < MIN_EXCERPT_CHARS:
@@ -161,6 +166,8 @@ def _match(excerpt: str, text: str) -> MatchResult:
             FindingCode.EXCERPT_TOO_SHORT.value,
             f"excerpt has {sum(lengths)} letters or digits after normalisation; at least "
             f"{MIN_EXCERPT_CHARS} are needed",
+            detail_code="excerpt_too_short",
+            params={"length": sum(lengths), "min": MIN_EXCERPT_CHARS},
         )
     short = [k for k, n in enumerate(lengths) if n < MIN_EXCERPT_CHARS]
     if short:
@@ -172,6 +179,14 @@ def _match(excerpt: str, text: str) -> MatchResult:
                 f"fragment {k + 1} of {len(fragments)} ({fragments[k]!r}) has {lengths[k]} "
                 f"letters or digits; each fragment needs at least {MIN_EXCERPT_CHARS}"
             ),
+            detail_code="fragment_too_short",
+            params={
+                "position": k + 1,
+                "fragments": len(fragments),
+                "text": detail_clip(fragments[k], 120),
+                "length": lengths[k],
+                "min": MIN_EXCERPT_CHARS,
+            },
         )
     spans = _in_order(text, fragments)
     if len(spans) < len(fragments):
@@ -183,14 +198,21 @@ def _match(excerpt: str, text: str) -> MatchResult:
                 False,
                 FindingCode.NUMBER_MISMATCH.value,
                 detail_clip(f"the text around {missing!r} is there, but with different numbers"),
+                detail_code="number_mismatch",
+                params={"text": detail_clip(missing, 120)},
             )
         where = (
             f"fragment {len(spans) + 1} of {len(fragments)}" if len(fragments) > 1 else "excerpt"
         )
+        params: dict[str, str | int] = {"text": detail_clip(missing, 120)}
+        if len(fragments) > 1:
+            params.update(position=len(spans) + 1, fragments=len(fragments))
         return MatchResult(
             False,
             FindingCode.EXCERPT_NOT_FOUND.value,
             detail_clip(f"{where} not found in the output: {missing!r}"),
+            detail_code="fragment_not_found" if len(fragments) > 1 else "excerpt_not_found",
+            params=params,
         )
     if len(fragments) > 1:
         close = _close(text, fragments)
@@ -200,6 +222,8 @@ def _match(excerpt: str, text: str) -> MatchResult:
                 FindingCode.FRAGMENTS_TOO_FAR_APART.value,
                 f"the fragments occur in order but never within {MAX_FRAGMENT_GAP} characters "
                 "of each other (one record, not a collage of the output)",
+                detail_code="fragments_too_far_apart",
+                params={"gap": MAX_FRAGMENT_GAP},
             )
         spans = close
     return MatchResult(True, None, "", tuple(spans))
