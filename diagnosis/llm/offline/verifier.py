@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.utils.translation import gettext as _
+from django.utils.translation import ngettext
 
 from diagnosis.contracts import (
     ALLOWED_CLASSIFICATIONS,
@@ -137,9 +138,28 @@ def _texts() -> dict[str, str]:
         "parse_retry": _(
             "Executor 输出无法解析（{status}），请输出合法的 executor_evidence_v2 JSON"
         ),
-        "summary": _("{n} 条声明：{detail}；决定 {decision}"),
         "none": _("没有可核验的声明"),
     }
+
+
+def _words() -> tuple[dict[Classification, str], dict[Decision, str]]:
+    """Classifications and decisions as the pages name them (the same msgids), so the
+    stored summary holds no raw code."""
+    classifications = {
+        Classification.DIRECT_OBSERVATION: _("直接观测"),
+        Classification.REASONABLE_INFERENCE: _("合理推断"),
+        Classification.OVERSTATED: _("表述过度"),
+        Classification.UNSUPPORTED: _("缺乏支持"),
+        Classification.EXTERNAL_UNKNOWN: _("超出证据范围"),
+        Classification.CONTRADICTED: _("与证据矛盾"),
+    }
+    decisions = {
+        Decision.PASS: _("证据充分"),
+        Decision.LOW_CONFID: _("置信度低"),
+        Decision.REJECT: _("无法确认"),
+        Decision.RETRY: _("要求重试"),
+    }
+    return classifications, decisions
 
 
 _CJK = re.compile(r"[\u4e00-\u9fff]")
@@ -468,9 +488,15 @@ def _parsed_decision(
 
 
 def _summary(checks: list[ClaimCheck], decision: Decision) -> str:
-    t = _texts()
-    counts: dict[str, int] = {}
-    for check in checks:
-        counts[check.classification.value] = counts.get(check.classification.value, 0) + 1
-    detail = ", ".join(f"{k} {v}" for k, v in sorted(counts.items())) or t["none"]
-    return t["summary"].format(n=len(checks), detail=detail, decision=decision.value)
+    """How many claims got each classification and the decision, in words."""
+    classifications, decisions = _words()
+    counts = {c: sum(1 for check in checks if check.classification == c) for c in Classification}
+    detail = _("，").join(f"{classifications[c]} {n}" for c, n in counts.items() if n)
+    summary = ngettext(
+        "{n} 条声明：{detail}；核验结论：{decision}",
+        "{n} 条声明：{detail}；核验结论：{decision}",
+        len(checks),
+    )
+    return summary.format(
+        n=len(checks), detail=detail or _texts()["none"], decision=decisions[decision]
+    )
