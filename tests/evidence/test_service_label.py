@@ -227,6 +227,20 @@ def test_loki_is_asked_by_the_environments_label_and_answers_by_service(
     assert top["samples"][0].startswith("2026-03-02T10:19:05Z pay ERROR Connection")
 
 
+def test_a_query_logs_call_asks_loki_by_the_environments_label(app_loki, live_session):
+    environment = live_session.environment
+    environment.loki_url = app_loki
+    environment.logs_service_label = "app"
+    environment.save()
+    result = tool_invoke(
+        session=live_session, attempt=1, tool_name="query_logs", arguments={"service": "pay"}
+    )
+    invocation = ToolInvocation.objects.get(pk=result.invocation_id)
+    assert invocation.status == "ok", invocation.output
+    assert {r["params"]["query"] for r in LokiStub.requests} == {'{app="pay"}'}
+    assert " pay ERROR " in invocation.output  # the stream label names the service
+
+
 def test_without_a_logs_label_loki_is_asked_by_service(app_loki):
     environment = _live("plain", loki_url=app_loki)
     result = _from_loki(app_loki, environment, "pay")

@@ -48,6 +48,7 @@ def _run(call: ToolCall) -> BackendOutput:
             base_url=env.loki_url,
             token_env=env.loki_token_env,
             tenant=env.loki_tenant,
+            service_label=env.logs_label,
             log_filter=log_filter,
             window=window,
             limit=limit,
