@@ -107,6 +107,23 @@ def _awkward_lines() -> list[str]:
             out.append(_line(at, "pay1", "ERROR", "empty key 2")[:-1] + ', "": "x"}')
         elif kind == 16:
             out.append(_line(at, "pay1", "ERROR", "dup service 3")[:-1] + ', "service": "order"}')
+        elif kind == 17:  # non-ASCII text around a digit masking keeps (v1, v2) and ids
+            message = f"支付服务v{1 + i % 2} 调用超时 {i}ms 订单O2603{i:07d} 第{i % 9}次"
+            out.append(_line(at, "网关", "ERROR", message, user="张三"))
+        elif kind == 18:  # other scripts' digits are masked, but are not ASCII digits
+            out.append(_line(at, "pay2", "WARN", f"重试 ١٢ 次 第３回 é{i % 7}"))
+        elif kind == 19:
+            out.append(
+                json.dumps(
+                    {
+                        "ts": _stamp(at),
+                        "service": "pay1",
+                        "level": "INFO",
+                        "message": f"ünïcödé {i % 5} \u2028 sep",
+                    },
+                    ensure_ascii=False,
+                )
+            )
     out.append(_line(WINDOW.start, "pay1", "INFO", "exactly at the window start 1"))
     out.append(_line(WINDOW.end, "pay1", "INFO", "exactly at the window end 1"))
     out.append(_line(WINDOW.baseline_start, "pay1", "INFO", "exactly at the baseline start 1"))
@@ -229,3 +246,53 @@ def test_the_counting_scan_keeps_memory_flat_in_the_file_size(tmp_path, monkeypa
     # Four times the file, not four times the memory: blocks and groups, not lines.
     assert peaks[1] < 1.5 * peaks[0]
     assert peaks[1] < (tmp_path / "big-8.jsonl").stat().st_size / 2
+
+
+def _cjk_lines(count: int) -> list[str]:
+    start = WINDOW.start + timedelta(minutes=1)
+    return [
+        json.dumps(
+            {
+                "ts": _stamp(start + timedelta(seconds=i)),
+                "service": ["支付服务", "订单服务"][i % 2],
+                "level": "ERROR",
+                "message": f"数据库连接池耗尽 v{1 + i % 2} 等待 {i % 40} 个 订单 O2603{i:07d}",
+                "trace_id": f"{i:032x}",
+            },
+            ensure_ascii=False,
+        )
+        for i in range(count)
+    ]
+
+
+def test_lines_in_other_scripts_are_counted_without_reading_them_line_by_line(
+    tmp_path, monkeypatch
+):
+    path = tmp_path / "apps.jsonl"
+    path.write_text("\n".join(_cjk_lines(2000)) + "\n", encoding="utf-8")
+    expected = _scan([path], counting=False, monkeypatch=monkeypatch)
+    line_by_line = []
+    monkeypatch.setattr(
+        logscan._Aggregator, "add_jsonl_line", lambda self, *args: line_by_line.append(args)
+    )
+    monkeypatch.setattr(logscan, "_workers", lambda: 1)
+    got = _scan([path], counting=True, monkeypatch=monkeypatch)
+    assert got == expected
+    assert not line_by_line
+    assert "数据库连接池耗尽 v1 等待" in got[1] and "数据库连接池耗尽 v2 等待" in got[1]
+    assert expected[2]["total_window"] == 2000
+
+
+def test_bytes_that_are_not_utf8_are_counted_as_text_mode_reading_replaces_them(
+    tmp_path, monkeypatch
+):
+    lines = [line.encode("utf-8") for line in _cjk_lines(600)]
+    for i in range(0, len(lines), 7):  # a cut multi-byte character, and a stray byte
+        lines[i] = lines[i].replace("耗尽".encode(), "耗尽".encode()[:4] + b"\xff", 1)
+    for i in range(3, len(lines), 11):
+        lines[i] = lines[i].replace("订单服务".encode(), b"\xe8\xae" + "单服务".encode(), 1)
+    path = tmp_path / "apps.jsonl"
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    expected = _scan([path], counting=False, monkeypatch=monkeypatch)
+    assert _scan([path], counting=True, monkeypatch=monkeypatch) == expected
+    assert "\ufffd" in expected[1]

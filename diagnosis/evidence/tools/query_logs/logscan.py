@@ -442,7 +442,6 @@ def _fast_block(agg: _Aggregator, buf: bytearray, base: int, heads: dict[int, in
     skipped = ok & ~in_range & ~later_ts
     msg_start, msg_end = q[:, 14] + 1, q[:, 15]
     plain = ok & in_range
-    plain &= _marked_in(starts, np.flatnonzero(arr >= 128), msg_start, msg_end, block.lines)
     hex_at = np.flatnonzero(arr == 120)  # "0x"
     hex_at = hex_at[arr[np.maximum(hex_at - 1, 0)] == 48] - 1
     plain &= _marked_in(starts, hex_at, msg_start, msg_end, block.lines)
@@ -545,8 +544,8 @@ def _shape_rows(agg: _Aggregator, block: _FastBlock, rows: np.ndarray, base: int
             counted[members] = False
             continue
         recipe = agg.masker.recipe(parsed[2])
-        if not isinstance(recipe, str) and recipe[2] is None:
-            counted[members] = False  # masks each message itself: line by line
+        if recipe is None or (not isinstance(recipe, str) and recipe[2] is None):
+            counted[members] = False  # not UTF-8, or masks each message itself: line by line
             continue
         for service_bytes, level_bytes, written in _as_written(block, rows, members, parsed):
             service = service_bytes.decode("utf-8", "replace")

@@ -79,41 +79,58 @@ def _mask_pieces(text: str) -> list[_Piece]:
 
 
 _ONE_DIGIT = bytes.maketrans(b"0123456789", b"1111111111")
-# The masked text, or a %-template, what fills it from the message, and the offsets of the
-# message's characters it takes (None when it masks the message itself).
+# The masked text, or a %-template, what fills it from the message, and the UTF-8 byte
+# offsets of the message's characters it takes (None when it masks the message itself).
 _Recipe = str | tuple[str, Callable[[str], Any], tuple[int, ...] | None]
 
 
 class MessageMasker:
     """``message_mask`` with a cache keyed by the message's shape.
 
-    Every pattern treats the ASCII digits alike except through the literal ``0x``, so two
-    ASCII messages without ``0x`` that differ only in their digits are masked at the same
-    places. The shape (each digit written as ``1``) keys a recipe: the masked text itself
-    when no digit survives masking, else a %-template taking the surviving digits from
-    the message. Lines that differ only in ids and numbers then cost a translate and a
-    dict lookup instead of five regular-expression passes.
+    Every pattern treats the ASCII digits alike except through the literal ``0x``: each
+    is a ``\\d`` and a ``\\w`` and in every class that holds one of them, and no other
+    character changes with them. So two messages without ``0x`` that differ only in
+    their ASCII digits are masked at the same places, whatever else they hold (CJK text,
+    other scripts' digits, which stay as they are in the shape). The shape (the UTF-8
+    text, each ASCII digit written as ``1``; an ASCII digit byte never occurs inside a
+    multi-byte character) keys a recipe: the masked text itself when no digit survives
+    masking, else a %-template taking the surviving digits from the message. Lines that
+    differ only in ids and numbers then cost a translate and a dict lookup instead of
+    five regular-expression passes.
     """
 
     def __init__(self) -> None:
-        self.recipes: dict[bytes, _Recipe] = {}
+        self.recipes: dict[bytes, _Recipe | None] = {}
 
     def mask(self, message: str) -> str:
-        if "0x" in message or not message.isascii():
+        if "0x" in message:
             return message_mask(message)
-        recipe = self.recipe(message.encode("ascii").translate(_ONE_DIGIT))
+        # A lone surrogate (from a JSON escape) encodes to bytes that are not UTF-8, for
+        # which ``recipe`` has none: such messages are masked one by one.
+        shape = message.encode("utf-8", "surrogatepass").translate(_ONE_DIGIT)
+        recipe = self.recipe(shape)
+        if recipe is None:
+            return message_mask(message)
         if isinstance(recipe, str):
             return recipe
         return recipe[0] % recipe[1](message)
 
-    def recipe(self, shape: bytes) -> _Recipe:
-        """How to mask ASCII messages without ``0x`` of this shape (digits written as 1)."""
-        recipe = self.recipes.get(shape)
-        if recipe is None:
-            recipe = _recipe_learn(shape.decode("ascii"))
-            if len(self.recipes) >= SHAPE_CACHE_SIZE:
-                self.recipes.clear()
-            self.recipes[shape] = recipe
+    def recipe(self, shape: bytes) -> _Recipe | None:
+        """How to mask messages without ``0x`` of this shape (UTF-8, digits written as 1).
+
+        None when the shape is not valid UTF-8 (raw bytes a decoder would replace).
+        """
+        if shape in self.recipes:
+            return self.recipes[shape]
+        try:
+            text = shape.decode("utf-8")
+        except UnicodeDecodeError:
+            recipe = None
+        else:
+            recipe = _recipe_learn(text)
+        if len(self.recipes) >= SHAPE_CACHE_SIZE:
+            self.recipes.clear()
+        self.recipes[shape] = recipe
         return recipe
 
 
@@ -135,6 +152,10 @@ def _recipe_learn(shape: str) -> _Recipe:
                 parts.append("%%" if shape[i] == "%" else shape[i])
     template, pick = "".join(parts), itemgetter(*positions)
     if template % pick(shape) == masked:
-        return template, pick, tuple(positions)
+        if shape.isascii():
+            offsets = tuple(positions)
+        else:
+            offsets = tuple(len(shape[:i].encode("utf-8")) for i in positions)
+        return template, pick, offsets
     # Cannot happen while the argument in _mask_pieces holds; if it did, stay right.
     return "%s", message_mask, None
