@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from datetime import UTC, datetime
 
 from diagnosis.evidence.common import quantity_format
+from diagnosis.evidence.timeutil import time_parse
 
 WIDTH = 360
 HEIGHT = 120
@@ -63,16 +63,6 @@ def _parse_points(series: dict) -> list[float | None]:
     return parsed
 
 
-def _time(value: object) -> datetime | None:
-    if not isinstance(value, str) or not value:
-        return None
-    try:
-        moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
-
-
 def _num(value: float, unit: str = "") -> str:
     """An axis label: in human units (1.76 GiB, 230 ms) when the series has a known unit."""
     human = quantity_format(value, unit) if unit else ""
@@ -87,9 +77,9 @@ def metric_chart(*, summary: dict, series: dict) -> Chart | None:
     """Chart one series of a query_metrics summary; None when there is nothing to draw."""
     window = summary.get("window") or {}
     baseline = summary.get("baseline") or {}
-    start = _time(baseline.get("start"))
-    window_start = _time(window.get("start"))
-    end = _time(window.get("end"))
+    start = time_parse(baseline.get("start"), strict=False)
+    window_start = time_parse(window.get("start"), strict=False)
+    end = time_parse(window.get("end"), strict=False)
     values = _parse_points(series)
     if not (start and window_start and end and end > start) or not any(
         v is not None for v in values

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from datetime import UTC, datetime, timedelta
+from typing import Literal, overload
 
 _RFC3339 = re.compile(r"^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:?\d{2})?$")
 _DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d|w|y)")
@@ -22,10 +23,31 @@ class TimeFormatError(ValueError):
     pass
 
 
-def time_parse(value: object) -> datetime:
-    """Parse an RFC 3339 string (or an aware/naive-UTC datetime) into an aware UTC datetime."""
+@overload
+def time_parse(value: object, *, strict: Literal[True] = True, to_utc: bool = True) -> datetime: ...
+
+
+@overload
+def time_parse(
+    value: object, *, strict: Literal[False], to_utc: bool = True
+) -> datetime | None: ...
+
+
+def time_parse(value: object, *, strict: bool = True, to_utc: bool = True) -> datetime | None:
+    """A moment as an aware datetime (UTC when the text names no zone).
+
+    ``strict`` (tool arguments, packs, log lines): an RFC 3339 string (seconds required;
+    ``T``, ``t`` or a space; ``Z``, ``z``, an offset or none) or a datetime (naive read as
+    UTC); anything else raises ``TimeFormatError``. Not strict (a model's plan, a tool
+    summary's window): any ISO 8601 text Python reads (a date alone, minutes without
+    seconds, an upper-case ``Z``); anything else, a datetime included, is None.
+    ``to_utc=False`` keeps the offset the text names.
+    """
+    if not strict:
+        return _time_read(value, to_utc=to_utc)
     if isinstance(value, datetime):
-        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+        moment = value.replace(tzinfo=UTC) if value.tzinfo is None else value
+        return moment.astimezone(UTC) if to_utc else moment
     if not isinstance(value, str) or not _RFC3339.match(value.strip()):
         raise TimeFormatError(
             f"{value!r} is not an RFC 3339 time (expected e.g. 2026-03-02T10:20:00Z)"
@@ -39,7 +61,19 @@ def time_parse(value: object) -> datetime:
         raise TimeFormatError(f"{value!r} is not a valid time: {exc}") from exc
     if parsed.tzinfo is None:
         parsed = parsed.replace(tzinfo=UTC)
-    return parsed.astimezone(UTC)
+    return parsed.astimezone(UTC) if to_utc else parsed
+
+
+def _time_read(value: object, *, to_utc: bool) -> datetime | None:
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return moment.astimezone(UTC) if to_utc else moment
 
 
 def time_from_unix(seconds: float) -> datetime:

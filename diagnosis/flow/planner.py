@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from diagnosis.contracts import PlannerOutput
+from diagnosis.evidence import timeutil
 from diagnosis.flow.parsing import model_output_parse
 from diagnosis.llm.base import AgentProvider, CallRecorder, LLMError, PlannerRequest
 from diagnosis.services import rfc3339
@@ -23,16 +24,8 @@ class PlannerResult:
 
 
 def time_parse(value: object) -> datetime | None:
-    """An RFC 3339 moment (UTC when it names no zone), or None."""
-    if not isinstance(value, str) or not value:
-        return None
-    try:
-        moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
-    return moment
+    """A moment a plan or a request names, in the zone it names (UTC when none), or None."""
+    return timeutil.time_parse(value, strict=False, to_utc=False)
 
 
 def effective_window(
