@@ -15,36 +15,29 @@ from .test_router import _gatekeeper, _verifier
 CJK = re.compile(r"[\u4e00-\u9fff]")
 
 
+def _route(verifier, gatekeeper, *, status="ok", retries_used=0, max_retries=1):
+    return route(
+        verifier=verifier,
+        verifier_status=status,
+        gatekeeper=gatekeeper,
+        retries_used=retries_used,
+        max_retries=max_retries,
+    )
+
+
 def _routes():
-    fooled = route(
-        verifier=_verifier("PASS", c1="direct_observation"),
-        verifier_status="ok",
-        gatekeeper=_gatekeeper(c1="demoted"),
-        retries_used=0,
-        max_retries=1,
+    """A fooled Verifier, a pass with nothing accepted, a spent retry budget, a bad answer."""
+    return (
+        _route(_verifier("PASS", c1="direct_observation"), _gatekeeper(c1="demoted")),
+        _route(_verifier("PASS", c1="unsupported"), _gatekeeper(c1="demoted")),
+        _route(
+            _verifier("RETRY", c1="unsupported"),
+            _gatekeeper(c1="accepted"),
+            retries_used=2,
+            max_retries=2,
+        ),
+        _route(None, _gatekeeper(), status="invalid_json"),
     )
-    empty = route(
-        verifier=_verifier("PASS", c1="unsupported"),
-        verifier_status="ok",
-        gatekeeper=_gatekeeper(c1="demoted"),
-        retries_used=0,
-        max_retries=1,
-    )
-    exhausted = route(
-        verifier=_verifier("RETRY", c1="unsupported"),
-        verifier_status="ok",
-        gatekeeper=_gatekeeper(c1="accepted"),
-        retries_used=2,
-        max_retries=2,
-    )
-    malformed = route(
-        verifier=None,
-        verifier_status="invalid_json",
-        gatekeeper=_gatekeeper(),
-        retries_used=0,
-        max_retries=1,
-    )
-    return fooled, empty, exhausted, malformed
 
 
 def test_the_notes_read_as_before_and_each_has_its_code_at_the_same_position():
