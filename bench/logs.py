@@ -40,37 +40,53 @@ INCIDENT = datetime(2026, 3, 2, 10, 17, tzinfo=UTC)
 SERVICES = ("payment-service", "order-service", "api-gateway", "user-service")
 
 
-def _line(rng: random.Random, ts: datetime) -> str:
+# The messages in English, and as a service logging in Chinese writes them (UTF-8 as it is).
+_TEXTS = {
+    False: (
+        "HikariPool-1 - Connection is not available, request timed out after {ms}ms "
+        "(total=20, active=20, idle=0, waiting={waiting})",
+        "slow query took {ms}ms on table orders",
+        "Callback signature verification failed: channel=unionpay merchantNo={merchant}",
+        "POST {path} {status} {ms}ms orderId={order}",
+    ),
+    True: (
+        "HikariPool-1 - 连接不可用，请求在 {ms}ms 后超时"
+        "（总数=20，活跃=20，空闲=0，等待={waiting}）",
+        "慢查询耗时 {ms}ms，表 orders",
+        "回调签名校验失败：渠道=unionpay 商户号={merchant}",
+        "POST {path} {status} 耗时 {ms}ms 订单号={order}",
+    ),
+}
+
+
+def _line(rng: random.Random, ts: datetime, chinese: bool) -> str:
     service = SERVICES[rng.randrange(4)]
     order = f"O2603{rng.randrange(10**7):07d}"
     trace = f"{rng.getrandbits(128):032x}"
     roll = rng.random()
+    texts = _TEXTS[chinese]
     if ts >= INCIDENT and service == "payment-service" and roll < 0.3:
         level = "ERROR"
-        message = (
-            "HikariPool-1 - Connection is not available, request timed out after "
-            f"{30000 + rng.randrange(30)}ms "
-            f"(total=20, active=20, idle=0, waiting={rng.randrange(40)})"
-        )
+        message = texts[0].format(ms=30000 + rng.randrange(30), waiting=rng.randrange(40))
     elif roll < 0.05:
         level = "WARN"
-        message = f"slow query took {800 + rng.randrange(4000)}ms on table orders"
+        message = texts[1].format(ms=800 + rng.randrange(4000))
     elif roll < 0.06:
         level = "ERROR"
-        merchant = rng.randrange(10**10)
-        message = f"Callback signature verification failed: channel=unionpay merchantNo={merchant}"
+        message = texts[2].format(merchant=rng.randrange(10**10))
     else:
         level = "INFO"
         status = 200 if rng.random() < 0.98 else 404
         path = f"/api/v1/{service.split('-')[0]}s"
-        message = f"POST {path} {status} {rng.randrange(5, 90)}ms orderId={order}"
+        message = texts[3].format(path=path, status=status, ms=rng.randrange(5, 90), order=order)
     stamp = ts.strftime("%Y-%m-%dT%H:%M:%S.") + f"{ts.microsecond // 1000:03d}Z"
     return json.dumps(
-        {"ts": stamp, "service": service, "level": level, "message": message, "trace_id": trace}
+        {"ts": stamp, "service": service, "level": level, "message": message, "trace_id": trace},
+        ensure_ascii=False,
     )
 
 
-def file_generate(path: Path, size_mb: int) -> Path:
+def file_generate(path: Path, size_mb: int, chinese: bool = False) -> Path:
     target = size_mb * 1024 * 1024
     if path.exists() and abs(path.stat().st_size - target) < 1024 * 1024:
         return path
@@ -83,7 +99,7 @@ def file_generate(path: Path, size_mb: int) -> Path:
     with path.open("w", encoding="utf-8") as handle:
         batch = []
         while written < target:
-            line = _line(rng, ts) + "\n"
+            line = _line(rng, ts, chinese) + "\n"
             batch.append(line)
             written += len(line)
             ts = min(ts + step, END)
@@ -135,17 +151,19 @@ def grep_run(path: Path, pattern: str) -> tuple[float, float]:
 
 
 def measure(size_mb: int) -> list[dict]:
-    path = file_generate(Path(f"/tmp/rootproof-bench-{size_mb}mb.jsonl"), size_mb)
-    actual_mb = path.stat().st_size / 1024 / 1024
+    english = file_generate(Path(f"/tmp/rootproof-bench-{size_mb}mb.jsonl"), size_mb)
+    chinese = file_generate(Path(f"/tmp/rootproof-bench-{size_mb}mb-zh.jsonl"), size_mb, True)
     rows = []
-    for label, query, pattern, window_minutes, one_process in (
-        ("all lines clustered", None, "service", 40, False),
+    for label, path, query, pattern, window_minutes, one_process in (
+        ("all lines clustered", english, None, "service", 40, False),
         # What a Celery worker does: its prefork children are daemons (no scan processes).
-        ("all lines, 1 process", None, "service", 40, True),
-        ('query="timed out"', "timed out", "timed out", 40, False),
+        ("all lines, 1 process", english, None, "service", 40, True),
+        ('query="timed out"', english, "timed out", "timed out", 40, False),
         # Window and baseline cover 25 of the file's 160 minutes: the rest is skipped.
-        ("5-minute window", None, "service", 5, False),
+        ("5-minute window", english, None, "service", 5, False),
+        ("all lines, Chinese", chinese, None, "service", 40, False),
     ):
+        actual_mb = path.stat().st_size / 1024 / 1024
         child = subprocess.run(
             [
                 sys.executable,
