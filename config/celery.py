@@ -1,8 +1,9 @@
 import os
 from pathlib import Path
 
-from celery import Celery
-from celery.signals import after_setup_logger
+from celery import Celery, Task
+from celery.signals import after_setup_logger, task_postrun, task_prerun
+from django.db import close_old_connections
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 
@@ -10,6 +11,14 @@ app = Celery("rootproof")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
 app.autodiscover_tasks(["diagnosis.callbacks"])  # its tasks module: the callback's task
+
+# A worker keeps its database connection from task to task, as a web process keeps it
+# from request to request: Django's CONN_MAX_AGE and CONN_HEALTH_CHECKS decide, checked
+# at each task's start and end (below). Celery's Django fixup otherwise closes it after
+# every task, and a new PostgreSQL connection (a backend process, cold catalog caches)
+# cost more than a session's own claim and ending (bench/flow.py). Its count (the
+# fixup closes after this many tasks) is no limit: the age and the health check are.
+app.conf["CELERY_DB_REUSE_MAX"] = 1_000_000
 
 app.conf.beat_schedule = {
     "reap-stale-sessions": {"task": "diagnosis.reap_stale", "schedule": 60.0},
@@ -56,3 +65,12 @@ def _tasks_import(sender: Celery, **kwargs: object) -> None:
 @after_setup_logger.connect
 def _on_worker_logging(*args: object, **kwargs: object) -> None:
     broker_folders_ensure()
+
+
+@task_prerun.connect
+@task_postrun.connect
+def _connections_recycle(sender: Task | None = None, **kwargs: object) -> None:
+    """Close a connection that is too old or fails its health check, as Django does at
+    each request's start and end (an eager task runs inside its caller's connection)."""
+    if sender is not None and not getattr(sender.request, "is_eager", False):
+        close_old_connections()

@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import re
 import socket
 import time
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db import transaction
-from django.db.models import F, Max
+from django.db import DatabaseError, transaction
+from django.db.models import Max
 from django.utils import timezone
 from django.utils.functional import lazy
 from django.utils.translation import gettext, gettext_noop
@@ -177,20 +179,32 @@ RUN_TASK = "diagnosis.run"
 
 
 class SessionEventLog:
-    """Appends one session's progress events, for the process that runs it.
+    """Appends one session's progress events, and writes its runner's session fields.
 
     One INSERT an event: the sequence is counted here after one read (a session has
     one runner at a time; a takeover starts a new log), and the heartbeat is beaten
-    at most every ``HEARTBEAT_EVERY_SECONDS`` (far inside the stale cutoff), so live
-    progress costs one query an event instead of three.
+    at most every ``HEARTBEAT_EVERY_SECONDS`` (far inside the stale cutoff). What is
+    deferred (``add(defer=True)``, ``fields_defer``) rides on the log's next write: the
+    events in the same INSERT, the fields in the same UPDATE. The runner defers only
+    what its next write follows at once (code, not a model or a tool), so what a user
+    follows live is as live as before.
+
+    A cancel is seen by each stage's UPDATE (``beat(unless_cancelled=True)``) and by
+    ``cancel_requested``, which reads the flag only when the last look is older than
+    ``CANCEL_SEEN_WITHIN_SECONDS``: a run stops at most that long after a cancel, at its
+    next step, without a SELECT before every tool call.
     """
 
     HEARTBEAT_EVERY_SECONDS = 5.0
+    CANCEL_SEEN_WITHIN_SECONDS = 1.0
 
     def __init__(self, session: DiagnosisSession) -> None:
         self.session = session
         self.last = session.events.aggregate(m=Max("sequence"))["m"] or 0
         self.beaten_at: float | None = None
+        self.cancel_checked_at: float | None = None
+        self._events: list[SessionEvent] = []  # numbered, not yet written
+        self._fields: dict[str, Any] = {}  # session fields not yet written
 
     def add(
         self,
@@ -199,9 +213,11 @@ class SessionEventLog:
         stage: str = "",
         message: str = "",
         data: dict[str, Any] | None = None,
+        defer: bool = False,
     ) -> SessionEvent:
+        """Append one event: written now with whatever was deferred, or with the next write."""
         self.last += 1
-        event = SessionEvent.objects.create(
+        event = SessionEvent(
             session=self.session,
             sequence=self.last,
             kind=kind,
@@ -209,27 +225,101 @@ class SessionEventLog:
             message=nul_free(message[:500]),
             data=nul_free(data or {}),
         )
-        self.beat()
+        self._events.append(event)
+        if not defer:
+            self.flush()
         return event
 
+    def fields_defer(self, **fields: Any) -> None:
+        """Write these session fields with the log's next write (a beat, an event, a flush)."""
+        self._fields.update(fields)
+
+    def fields_take(self) -> dict[str, Any]:
+        """The deferred session fields, for a caller that writes them itself."""
+        deferred, self._fields = self._fields, {}
+        return deferred
+
+    def flush(self) -> None:
+        """Write what was deferred, beating the heartbeat when it is due."""
+        self.beat()
+        self._events_write()
+
+    def _events_write(self) -> None:
+        events, self._events = self._events, []
+        if len(events) == 1:  # one INSERT: bulk_create would wrap it in BEGIN and COMMIT
+            events[0].save(force_insert=True)
+        elif events:
+            SessionEvent.objects.bulk_create(events)
+
     def beat(self, *, force: bool = False, unless_cancelled: bool = False, **fields: Any) -> bool:
-        """Beat a running session's heartbeat when due (or forced), writing ``fields`` too.
+        """Beat a running session's heartbeat when due (or forced), writing ``fields`` and
+        the deferred fields too.
 
         With ``unless_cancelled`` nothing is written to a session whose cancel was requested,
-        and False says so: the cancel check and the write are one UPDATE.
+        and False says so: the cancel check and the write are one UPDATE. The deferred
+        fields are written even then: a cancel stops the run, not the record of its work.
         """
         now = time.monotonic()
         running = self.session.status == DiagnosisSession.Status.RUNNING
         stale = self.beaten_at is None or now - self.beaten_at >= self.HEARTBEAT_EVERY_SECONDS
+        deferred = self.fields_take()
+        fields = {**deferred, **fields}
         if running and (force or stale):
             fields["heartbeat_at"] = timezone.now()
             self.beaten_at = now
         if not fields:
             return True
         rows = DiagnosisSession.objects.filter(pk=self.session.pk)
-        if unless_cancelled:
-            rows = rows.filter(cancel_requested=False)
-        return rows.update(**fields) == 1
+        if not unless_cancelled:
+            return rows.update(**fields) == 1
+        if rows.filter(cancel_requested=False).update(**fields) == 1:
+            self.cancel_checked_at = now
+            return True
+        if deferred:
+            rows.update(**deferred)
+        return False
+
+    def cancel_requested(self) -> bool:
+        """Was a cancel requested? Read only when the last look is older than the bound."""
+        now = time.monotonic()
+        checked = self.cancel_checked_at
+        if checked is not None and now - checked < self.CANCEL_SEEN_WITHIN_SECONDS:
+            return False
+        rows = DiagnosisSession.objects.filter(pk=self.session.pk)
+        if rows.values_list("cancel_requested", flat=True).first():
+            return True
+        self.cancel_checked_at = now
+        return False
+
+
+@contextlib.contextmanager
+def run_commits_unflushed() -> Iterator[None]:
+    """While a runner works, its commits do not wait for their flush to disk (PostgreSQL).
+
+    A running session commits some twenty small writes (progress events, stage and
+    heartbeat UPDATEs, model-call and tool rows), and each waiting for the WAL flush
+    costs more than its statement. With ``synchronous_commit`` off they are visible to
+    every reader at once, as before; only a crash of the database server (not of the
+    worker) may lose the last fraction of a second of them, and the session then looks
+    like one whose worker died: running with a stale heartbeat, taken over or reaped.
+    The claim before and the terminal write after (``session_finish``) are flushed as
+    always, and a flushed commit makes every earlier one durable with it: no ended
+    session lacks a row it was built from.
+    """
+    connection = transaction.get_connection()
+    if connection.vendor != "postgresql" or connection.in_atomic_block:
+        yield  # in a caller's transaction, a SET would outlive or vanish with it
+        return
+    with connection.cursor() as cursor:
+        cursor.execute("SET synchronous_commit TO off")
+    try:
+        yield
+    finally:
+        try:
+            with connection.cursor() as cursor:
+                cursor.execute("RESET synchronous_commit")
+        except DatabaseError:  # never reused unflushed: a worker keeps its connection
+            connection.close()
 
 
 def session_event_add(
@@ -251,7 +341,13 @@ def session_claim(*, session_id: int) -> DiagnosisSession | None:
     worker: a duplicate delivery does nothing.
     """
     with transaction.atomic():
-        session = DiagnosisSession.objects.select_for_update().filter(pk=session_id).first()
+        # the run reads its environment at once; only the session's row is locked
+        session = (
+            DiagnosisSession.objects.select_for_update(of=("self",))
+            .select_related("environment")
+            .filter(pk=session_id)
+            .first()
+        )
         if session is None or session.is_terminal:
             return None
         now = timezone.now()
@@ -260,7 +356,7 @@ def session_claim(*, session_id: int) -> DiagnosisSession | None:
             fresh = session.heartbeat_at and now - session.heartbeat_at < stale_after
             if fresh and runner_is_alive(session.runner):
                 return None
-            session.restarts = F("restarts") + 1
+            session.restarts += 1  # the row is locked: no lost update
         if session.cancel_requested:
             session_finish(session=session, outcome=CancelledOutcome())
             return None
@@ -269,7 +365,6 @@ def session_claim(*, session_id: int) -> DiagnosisSession | None:
         session.heartbeat_at = now
         session.runner = runner_identity()
         session.save(update_fields=["status", "started_at", "heartbeat_at", "runner", "restarts"])
-        session.refresh_from_db()
     return session
 
 
@@ -376,9 +471,13 @@ def session_finish(
     """The one writer of a terminal session: its row, its last event, its on-commit hooks.
 
     Completed, failed (with the safe answer) or cancelled; the caller decides that the
-    session may end (it holds the row lock, or is the session's runner).
+    session may end (it holds the row lock, or is the session's runner). What the
+    runner's ``events`` log still holds deferred is written in the same UPDATE and INSERT.
     """
     with transaction.atomic():
+        deferred = events.fields_take() if events is not None else {}
+        for name, value in deferred.items():  # the ending's own writes below win
+            setattr(session, name, value)
         if isinstance(outcome, CompletedOutcome):
             fields = _completed_write(session, outcome)
         elif isinstance(outcome, FailedOutcome):
@@ -387,7 +486,9 @@ def session_finish(
             fields = _cancelled_write(session)
         session.stage = DiagnosisSession.Stage.DONE
         session.finished_at = timezone.now()
-        session.save(update_fields=[*fields, "stage", "finished_at"])
+        session.save(
+            update_fields=list(dict.fromkeys([*deferred, *fields, "stage", "finished_at"]))
+        )
         _ended_event(outcome, events or SessionEventLog(session))
         session_ended_notify(session=session)  # the callback, after commit
 

@@ -12,12 +12,13 @@ only way out of ``flow_run`` is a terminal session (or an exception that
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
-from django.db import transaction
+from django.db import DatabaseError, transaction
 from django.db.models import Count, Sum
 from django.utils import timezone
 
@@ -66,6 +67,7 @@ from diagnosis.selectors import session_self_evaluation
 from diagnosis.services import (
     SessionEventLog,
     rfc3339,
+    run_commits_unflushed,
     session_claim,
     session_fail,
     session_finish,
@@ -100,27 +102,29 @@ class _Run:
         self.events = SessionEventLog(session)
         self.attempt = 0
         self.restarts = 0
+        # A first run's session has no model calls yet (a takeover counts restarts).
         self.recorder: CallRecorder = llm_call_recorder(
-            session=session, attempt_getter=lambda: self.attempt
+            session=session,
+            attempt_getter=lambda: self.attempt,
+            last=0 if not session.restarts else None,
         )
 
-    def event(self, kind: str, stage: str, message: str = "", **data: Any) -> None:
-        self.events.add(kind=kind, stage=stage, message=message, data=data)
+    def event(
+        self, kind: str, stage: str, message: str = "", *, defer: bool = False, **data: Any
+    ) -> None:
+        """One progress event; ``defer`` when the run's next write follows at once."""
+        self.events.add(kind=kind, stage=stage, message=message, data=data, defer=defer)
 
     def stage(self, stage: str) -> None:
-        """Enter ``stage`` (one UPDATE that also checks for a requested cancel)."""
+        """Enter ``stage``: one UPDATE (the stage, the heartbeat, the fields saved since the
+        last stage; it also checks for a requested cancel) and one INSERT of its event."""
         if not self.events.beat(force=True, unless_cancelled=True, stage=stage):
             raise SessionCancelled
         self.session.stage = stage
         self.event(SessionEvent.Kind.STAGE, stage, stage)
 
     def check_cancelled(self) -> None:
-        flag = (
-            DiagnosisSession.objects.filter(pk=self.session.pk)
-            .values_list("cancel_requested", flat=True)
-            .first()
-        )
-        if flag:
+        if self.events.cancel_requested():
             raise SessionCancelled
 
     def hinted_services(self) -> list[str]:
@@ -134,12 +138,15 @@ class _Run:
         )
 
     def save(self, *fields: str) -> None:
+        """Write these session fields with the next stage's UPDATE: a stage ends in code
+        (parsing, the Gatekeeper, the router) and the next one starts at once."""
         for name in fields:  # model text may hold NUL, which PostgreSQL cannot store
             setattr(self.session, name, nul_free(getattr(self.session, name)))
-        self.session.save(update_fields=list(fields))
+        self.events.fields_defer(**{name: getattr(self.session, name) for name in fields})
 
     def record(self) -> None:
-        session_self_evaluation_save(session=self.session, evaluation=self.evaluation)
+        session_self_evaluation_save(session=self.session, evaluation=self.evaluation, save=False)
+        self.events.fields_defer(self_evaluation=self.session.self_evaluation)
 
 
 def _run_start(session: DiagnosisSession) -> _Run:
@@ -275,11 +282,13 @@ def gatekeeper_run(*, session: DiagnosisSession, parsed: ParsedExecutorOutput) -
 def _gatekeep(run: _Run, parsed: ParsedExecutorOutput) -> GatekeeperReport:
     run.stage(DiagnosisSession.Stage.GATEKEEPER)
     report = gatekeeper_stage(session=run.session, parsed=parsed)
-    gatekeeper_record(session=run.session, evaluation=run.evaluation, report=report)
+    run.evaluation.gatekeeper = report
+    run.record()
     run.event(
         SessionEvent.Kind.INFO,
         "gatekeeper",
         f"accepted {report.counts.accepted} / demoted {report.counts.demoted}",
+        defer=True,  # the Verifier's stage follows at once
         counts=report.counts.model_dump(),
     )
     return report
@@ -381,7 +390,7 @@ def _attempts(run: _Run, planned: PlannerResult) -> _Verdict:
         if routed.decision != Decision.RETRY:
             return _Verdict(executed=executed, report=report, verified=verified, routed=routed)
         retry_context = routed.retry_context
-        run.event(SessionEvent.Kind.INFO, "verifier", "retry", **(retry_context or {}))
+        run.event(SessionEvent.Kind.INFO, "verifier", "retry", defer=True, **(retry_context or {}))
 
 
 def _scoped_decision(run: _Run, decision: Decision, unknown: list[str]) -> Decision:
@@ -495,18 +504,26 @@ def llm_usage_totals(*, session: DiagnosisSession) -> dict[str, Any]:
 
 def flow_run(*, session: DiagnosisSession) -> CompletedOutcome | CancelledOutcome:
     """Run the flow of a claimed session to its terminal row; how it ended."""
+    run = _run_start(session)
     try:
-        run = _run_start(session)
-        outcome = _flow(run)
-        session_finish(session=session, outcome=outcome, events=run.events)
-        return outcome
+        with run_commits_unflushed():  # the ending below is flushed as always
+            outcome = _flow(run)
     except SessionCancelled:
+        run.events.flush()  # what the run did before the cancel stays recorded
         with transaction.atomic():
             locked = DiagnosisSession.objects.select_for_update().get(pk=session.pk)
             if not locked.is_terminal:
                 session_finish(session=locked, outcome=CancelledOutcome())
         session.refresh_from_db()
         return CancelledOutcome()
+    except Exception:
+        # What the run did before the failure stays recorded for review (best effort:
+        # the failure may be the database's); diagnosis_run ends the session failed.
+        with contextlib.suppress(DatabaseError):
+            run.events.flush()
+        raise
+    session_finish(session=session, outcome=outcome, events=run.events)
+    return outcome
 
 
 def diagnosis_run(*, session_id: int) -> DiagnosisSession | None:

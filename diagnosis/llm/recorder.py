@@ -110,14 +110,15 @@ def llm_call_record(
 
 
 def llm_call_recorder(
-    *, session: DiagnosisSession, attempt_getter: Callable[[], int]
+    *, session: DiagnosisSession, attempt_getter: Callable[[], int], last: int | None = None
 ) -> CallRecorder:
     """A ``CallRecorder`` that writes one LLMCall row of ``session`` per model call.
 
     It counts the sequence after the first row (one runner writes a session's calls), so
-    each later call is one INSERT.
+    each later call is one INSERT; ``last``, when the caller knows the session's last
+    sequence (0: no calls yet), makes the first one an INSERT too. A wrong guess costs a
+    clash, and the clash a read.
     """
-    last: int | None = None
 
     def record(
         *,

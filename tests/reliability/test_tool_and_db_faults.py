@@ -9,12 +9,12 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
-from django.db import OperationalError
+from django.db import OperationalError, connection
 from django.utils import timezone
 
 from diagnosis.evidence import registry
 from diagnosis.flow.trace_summary import trace_summary_build
-from diagnosis.models import DiagnosisSession, Environment, LLMCall, SessionEvent, ToolInvocation
+from diagnosis.models import DiagnosisSession, Environment, LLMCall, ToolInvocation
 from diagnosis.services import SAFE_FAILURE_ANSWER, sessions_reap_stale
 from tests.reliability.conftest import is_raw_json
 from tests.support.observability_stubs import LOKI_ERROR, observability_stub_running
@@ -151,33 +151,60 @@ def test_a_tool_backend_that_raises_becomes_an_error_row_and_the_flow_goes_on(
 # --- the database drops a write -------------------------------------------------------------
 
 
-def _drop_once(monkeypatch, model, *, when) -> list[str]:
-    """``model.save`` raises OperationalError the first time ``when(instance, kwargs)`` holds."""
-    real_save = model.save
-    dropped: list[str] = []
+class _WriteDrop:
+    """A statement wrapper: a write (UPDATE or INSERT) for which ``when(sql, params)`` holds
+    raises OperationalError, as a dropped connection does; once, or from then on with
+    ``stays_down`` until ``back()``. At the statement, so that it does not matter which
+    ORM call (``save``, ``update``, ``bulk_create``) issues the write."""
 
-    def save(self, *args, **kwargs):
-        if not dropped and when(self, kwargs):
-            dropped.append(model.__name__)
+    def __init__(self, when, *, stays_down: bool = False) -> None:
+        self.when = when
+        self.stays_down = stays_down
+        self.dropped: list[str] = []
+        self.down = False
+
+    def back(self) -> None:
+        self.down = self.stays_down = False
+
+    def __call__(self, execute, sql, params, many, context):
+        write = sql.lstrip().upper().startswith(("UPDATE", "INSERT"))
+        if write and (self.down or (not self.dropped and self.when(sql, params or ()))):
+            self.dropped.append(sql[:80])
+            self.down = self.stays_down
             raise OperationalError("server closed the connection unexpectedly")
-        return real_save(self, *args, **kwargs)
-
-    monkeypatch.setattr(model, "save", save)
-    return dropped
+        return execute(sql, params, many, context)
 
 
-def _fields(kwargs) -> set[str]:
-    return set(kwargs.get("update_fields") or ())
+def _session_update(*columns: str, without: tuple[str, ...] = ()):
+    """An UPDATE of the session row that writes every one of ``columns`` and none of ``without``."""
+
+    def when(sql: str, params) -> bool:
+        return (
+            sql.startswith('UPDATE "diagnosis_session"')
+            and all(f'"{c}" =' in sql for c in columns)
+            and not any(f'"{c}" =' in sql for c in without)
+        )
+
+    return when
+
+
+def _insert(table: str, value: str | None = None):
+    """An INSERT into ``table`` (of a row carrying ``value``)."""
+
+    def when(sql: str, params) -> bool:
+        return sql.startswith(f'INSERT INTO "{table}"') and (value is None or value in params)
+
+    return when
 
 
 WRITES = {
-    "plan": (DiagnosisSession, lambda s, kw: "plan" in _fields(kw)),
-    "executor output": (DiagnosisSession, lambda s, kw: "executor_final_answer" in _fields(kw)),
-    "attempt record": (DiagnosisSession, lambda s, kw: _fields(kw) == {"self_evaluation"}),
-    "final answer": (DiagnosisSession, lambda s, kw: "decision" in _fields(kw)),
-    "tool invocation": (ToolInvocation, lambda s, kw: True),
-    "llm call": (LLMCall, lambda s, kw: s.role == "verifier"),
-    "progress event": (SessionEvent, lambda s, kw: s.kind == "tool_result"),
+    "plan": _session_update("plan"),
+    "executor output": _session_update("executor_final_answer"),
+    "attempt record": _session_update("self_evaluation", without=("decision",)),
+    "final answer": _session_update("decision"),
+    "tool invocation": _insert("tool_invocation"),
+    "llm call": _insert("diagnosis_llmcall", "verifier"),
+    "progress event": _insert("diagnosis_sessionevent", "tool_result"),
 }
 
 
@@ -199,13 +226,16 @@ def _assert_no_half_written_attempt(session) -> None:
     assert [r.sequence for r in rows] == list(range(1, len(rows) + 1))
 
 
+# Transactional: as in a worker, no test transaction around the run, which a failed
+# statement inside it would poison for every later query.
+@pytest.mark.django_db(transaction=True)
 @pytest.mark.parametrize("write", list(WRITES))
-def test_a_dropped_database_write_ends_the_session_cleanly(openai_run, monkeypatch, write):
-    model, when = WRITES[write]
-    dropped = _drop_once(monkeypatch, model, when=when)
-    session, _ = openai_run(faulty_responder(None, None))
+def test_a_dropped_database_write_ends_the_session_cleanly(openai_run, write):
+    drop = _WriteDrop(WRITES[write])
+    with connection.execute_wrapper(drop):
+        session, _ = openai_run(faulty_responder(None, None))
 
-    assert dropped, f"the {write} write was never attempted"
+    assert drop.dropped, f"the {write} write was never attempted"
     session.refresh_from_db()
     _assert_safe(session)
     assert session.status == DiagnosisSession.Status.FAILED
@@ -217,25 +247,15 @@ def test_a_dropped_database_write_ends_the_session_cleanly(openai_run, monkeypat
     _assert_no_half_written_attempt(session)
 
 
-def test_a_session_whose_database_stays_down_is_failed_by_the_reaper_later(
-    openai_run, monkeypatch, settings
-):
-    real_save = DiagnosisSession.save
-    down = {"since": None}
-
-    def save(self, *args, **kwargs):
-        if down["since"] or "executor_final_answer" in _fields(kwargs):
-            down["since"] = down["since"] or timezone.now()
-            raise OperationalError("server closed the connection unexpectedly")
-        return real_save(self, *args, **kwargs)
-
-    monkeypatch.setattr(DiagnosisSession, "save", save)
-    with pytest.raises(OperationalError):
-        openai_run(role_responder)
-    session = DiagnosisSession.objects.get()
-    assert session.status == DiagnosisSession.Status.RUNNING  # nobody could write the end
-
-    monkeypatch.setattr(DiagnosisSession, "save", real_save)  # the database is back
+@pytest.mark.django_db(transaction=True)
+def test_a_session_whose_database_stays_down_is_failed_by_the_reaper_later(openai_run, settings):
+    drop = _WriteDrop(_session_update("executor_final_answer"), stays_down=True)
+    with connection.execute_wrapper(drop):
+        with pytest.raises(OperationalError):
+            openai_run(role_responder)
+        session = DiagnosisSession.objects.get()
+        assert session.status == DiagnosisSession.Status.RUNNING  # nobody could write the end
+        drop.back()  # the database is back
     later = timezone.now() + timedelta(seconds=settings.DIAGNOSIS_STALE_AFTER_SECONDS + 1)
     assert sessions_reap_stale(now=later) == 1
     session.refresh_from_db()
