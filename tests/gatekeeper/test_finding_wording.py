@@ -11,6 +11,7 @@ from chat.templatetags.chat_tags import finding_detail
 from diagnosis.flow.gatekeeper.details import FINDING_DETAILS
 from diagnosis.flow.parsing import executor_output_parse
 from diagnosis.flow.run import gatekeeper_run
+from diagnosis.flow.verifier import verifier_payload_build
 
 from .conftest import binding, claim, executor_json
 
@@ -114,3 +115,15 @@ def test_every_wording_has_an_english_translation():
     with translation.override("en"):
         for code, message in FINDING_DETAILS.items():
             assert not CJK.search(str(message)), code
+
+
+def test_the_verifier_reads_each_finding_as_it_did_before_the_codes(incident):
+    parsed = executor_output_parse(_broken_output(incident))
+    report = gatekeeper_run(session=incident.session, parsed=parsed)
+    payload = verifier_payload_build(
+        session=incident.session, raw="{}", parsed=parsed, report=report, retry_context=None
+    )
+    dumped = payload.model_dump(mode="json")["gatekeeper"]
+    findings = [f for c in dumped["claims"] for f in c["findings"]]
+    assert findings and all(set(f) == {"code", "binding", "detail", "fact"} for f in findings)
+    assert any(f.detail_code for c in report.claims for f in c.findings)  # the stored report
