@@ -1,5 +1,7 @@
 """Live progress stays live without costing three queries an event."""
 
+import time
+
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
@@ -68,3 +70,74 @@ def test_a_stage_change_of_a_cancelled_session_writes_nothing_and_says_so(mini_e
     assert log.beat(force=True, unless_cancelled=True, stage="executor") is False
     session.refresh_from_db()
     assert session.stage == "planner"
+
+
+def _running(mini_env, owner, **fields):
+    return DiagnosisSession.objects.create(
+        owner=owner, environment=mini_env, original_query="q", status="running", **fields
+    )
+
+
+@pytest.mark.django_db
+def test_a_deferred_event_is_written_with_the_next_one_in_its_place(mini_env, owner):
+    session = _running(mini_env, owner)
+    log = SessionEventLog(session)
+    log.add(kind=SessionEvent.Kind.STAGE, stage="planner")
+    log.add(kind=SessionEvent.Kind.INFO, stage="gatekeeper", message="counted", defer=True)
+    assert list(session.events.values_list("message", flat=True)) == [""]
+    with CaptureQueriesContext(connection) as ctx:
+        log.add(kind=SessionEvent.Kind.STAGE, stage="verifier", message="verifier")
+    assert [q["sql"][:6] for q in ctx.captured_queries] == ["INSERT"]  # both, one statement
+    assert list(session.events.values_list("sequence", "message")) == [
+        (1, ""),
+        (2, "counted"),
+        (3, "verifier"),
+    ]
+
+
+@pytest.mark.django_db
+def test_deferred_session_fields_ride_on_the_next_stage_update(mini_env, owner):
+    session = _running(mini_env, owner)
+    log = SessionEventLog(session)
+    log.fields_defer(plan={"status": "ok"}, attempt_count=1)
+    assert DiagnosisSession.objects.get(pk=session.pk).plan == {}
+    with CaptureQueriesContext(connection) as ctx:
+        assert log.beat(force=True, unless_cancelled=True, stage="executor") is True
+    assert len(ctx.captured_queries) == 1
+    stored = DiagnosisSession.objects.get(pk=session.pk)
+    assert (stored.stage, stored.plan, stored.attempt_count) == ("executor", {"status": "ok"}, 1)
+
+
+@pytest.mark.django_db
+def test_a_cancel_keeps_what_the_run_recorded_before_it(mini_env, owner):
+    session = _running(mini_env, owner, stage="planner", cancel_requested=True)
+    log = SessionEventLog(session)
+    log.fields_defer(plan={"status": "ok"})
+    assert log.beat(force=True, unless_cancelled=True, stage="executor") is False
+    stored = DiagnosisSession.objects.get(pk=session.pk)
+    assert (stored.stage, stored.plan) == ("planner", {"status": "ok"})
+
+
+@pytest.mark.django_db
+def test_a_cancel_is_read_again_only_once_the_last_look_is_older_than_the_bound(mini_env, owner):
+    session = _running(mini_env, owner)
+    log = SessionEventLog(session)
+    assert log.beat(force=True, unless_cancelled=True, stage="executor")  # a look
+    DiagnosisSession.objects.filter(pk=session.pk).update(cancel_requested=True)
+    with CaptureQueriesContext(connection) as ctx:
+        assert log.cancel_requested() is False  # the stage's look is fresh
+    assert ctx.captured_queries == []
+    log.cancel_checked_at = time.monotonic() - SessionEventLog.CANCEL_SEEN_WITHIN_SECONDS
+    with CaptureQueriesContext(connection) as ctx:
+        assert log.cancel_requested() is True
+    assert len(ctx.captured_queries) == 1
+
+
+@pytest.mark.django_db
+def test_a_look_that_finds_no_cancel_counts_as_the_last_look(mini_env, owner):
+    session = _running(mini_env, owner)
+    log = SessionEventLog(session)
+    assert log.cancel_requested() is False  # never looked: one read
+    with CaptureQueriesContext(connection) as ctx:
+        assert log.cancel_requested() is False
+    assert ctx.captured_queries == []

@@ -89,3 +89,28 @@ def test_after_the_first_call_each_recorded_call_is_one_insert(session):
     inserts = [q for q in ctx.captured_queries if q["sql"].startswith("INSERT")]
     assert len(inserts) == 1 and not any("MAX(" in q["sql"] for q in ctx.captured_queries)
     assert list(session.llm_calls.values_list("sequence", flat=True).order_by("sequence")) == [1, 2]
+
+
+@pytest.mark.django_db
+def test_a_first_run_records_its_first_call_with_one_insert(session):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    record = llm_call_recorder(session=session, attempt_getter=lambda: 1, last=0)
+    with CaptureQueriesContext(connection) as ctx:
+        _record(record)
+    assert [q["sql"][:6] for q in ctx.captured_queries if "SAVEPOINT" not in q["sql"]] == ["INSERT"]
+    assert list(session.llm_calls.values_list("sequence", flat=True)) == [1]
+
+
+@pytest.mark.django_db
+def test_a_wrong_guess_of_the_last_sequence_reads_it_and_reuses_no_number(session):
+    llm_call_recorder(session=session, attempt_getter=lambda: 1)(
+        role=Role.PLANNER, provider="openai", model="m", request={}, raw_response="{}",
+        tokens_in=1, tokens_out=1, latency_ms=1, status="ok",
+    )  # fmt: skip
+    record = llm_call_recorder(session=session, attempt_getter=lambda: 2, last=0)
+    _record(record, role=Role.EXECUTOR)
+    _record(record, role=Role.VERIFIER)
+    rows = list(session.llm_calls.order_by("sequence").values_list("sequence", "role"))
+    assert rows == [(1, "planner"), (2, "executor"), (3, "verifier")]
