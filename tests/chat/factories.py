@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime, timedelta
 
 from django.utils import timezone
@@ -14,6 +15,8 @@ from diagnosis.contracts import (
     VerifierOutput,
 )
 from diagnosis.flow.composer_filter import composer_input_build
+from diagnosis.flow.parsing import executor_output_parse
+from diagnosis.flow.run import gatekeeper_run
 from diagnosis.models import DiagnosisSession, Environment, SessionEvent, ToolInvocation
 
 WINDOW = {"start": "2026-03-02T10:20:00Z", "end": "2026-03-02T10:50:00Z"}
@@ -303,5 +306,36 @@ def session_make(
     session.answer_source = "composer"
     session.attempt_count = 1
     session.finished_at = now
+    session.save()
+    return session
+
+
+def session_recheck(
+    session: DiagnosisSession, *, claims: list[dict], checks: list[dict]
+) -> DiagnosisSession:
+    """``session`` with ``claims`` re-checked by the real Gatekeeper v2, the Verifier's
+    ``checks`` and the Composer filter's placements recorded (a LOW_CONFID run)."""
+    raw = json.dumps({"answer_version": "executor_evidence_v2", "claims": claims})
+    parsed = executor_output_parse(raw)
+    session.executor_structured_output = parsed.raw_object
+    report = gatekeeper_run(session=session, parsed=parsed)
+    verifier = VerifierOutput.model_validate({"decision": "LOW_CONFID", "claim_checks": checks})
+    filtered = composer_input_build(
+        question=session.original_query,
+        language="zh-CN",
+        decision=Decision.LOW_CONFID,
+        executor_output=parsed.output,
+        gatekeeper=report,
+        verifier=verifier,
+    )
+    evaluation = dict(session.self_evaluation)
+    evaluation["gatekeeper"] = report.model_dump(mode="json")
+    evaluation["verifier_evaluation"] = {
+        **evaluation["verifier_evaluation"],
+        "claim_checks": [c.model_dump(mode="json") for c in verifier.claim_checks],
+        "placements": filtered.placements,
+    }
+    evaluation["composer_input"] = filtered.composer_input.model_dump(mode="json")
+    session.self_evaluation = evaluation
     session.save()
     return session

@@ -2,17 +2,10 @@
 
 from __future__ import annotations
 
-import json
-
 import pytest
 from django.urls import reverse
 
-from diagnosis.contracts import Decision, VerifierOutput
-from diagnosis.flow.composer_filter import composer_input_build
-from diagnosis.flow.parsing import executor_output_parse
-from diagnosis.flow.run import gatekeeper_run
-
-from .factories import LOG_LINE
+from .factories import LOG_LINE, session_recheck
 
 CLAIMS = [
     {
@@ -47,38 +40,11 @@ CLAIMS = [
 @pytest.fixture
 def checked(answered):
     """The answered session re-checked by the real Gatekeeper v2."""
-    raw = json.dumps({"answer_version": "executor_evidence_v2", "claims": CLAIMS})
-    parsed = executor_output_parse(raw)
-    answered.executor_structured_output = parsed.raw_object
-    report = gatekeeper_run(session=answered, parsed=parsed)
-    verifier = VerifierOutput.model_validate(
-        {
-            "decision": "LOW_CONFID",
-            "claim_checks": [
-                {"claim_id": "c1", "classification": "direct_observation"},
-                {"claim_id": "c2", "classification": "direct_observation"},
-            ],
-        }
-    )
-    filtered = composer_input_build(
-        question=answered.original_query,
-        language="zh-CN",
-        decision=Decision.LOW_CONFID,
-        executor_output=parsed.output,
-        gatekeeper=report,
-        verifier=verifier,
-    )
-    evaluation = dict(answered.self_evaluation)
-    evaluation["gatekeeper"] = report.model_dump(mode="json")
-    evaluation["verifier_evaluation"] = {
-        **evaluation["verifier_evaluation"],
-        "claim_checks": [c.model_dump(mode="json") for c in verifier.claim_checks],
-        "placements": filtered.placements,
-    }
-    evaluation["composer_input"] = filtered.composer_input.model_dump(mode="json")
-    answered.self_evaluation = evaluation
-    answered.save()
-    return answered
+    checks = [
+        {"claim_id": "c1", "classification": "direct_observation"},
+        {"claim_id": "c2", "classification": "direct_observation"},
+    ]
+    return session_recheck(answered, claims=CLAIMS, checks=checks)
 
 
 def _page(client, conversation):
