@@ -2,7 +2,8 @@
 
 Reports sessions per minute with 1, 2 and 4 worker processes against the ideal
 (workers × 60 / (model calls per session × latency)), the non-model overhead per
-session (latency 0), and model calls and tokens per session.
+session (latency 0), and model calls and tokens per session; each line ends with the
+machine's 1-minute load average when it was measured (the figures move with it).
 
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/rootproof_bench \
     CELERY_BROKER_URL=redis://127.0.0.1:6379/13 .venv/bin/python bench/flow.py
@@ -92,6 +93,10 @@ def _run(*, workers: int, sessions: int, latency: float, environment, owner) -> 
     }
 
 
+def _load() -> str:
+    return f"{os.getloadavg()[0]:.2f}"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--latency", type=float, default=0.5, help="seconds per model call")
@@ -100,7 +105,7 @@ def main() -> None:
     args = parser.parse_args()
     owner, environment = mini_pool_owner_environment("bench")
     print(f"model latency {args.latency}s per call")
-    print("workers  sessions  sessions/min  ideal/min  ratio  calls/session  tokens/session")
+    print("workers  sessions  sessions/min  ideal/min  ratio  calls/session  tokens/session  load")
     for workers in [int(w) for w in args.workers.split(",")]:
         result = _run(
             workers=workers,
@@ -113,13 +118,14 @@ def main() -> None:
         print(
             f"{workers:>7}  {result['sessions']:>8}  {result['sessions_per_min']:>12}  "
             f"{ideal:>9.1f}  {result['sessions_per_min'] / ideal:>5.2f}  "
-            f"{result['calls_per_session']:>13}  {result['tokens_per_session']:>14}"
+            f"{result['calls_per_session']:>13}  {result['tokens_per_session']:>14}  "
+            f"{_load()}"
         )
     overhead = _run(workers=1, sessions=10, latency=0.0, environment=environment, owner=owner)
     print(
         f"non-model overhead per session (latency 0, 1 worker): "
         f"{overhead['elapsed_s'] / overhead['sessions']:.3f}s wall, "
-        f"{overhead['mean_session_s']}s inside the worker"
+        f"{overhead['mean_session_s']}s inside the worker (load {_load()})"
     )
 
 

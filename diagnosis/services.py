@@ -183,11 +183,10 @@ class SessionEventLog:
 
     One INSERT an event: the sequence is counted here after one read (a session has
     one runner at a time; a takeover starts a new log), and the heartbeat is beaten
-    at most every ``HEARTBEAT_EVERY_SECONDS`` (far inside the stale cutoff). What is
-    deferred (``add(defer=True)``, ``fields_defer``) rides on the log's next write: the
-    events in the same INSERT, the fields in the same UPDATE. The runner defers only
-    what its next write follows at once (code, not a model or a tool), so what a user
-    follows live is as live as before.
+    at most every ``HEARTBEAT_EVERY_SECONDS`` (far inside the stale cutoff). Session
+    fields deferred with ``fields_defer`` ride on the log's next UPDATE (a stage's, a
+    heartbeat's, ``flush``); the runner defers only what its next stage follows at once
+    (code, not a model or a tool), so what a user follows live is as live as before.
 
     A cancel is seen by each stage's UPDATE (``beat(unless_cancelled=True)``) and by
     ``cancel_requested``, which reads the flag only when the last look is older than
@@ -203,7 +202,6 @@ class SessionEventLog:
         self.last = session.events.aggregate(m=Max("sequence"))["m"] or 0
         self.beaten_at: float | None = None
         self.cancel_checked_at: float | None = None
-        self._events: list[SessionEvent] = []  # numbered, not yet written
         self._fields: dict[str, Any] = {}  # session fields not yet written
 
     def add(
@@ -213,11 +211,9 @@ class SessionEventLog:
         stage: str = "",
         message: str = "",
         data: dict[str, Any] | None = None,
-        defer: bool = False,
     ) -> SessionEvent:
-        """Append one event: written now with whatever was deferred, or with the next write."""
         self.last += 1
-        event = SessionEvent(
+        event = SessionEvent.objects.create(
             session=self.session,
             sequence=self.last,
             kind=kind,
@@ -225,13 +221,11 @@ class SessionEventLog:
             message=nul_free(message[:500]),
             data=nul_free(data or {}),
         )
-        self._events.append(event)
-        if not defer:
-            self.flush()
+        self.beat()
         return event
 
     def fields_defer(self, **fields: Any) -> None:
-        """Write these session fields with the log's next write (a beat, an event, a flush)."""
+        """Write these session fields with the log's next UPDATE."""
         self._fields.update(fields)
 
     def fields_take(self) -> dict[str, Any]:
@@ -240,20 +234,13 @@ class SessionEventLog:
         return deferred
 
     def flush(self) -> None:
-        """Write what was deferred, beating the heartbeat when it is due."""
-        self.beat()
-        self._events_write()
-
-    def _events_write(self) -> None:
-        events, self._events = self._events, []
-        if len(events) == 1:  # one INSERT: bulk_create would wrap it in BEGIN and COMMIT
-            events[0].save(force_insert=True)
-        elif events:
-            SessionEvent.objects.bulk_create(events)
+        """Write the deferred session fields now."""
+        if self._fields:
+            self.beat(**self.fields_take())
 
     def beat(self, *, force: bool = False, unless_cancelled: bool = False, **fields: Any) -> bool:
-        """Beat a running session's heartbeat when due (or forced), writing ``fields`` and
-        the deferred fields too.
+        """Beat a running session's heartbeat when due (or forced), writing ``fields`` too,
+        and the deferred fields with them.
 
         With ``unless_cancelled`` nothing is written to a session whose cancel was requested,
         and False says so: the cancel check and the write are one UPDATE. The deferred
@@ -262,13 +249,14 @@ class SessionEventLog:
         now = time.monotonic()
         running = self.session.status == DiagnosisSession.Status.RUNNING
         stale = self.beaten_at is None or now - self.beaten_at >= self.HEARTBEAT_EVERY_SECONDS
+        due = running and (force or stale)
+        if not (fields or due):
+            return True  # the deferred fields wait for a write
         deferred = self.fields_take()
         fields = {**deferred, **fields}
-        if running and (force or stale):
+        if due:
             fields["heartbeat_at"] = timezone.now()
             self.beaten_at = now
-        if not fields:
-            return True
         rows = DiagnosisSession.objects.filter(pk=self.session.pk)
         if not unless_cancelled:
             return rows.update(**fields) == 1

@@ -109,11 +109,8 @@ class _Run:
             last=0 if not session.restarts else None,
         )
 
-    def event(
-        self, kind: str, stage: str, message: str = "", *, defer: bool = False, **data: Any
-    ) -> None:
-        """One progress event; ``defer`` when the run's next write follows at once."""
-        self.events.add(kind=kind, stage=stage, message=message, data=data, defer=defer)
+    def event(self, kind: str, stage: str, message: str = "", **data: Any) -> None:
+        self.events.add(kind=kind, stage=stage, message=message, data=data)
 
     def stage(self, stage: str) -> None:
         """Enter ``stage``: one UPDATE (the stage, the heartbeat, the fields saved since the
@@ -288,7 +285,6 @@ def _gatekeep(run: _Run, parsed: ParsedExecutorOutput) -> GatekeeperReport:
         SessionEvent.Kind.INFO,
         "gatekeeper",
         f"accepted {report.counts.accepted} / demoted {report.counts.demoted}",
-        defer=True,  # the Verifier's stage follows at once
         counts=report.counts.model_dump(),
     )
     return report
@@ -390,7 +386,7 @@ def _attempts(run: _Run, planned: PlannerResult) -> _Verdict:
         if routed.decision != Decision.RETRY:
             return _Verdict(executed=executed, report=report, verified=verified, routed=routed)
         retry_context = routed.retry_context
-        run.event(SessionEvent.Kind.INFO, "verifier", "retry", defer=True, **(retry_context or {}))
+        run.event(SessionEvent.Kind.INFO, "verifier", "retry", **(retry_context or {}))
 
 
 def _scoped_decision(run: _Run, decision: Decision, unknown: list[str]) -> Decision:

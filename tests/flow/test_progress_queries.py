@@ -79,20 +79,17 @@ def _running(mini_env, owner, **fields):
 
 
 @pytest.mark.django_db
-def test_a_deferred_event_is_written_with_the_next_one_in_its_place(mini_env, owner):
+def test_deferred_fields_wait_for_the_next_update_not_for_an_event(mini_env, owner):
     session = _running(mini_env, owner)
     log = SessionEventLog(session)
-    log.add(kind=SessionEvent.Kind.STAGE, stage="planner")
-    log.add(kind=SessionEvent.Kind.INFO, stage="gatekeeper", message="counted", defer=True)
-    assert list(session.events.values_list("message", flat=True)) == [""]
+    log.add(kind=SessionEvent.Kind.STAGE, stage="gatekeeper")  # beats once
+    log.fields_defer(self_evaluation={"gatekeeper": {}})
     with CaptureQueriesContext(connection) as ctx:
-        log.add(kind=SessionEvent.Kind.STAGE, stage="verifier", message="verifier")
-    assert [q["sql"][:6] for q in ctx.captured_queries] == ["INSERT"]  # both, one statement
-    assert list(session.events.values_list("sequence", "message")) == [
-        (1, ""),
-        (2, "counted"),
-        (3, "verifier"),
-    ]
+        log.add(kind=SessionEvent.Kind.INFO, stage="gatekeeper", message="counted")
+    assert [q["sql"][:6] for q in ctx.captured_queries] == ["INSERT"]
+    assert DiagnosisSession.objects.get(pk=session.pk).self_evaluation == {}
+    log.flush()
+    assert DiagnosisSession.objects.get(pk=session.pk).self_evaluation == {"gatekeeper": {}}
 
 
 @pytest.mark.django_db
