@@ -30,19 +30,37 @@ def _seen() -> dict:
     return {"session": session, "events": events}
 
 
-def test_while_a_tool_runs_its_stage_plan_and_call_are_already_shown(run_scripted, monkeypatch):
+def _around(monkeypatch, owner, name: str, *, before=None, after=None) -> None:
+    """``owner.name`` wrapped: ``before(kwargs)`` runs ahead of the real call, ``after`` past it."""
+    real = getattr(owner, name)
+
+    def wrapped(**kwargs):
+        if before:
+            before(kwargs)
+        result = real(**kwargs)
+        if after:
+            after(kwargs)
+        return result
+
+    monkeypatch.setattr(owner, name, wrapped)
+
+
+def _cancel(kwargs) -> None:
+    """A user presses cancel (the session is the call's ``session``)."""
+    DiagnosisSession.objects.filter(pk=kwargs["session"].pk).update(cancel_requested=True)
+
+
+def _seen_during(run_scripted, monkeypatch, owner, name: str) -> dict:
+    """What a polling page saw while ``owner.name`` ran, in a session that completed."""
     seen: list[dict] = []
-    real_invoke = registry.tool_invoke
-
-    def invoke(**kwargs):
-        seen.append(_seen())
-        return real_invoke(**kwargs)
-
-    monkeypatch.setattr(registry, "tool_invoke", invoke)
-    session = run_scripted(SCRIPT)
-
-    assert session.status == DiagnosisSession.Status.COMPLETED
+    _around(monkeypatch, owner, name, before=lambda kwargs: seen.append(_seen()))
+    assert run_scripted(SCRIPT).status == DiagnosisSession.Status.COMPLETED
     [during] = seen
+    return during
+
+
+def test_while_a_tool_runs_its_stage_plan_and_call_are_already_shown(run_scripted, monkeypatch):
+    during = _seen_during(run_scripted, monkeypatch, registry, "tool_invoke")
     assert during["session"].stage == DiagnosisSession.Stage.EXECUTOR
     assert during["session"].plan["status"] == "ok"
     assert during["session"].attempt_count == 1
@@ -55,18 +73,7 @@ def test_while_a_tool_runs_its_stage_plan_and_call_are_already_shown(run_scripte
 
 
 def test_while_the_verifier_is_asked_the_gatekeepers_record_is_shown(run_scripted, monkeypatch):
-    seen: list[dict] = []
-    real_verifier = flow_run_module.verifier_stage
-
-    def verifier(**kwargs):
-        seen.append(_seen())
-        return real_verifier(**kwargs)
-
-    monkeypatch.setattr(flow_run_module, "verifier_stage", verifier)
-    session = run_scripted(SCRIPT)
-
-    assert session.status == DiagnosisSession.Status.COMPLETED
-    [during] = seen
+    during = _seen_during(run_scripted, monkeypatch, flow_run_module, "verifier_stage")
     assert during["session"].executor_output_parse_status == "parsed_v2"
     assert during["session"].self_evaluation["gatekeeper"]["counts"]["accepted"] == 1
     assert during["events"][-3:] == [
@@ -79,14 +86,7 @@ def test_while_the_verifier_is_asked_the_gatekeepers_record_is_shown(run_scripte
 def test_a_cancel_during_the_gatekeeper_keeps_its_record_and_asks_no_verifier(
     run_scripted, monkeypatch
 ):
-    real_gatekeeper = flow_run_module.gatekeeper_stage
-
-    def gatekeeper_then_cancel(**kwargs):
-        report = real_gatekeeper(**kwargs)
-        DiagnosisSession.objects.filter(pk=kwargs["session"].pk).update(cancel_requested=True)
-        return report
-
-    monkeypatch.setattr(flow_run_module, "gatekeeper_stage", gatekeeper_then_cancel)
+    _around(monkeypatch, flow_run_module, "gatekeeper_stage", after=_cancel)
     session = run_scripted(SCRIPT)
 
     assert session.status == DiagnosisSession.Status.CANCELLED
@@ -117,14 +117,7 @@ def test_a_cancel_between_two_tool_calls_stops_the_second_once_the_bound_has_pas
     # With no bound every tool call looks, as a run whose model answers slower than the
     # bound does; the default bound is covered by the SessionEventLog tests.
     monkeypatch.setattr(SessionEventLog, "CANCEL_SEEN_WITHIN_SECONDS", 0.0)
-    real_invoke = registry.tool_invoke
-
-    def invoke_then_cancel(**kwargs):
-        result = real_invoke(**kwargs)
-        DiagnosisSession.objects.filter(pk=kwargs["session"].pk).update(cancel_requested=True)
-        return result
-
-    monkeypatch.setattr(registry, "tool_invoke", invoke_then_cancel)
+    _around(monkeypatch, registry, "tool_invoke", after=_cancel)
     session = run_scripted({**SCRIPT, "executor": [TWO_CALLS, executor_json(log_claim())]})
 
     assert session.status == DiagnosisSession.Status.CANCELLED
@@ -143,21 +136,18 @@ def test_a_runs_writes_skip_the_flush_to_disk_and_its_ending_does_not(run_script
             cursor.execute("SHOW synchronous_commit")
             return cursor.fetchone()[0]
 
-    real_invoke, real_finish = registry.tool_invoke, flow_run_module.session_finish
-
-    def invoke(**kwargs):
-        settings_seen["tool call"] = show()
-        return real_invoke(**kwargs)
-
-    def finish(**kwargs):
-        settings_seen["ending"] = show()
-        return real_finish(**kwargs)
-
-    monkeypatch.setattr(registry, "tool_invoke", invoke)
-    monkeypatch.setattr(flow_run_module, "session_finish", finish)
+    _around(
+        monkeypatch, registry, "tool_invoke", before=lambda k: settings_seen.update(tool=show())
+    )
+    _around(
+        monkeypatch,
+        flow_run_module,
+        "session_finish",
+        before=lambda k: settings_seen.update(end=show()),
+    )
     session = run_scripted(SCRIPT)
 
     assert session.status == DiagnosisSession.Status.COMPLETED
-    assert settings_seen == {"tool call": "off", "ending": "on"}
+    assert settings_seen == {"tool": "off", "end": "on"}
     assert show() == "on"
     assert SessionEvent.objects.filter(session=session).count() == 10
