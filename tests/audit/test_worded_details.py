@@ -88,3 +88,38 @@ def test_the_api_detail_keeps_the_stored_english_detail_and_adds_its_code(checke
     assert finding["detail"] == "trace-2: excerpt not found in the output: 'mysql down'"
     assert finding["detail_code"] == "excerpt_not_found"
     assert finding["detail_params"] == {"text": "mysql down", "trace_ref": "trace-2"}
+
+
+@pytest.fixture
+def guarded(make_session):
+    """A session whose composed answer the Composer guard refused."""
+    session = make_session()
+    evaluation = dict(session.self_evaluation)
+    verifier = dict(evaluation.get("verifier_evaluation") or {})
+    verifier["composer_output"] = {
+        **(verifier.get("composer_output") or {}),
+        "status": "guard_failed",
+        "guard_findings": ["new_time:10:45", "raw_field:evidence_bindings", "answer_is_json"],
+    }
+    evaluation["verifier_evaluation"] = verifier
+    session.self_evaluation = evaluation
+    session.answer_source = "fallback"
+    session.save()
+    return session
+
+
+@pytest.mark.parametrize(
+    ("language", "expected"),
+    [
+        ("zh-hans", ["撰写输入中没有的时间：10:45", "内部字段：evidence_bindings", "回答是 JSON"]),
+        ("en", ["a time the Composer input lacks: 10:45", "an internal field", "is JSON"]),
+    ],
+)
+def test_a_reviewer_reads_the_composer_guards_findings_in_words(
+    client, reviewer, guarded, language, expected
+):
+    client.force_login(reviewer)
+    for page in (_read(client, guarded, language), _change(client, guarded, language)):
+        for words in expected:
+            assert words in page
+        assert 'title="new_time:10:45"' in page  # the stored finding stays at hand
