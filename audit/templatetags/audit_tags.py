@@ -20,6 +20,7 @@ from chat.templatetags.chat_tags import (
     coded_text,
 )
 from diagnosis.contracts import VerifierEvaluation
+from diagnosis.flow.guard import GUARD_FINDING_WORDS
 from diagnosis.flow.router import ROUTE_NOTES
 from diagnosis.models import DiagnosisSession, LLMCall
 
@@ -166,26 +167,12 @@ def route_notes_worded(evaluation: VerifierEvaluation | None) -> list[tuple[str,
     return notes
 
 
-# The Composer guard's findings (diagnosis.flow.guard), stored as ``code`` or
-# ``code:value``: what each says, in the page's language.
-GUARD_FINDINGS = {
-    "empty_answer": _("回答为空"),
-    "answer_is_json": _("回答是 JSON"),
-    "raw_field": _("回答里有内部字段：%(value)s"),
-    "new_number": _("回答里出现了撰写输入中没有的数字：%(value)s"),
-    "new_time": _("回答里出现了撰写输入中没有的时间：%(value)s"),
-    "new_date": _("回答里出现了撰写输入中没有的日期：%(value)s"),
-    "new_identifier": _("回答里出现了撰写输入中没有的标识符：%(value)s"),
-    "new_service": _("回答里出现了撰写输入中没有的服务：%(value)s"),
-}
-
-
 @register.filter
 def guard_finding(finding: object) -> SafeString | str:
     """A Composer guard finding worded for a reviewer, the stored finding in the tooltip."""
     text = str(finding)
     code, _sep, value = text.partition(":")
-    message = GUARD_FINDINGS.get(code)
+    message = GUARD_FINDING_WORDS.get(code)
     if message is None:
         return format_html('<code class="rp-code">{}</code>', text)
     worded = str(message) % {"value": value}
