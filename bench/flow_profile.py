@@ -40,9 +40,13 @@ from tests.support.openai_server import openai_server_running  # noqa: E402
 _TABLE = re.compile(r'(?:FROM|INTO|UPDATE)\s+"?(\w+)"?', re.IGNORECASE)
 
 
+# Statements that read or write no row: transaction control and session settings.
+_CONTROL = {"SAVEPOINT", "RELEASE", "ROLLBACK", "BEGIN", "COMMIT", "SET", "RESET"}
+
+
 def _query_kind(sql: str) -> str:
     verb = sql.split(None, 1)[0].upper() if sql.strip() else "?"
-    if verb in {"SAVEPOINT", "RELEASE", "ROLLBACK", "BEGIN", "COMMIT"}:
+    if verb in _CONTROL:
         return verb
     table = _TABLE.search(sql)
     lock = " FOR UPDATE" if "FOR UPDATE" in sql.upper() else ""
@@ -62,7 +66,8 @@ def _session_run(question: str) -> list[dict[str, str]]:
 
 def _report_queries(queries: list[dict[str, str]], *, in_order: bool) -> None:
     kinds = Counter(_query_kind(q["sql"]) for q in queries)
-    print(f"queries in one session: {len(queries)}")
+    rows = sum(count for kind, count in kinds.items() if kind not in _CONTROL)
+    print(f"queries in one session: {len(queries)} ({rows} read or write rows)")
     for kind, count in kinds.most_common():
         print(f"  {count:>4}  {kind}")
     if in_order:
