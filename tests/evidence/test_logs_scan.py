@@ -130,10 +130,23 @@ def _awkward_lines() -> list[str]:
     return out
 
 
-@pytest.fixture
-def awkward_file(tmp_path) -> Path:
+def _compact(line: str) -> str:
+    """The line as compact writers (JSON.stringify, Go, jq -c) would space it, roughly."""
+    return line.replace(", ", ",").replace(": ", ":")
+
+
+@pytest.fixture(params=["spaced", "compact", "mixed"])
+def awkward_file(tmp_path, request) -> Path:
+    lines = _awkward_lines()
+    if request.param == "compact":
+        lines = [_compact(line) for line in lines]
+    elif request.param == "mixed":  # line by line, and within a line
+        lines = [
+            _compact(line) if i % 2 else line.replace(', "level": ', ',"level":')
+            for i, line in enumerate(lines)
+        ]
     path = tmp_path / "apps.jsonl"
-    path.write_text("\n".join(_awkward_lines()))  # and no newline after the last line
+    path.write_text("\n".join(lines))  # and no newline after the last line
     return path
 
 
@@ -248,7 +261,7 @@ def test_the_counting_scan_keeps_memory_flat_in_the_file_size(tmp_path, monkeypa
     assert peaks[1] < (tmp_path / "big-8.jsonl").stat().st_size / 2
 
 
-def _cjk_lines(count: int) -> list[str]:
+def _cjk_lines(count: int, separators: tuple[str, str] = (", ", ": ")) -> list[str]:
     start = WINDOW.start + timedelta(minutes=1)
     return [
         json.dumps(
@@ -260,16 +273,18 @@ def _cjk_lines(count: int) -> list[str]:
                 "trace_id": f"{i:032x}",
             },
             ensure_ascii=False,
+            separators=separators,
         )
         for i in range(count)
     ]
 
 
+@pytest.mark.parametrize("separators", [(", ", ": "), (",", ":")])
 def test_lines_in_other_scripts_are_counted_without_reading_them_line_by_line(
-    tmp_path, monkeypatch
+    tmp_path, monkeypatch, separators
 ):
     path = tmp_path / "apps.jsonl"
-    path.write_text("\n".join(_cjk_lines(2000)) + "\n", encoding="utf-8")
+    path.write_text("\n".join(_cjk_lines(2000, separators)) + "\n", encoding="utf-8")
     expected = _scan([path], counting=False, monkeypatch=monkeypatch)
     line_by_line = []
     monkeypatch.setattr(

@@ -6,10 +6,11 @@
 1. **Count by masked line.** Each chunk of a file (in worker processes when the machine has
    cores and the input is big) groups its lines by (service, level, masked message) and
    keeps, per group, the window and baseline counts, first/last seen, the first sample
-   lines and where the group first occurs. Lines in ``json.dumps`` layout are read in
-   blocks with numpy (field offsets from the quote positions, a line's timestamp from its
-   digits, the masking from the message's digit shape, see ``MessageMasker``); every
-   other line is parsed as the line-by-line scan parses it.
+   lines and where the group first occurs. Lines in ``json.dumps`` layout, or in its
+   compact form without the spaces, are read in blocks with numpy (field offsets from the
+   quote positions, a line's timestamp from its digits, the masking from the message's
+   digit shape, see ``MessageMasker``); every other line is parsed as the line-by-line
+   scan parses it.
 2. **Learn the templates.** The distinct masked messages, in the order they first occur,
    go through drain3 exactly as the line-by-line scan feeds them, so each group lands in
    the template (or stays unclustered) where that scan would put its lines.
@@ -63,10 +64,12 @@ BLOCK_BYTES = 2 << 20
 LINE_SLOTS = 1 << 40  # positions: chunk number * LINE_SLOTS + line number in the chunk
 
 _U8 = np.uint8
-_PREFIX = b'{"ts": "'
-_SERVICE_KEY = b'", "service": "'
-_LEVEL_KEY = b'", "level": "'
-_MESSAGE_KEY = b'", "message": "'
+# The four fields' keys as json.dumps writes them, and as compact writers do (no spaces:
+# JSON.stringify, Go's encoding/json, jq -c, json.dumps(separators=(",", ":"))).
+_LAYOUTS = (
+    (b'{"ts": "', b'", "service": "', b'", "level": "', b'", "message": "'),
+    (b'{"ts":"', b'","service":"', b'","level":"', b'","message":"'),
+)
 _STAMP_DIGITS = np.array([0, 1, 2, 3, 5, 6, 8, 9, 11, 12, 14, 15, 17, 18])
 _STAMP_PUNCT = np.array([4, 7, 10, 13, 16])
 _STAMP_PUNCT_BYTES = np.frombuffer(b"--T::", _U8)
@@ -289,16 +292,29 @@ def _words(buf: bytes | bytearray) -> np.ndarray:
 
 
 def _equals_at(words: np.ndarray, at: np.ndarray, needle: bytes) -> np.ndarray:
-    """Whether ``needle`` (8 to 16 bytes) occurs at each offset (past the end: False or any).
+    """Whether ``needle`` (1 to 16 bytes) occurs at each offset (past the end: False or any).
 
-    Compared as two overlapping 8-byte integers; as in ``_gather``, only lines that
-    qualify need a true answer, and theirs lie inside.
+    Compared as two overlapping 8-byte integers (one, masked, for a shorter needle); as
+    in ``_gather``, only lines that qualify need a true answer, and theirs lie inside.
     """
-    head = int.from_bytes(needle[:8], "little")
-    tail = int.from_bytes(needle[-8:], "little")
     last = len(words) - 1
-    out = words[np.minimum(at, last)] == head
+    if len(needle) < 8:
+        mask = (1 << (8 * len(needle))) - 1
+        head = int.from_bytes(needle, "little")
+        return (words[np.minimum(at, last)] & np.uint64(mask)) == head
+    out = words[np.minimum(at, last)] == int.from_bytes(needle[:8], "little")
+    tail = int.from_bytes(needle[-8:], "little")
     out &= words[np.minimum(at + len(needle) - 8, last)] == tail
+    return out
+
+
+def _layout_keys(
+    words: np.ndarray, at: tuple[np.ndarray, ...], layout: tuple[bytes, ...]
+) -> np.ndarray:
+    """Whether the service, level and message keys of ``layout`` close the quotes ``at``."""
+    out = _equals_at(words, at[0], layout[1])
+    for offsets, needle in zip(at[1:], layout[2:], strict=True):
+        out &= _equals_at(words, offsets, needle)
     return out
 
 
@@ -345,7 +361,7 @@ class _FastBlock:
         ok &= ~_marked(starts, controls[~newline], lines)
         ok &= ~_marked(starts, np.flatnonzero(arr == 92), lines)
         words = _words(buf)
-        ok &= _equals_at(words, starts, _PREFIX)
+        ok &= _equals_at(words, starts, _LAYOUTS[0][0]) | _equals_at(words, starts, _LAYOUTS[1][0])
         quotes = self.quotes = np.flatnonzero(arr == 34)
         first_quote = np.searchsorted(quotes, starts)
         self.first_quote = first_quote
@@ -354,9 +370,8 @@ class _FastBlock:
             quotes = np.concatenate([quotes, np.full(16, len(arr) - 1, dtype=quotes.dtype)])
         q = _gather(quotes, first_quote, 16)
         ok &= q[:, 15] < nl
-        ok &= _equals_at(words, q[:, 3], _SERVICE_KEY)
-        ok &= _equals_at(words, q[:, 7], _LEVEL_KEY)
-        ok &= _equals_at(words, q[:, 11], _MESSAGE_KEY)
+        keys_at = (q[:, 3], q[:, 7], q[:, 11])
+        ok &= _layout_keys(words, keys_at, _LAYOUTS[0]) | _layout_keys(words, keys_at, _LAYOUTS[1])
         ok &= q[:, 7] > q[:, 6] + 1  # a service is not empty
         # The stamp: YYYY-MM-DDTHH:MM:SS, then Z, or a fraction of 1 to 9 digits and Z.
         ts_start, ts_end = q[:, 2] + 1, q[:, 3]
@@ -387,8 +402,9 @@ class _FastBlock:
 
 
 _INVALID = np.iinfo(np.int64).min
+# Flat fields after the message, as either layout writes them (JSON takes either space).
 _TAIL = re.compile(
-    r'(?:, "(?!(?:ts|service|level|message)")[^"]*": '
+    r'(?:, ?"(?!(?:ts|service|level|message)")[^"]*": ?'
     rf'(?:"[^"]*"|true|false|null|{JSON_NUMBER}))*\}}'
 )
 
@@ -455,17 +471,27 @@ def _fast_block(agg: _Aggregator, buf: bytearray, base: int, heads: dict[int, in
     return block.lines
 
 
-def _leading_zeros(buf: bytearray) -> np.ndarray:
-    """Offsets of the zero of each ``: 0`` or ``: -0`` followed by a digit (not JSON)."""
-    zeros = []
-    for needle in (b": 0", b": -0"):
-        found = buf.find(needle)
-        while found >= 0:
-            after = found + len(needle)
-            if after < len(buf) and 48 <= buf[after] <= 57:
-                zeros.append(after - 1)
-            found = buf.find(needle, found + 1)
-    return np.array(zeros, dtype=np.int64)
+def _leading_zeros(arr: np.ndarray) -> np.ndarray:
+    """Offsets of the zero of each ``:0``, ``: 0``, ``:-0`` or ``: -0`` followed by a digit
+    (a number with a leading zero: not JSON)."""
+    size = len(arr)
+    colons = np.flatnonzero(arr == 58)
+
+    def byte(offset: int) -> np.ndarray:
+        return arr[np.minimum(colons + offset, size - 1)]
+
+    found = []
+    for space in (0, 1):
+        for minus in (0, 1):
+            zero = 1 + space + minus
+            hit = (byte(zero) == 48) & (byte(zero + 1) >= 48) & (byte(zero + 1) <= 57)
+            hit &= colons + zero + 1 < size
+            if space:
+                hit &= byte(1) == 32
+            if minus:
+                hit &= byte(1 + space) == 45
+            found.append(colons[hit] + zero)
+    return np.concatenate(found)
 
 
 def _marked_in(
@@ -499,7 +525,9 @@ def _line_keys(block: _FastBlock, rows: np.ndarray) -> list[bytes]:
         np.arange(int(pairs.sum())) - np.repeat(pair_starts, pairs)
     )
     opening, closing = quotes[open_index], quotes[open_index + 1]
-    is_value = (arr[opening - 1] == 32) & (arr[opening - 2] == 58)
+    # A value's opening quote follows its key's colon, with or without a space.
+    before = arr[opening - 1]
+    is_value = (before == 58) | ((before == 32) & (arr[opening - 2] == 58))
     # Kept: from the service to the line's end, less the contents of the value strings.
     keep = _alternating(
         np.concatenate([service_start, opening[is_value] + 1, closing[is_value], line_end]), size
@@ -526,8 +554,8 @@ def _shape_rows(agg: _Aggregator, block: _FastBlock, rows: np.ndarray, base: int
     # JSON) in the fields after the message: where a key's fields hold a number, such
     # lines go line by line.
     counted = np.ones(len(rows), dtype=bool)
-    if any(b'": 1' in key or b'": -1' in key for key in index):
-        zeros = _leading_zeros(block.buf)
+    if any(b'":1' in key or b'":-1' in key or b'": 1' in key or b'": -1' in key for key in index):
+        zeros = _leading_zeros(block.arr)
         tails = _marked_in(block.starts, zeros, q[:, 15], block.ends, block.lines)
         counted &= tails[rows]
     order = np.argsort(ids, kind="stable")
@@ -596,16 +624,24 @@ _TAIL_VALID: dict[bytes, bool] = {}
 
 def _key_parse(key: bytes) -> tuple[bytes, bytes, bytes] | None:
     """(service, level, message shape) of a line key, None when its end is not flat JSON."""
-    service, _, rest = key.partition(b'", "level": "')
-    level, _, rest = rest.partition(b'", "message": "')
-    shape, _, tail = rest.partition(b'"')
+    service, _, rest = key.partition(b'"')
+    for _prefix, _service, level_key, message_key in _LAYOUTS:
+        if rest.startswith(level_key[1:]):
+            level, _, rest = rest[len(level_key) - 1 :].partition(b'"')
+            if rest.startswith(message_key[1:]):
+                shape, _, tail = rest[len(message_key) - 1 :].partition(b'"')
+                return (service, level, shape) if _tail_valid(tail) else None
+    return None
+
+
+def _tail_valid(tail: bytes) -> bool:
     valid = _TAIL_VALID.get(tail)
     if valid is None:
         valid = _TAIL.fullmatch(tail.decode("utf-8", "replace")) is not None
         if len(_TAIL_VALID) >= 10_000:
             _TAIL_VALID.clear()
         _TAIL_VALID[tail] = valid
-    return (service, level, shape) if valid else None
+    return valid
 
 
 def _group_add(
