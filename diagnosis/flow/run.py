@@ -17,6 +17,7 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
+from celery.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
 from django.db import DatabaseError, transaction
 from django.db.models import Count, Sum
@@ -537,6 +538,8 @@ def diagnosis_run(*, session_id: int) -> DiagnosisSession | None:
         return None
     try:
         flow_run(session=session)
+    except SoftTimeLimitExceeded:
+        raise  # the task ends the session failed with the "timeout" code
     except Exception as exc:  # the flow records its own errors; this is the last line
         logger.exception("diagnosis %s failed", session_id)
         session_fail(session_id=session_id, error=f"{type(exc).__name__}: {exc}")

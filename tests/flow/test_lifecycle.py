@@ -145,3 +145,21 @@ def test_a_cancel_requested_while_a_tool_runs_ends_the_session_at_the_next_stage
     assert session.status == DiagnosisSession.Status.CANCELLED
     assert session.stage == DiagnosisSession.Stage.DONE
     assert not LLMCall.objects.filter(session=session, role="verifier").exists()
+
+
+def test_a_run_past_its_soft_time_limit_ends_failed_with_the_timeout_code(
+    run_scripted, monkeypatch
+):
+    from celery.exceptions import SoftTimeLimitExceeded
+
+    from diagnosis.evidence import registry
+
+    def out_of_time(**kwargs):
+        raise SoftTimeLimitExceeded()
+
+    monkeypatch.setattr(registry, "tool_invoke", out_of_time)
+    session = run_scripted({"executor": [QUERY_LOGS, executor_json(log_claim())]})
+    assert session.status == DiagnosisSession.Status.FAILED
+    assert session.error.startswith("timeout:")
+    assert session.final_answer  # a safe answer, not the exception
+    assert "SoftTimeLimitExceeded" not in session.final_answer
