@@ -8,7 +8,7 @@ import os
 import re
 import socket
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -228,6 +228,10 @@ class SessionEventLog:
         """Write these session fields with the log's next UPDATE."""
         self._fields.update(fields)
 
+    def fields_pending(self) -> Mapping[str, Any]:
+        """The deferred session fields, left deferred."""
+        return self._fields
+
     def fields_take(self) -> dict[str, Any]:
         """The deferred session fields, for a caller that writes them itself."""
         deferred, self._fields = self._fields, {}
@@ -257,6 +261,22 @@ class SessionEventLog:
         if due:
             fields["heartbeat_at"] = timezone.now()
             self.beaten_at = now
+        try:
+            return self._write(fields, deferred, unless_cancelled=unless_cancelled, now=now)
+        except Exception:
+            # Not written: the deferred fields wait for the next write (the run's flush on
+            # failure), newer values first.
+            self._fields = {**deferred, **self._fields}
+            raise
+
+    def _write(
+        self,
+        fields: dict[str, Any],
+        deferred: dict[str, Any],
+        *,
+        unless_cancelled: bool,
+        now: float,
+    ) -> bool:
         rows = DiagnosisSession.objects.filter(pk=self.session.pk)
         if not unless_cancelled:
             return rows.update(**fields) == 1
@@ -463,7 +483,7 @@ def session_finish(
     runner's ``events`` log still holds deferred is written in the same UPDATE and INSERT.
     """
     with transaction.atomic():
-        deferred = events.fields_take() if events is not None else {}
+        deferred = dict(events.fields_pending()) if events is not None else {}
         for name, value in deferred.items():  # the ending's own writes below win
             setattr(session, name, value)
         if isinstance(outcome, CompletedOutcome):
@@ -479,6 +499,8 @@ def session_finish(
         )
         _ended_event(outcome, events or SessionEventLog(session))
         session_ended_notify(session=session)  # the callback, after commit
+    if events is not None:
+        events.fields_take()  # written with the ending (kept, had the ending failed)
 
 
 def sessions_reap_stale(*, now: datetime | None = None) -> int:

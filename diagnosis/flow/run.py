@@ -506,7 +506,8 @@ def flow_run(*, session: DiagnosisSession) -> CompletedOutcome | CancelledOutcom
         with run_commits_unflushed():  # the ending below is flushed as always
             outcome = _flow(run)
     except SessionCancelled:
-        run.events.flush()  # what the run did before the cancel stays recorded
+        with contextlib.suppress(DatabaseError):  # best effort: the ending below matters
+            run.events.flush()  # what the run did before the cancel stays recorded
         with transaction.atomic():
             locked = DiagnosisSession.objects.select_for_update().get(pk=session.pk)
             if not locked.is_terminal:

@@ -248,6 +248,19 @@ def test_a_dropped_database_write_ends_the_session_cleanly(openai_run, write):
 
 
 @pytest.mark.django_db(transaction=True)
+def test_what_a_dropped_stage_write_carried_is_still_recorded_on_the_failed_session(openai_run):
+    # The UPDATE entering the Gatekeeper carries the Executor's output (deferred to it).
+    drop = _WriteDrop(_session_update("executor_final_answer"))
+    with connection.execute_wrapper(drop):
+        session, _ = openai_run(faulty_responder(None, None))
+    assert drop.dropped
+    session.refresh_from_db()
+    assert session.status == DiagnosisSession.Status.FAILED
+    assert session.executor_final_answer  # kept for review, not lost with the write
+    assert session.executor_output_parse_status
+
+
+@pytest.mark.django_db(transaction=True)
 def test_a_session_whose_database_stays_down_is_failed_by_the_reaper_later(openai_run, settings):
     drop = _WriteDrop(_session_update("executor_final_answer"), stays_down=True)
     with connection.execute_wrapper(drop):
