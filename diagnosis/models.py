@@ -124,12 +124,20 @@ class Environment(models.Model):
     @property
     def metrics_label(self) -> str:
         """The label that names a metric series' service in this environment's Prometheus."""
-        return self.metrics_service_label or SERVICE_LABEL
+        return _label_or_default(self.metrics_service_label)
 
     @property
     def logs_label(self) -> str:
         """The label that names a log stream's service in this environment's Loki."""
-        return self.logs_service_label or SERVICE_LABEL
+        return _label_or_default(self.logs_service_label)
+
+
+def _label_or_default(value: str) -> str:
+    """The label as set, when it is a label name: a row saved without validation (a shell,
+    a migration) cannot put other text into a query."""
+    if value and _LABEL_NAME.fullmatch(value) and not value.startswith("__"):
+        return value
+    return SERVICE_LABEL
 
 
 class DiagnosisSession(models.Model):

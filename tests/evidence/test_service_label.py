@@ -24,7 +24,7 @@ from diagnosis.evidence import topology
 from diagnosis.evidence.common import Deadline, QueryWindow
 from diagnosis.evidence.registry import tool_invoke
 from diagnosis.evidence.tools.query_logs.filter import LogFilter
-from diagnosis.evidence.tools.query_logs.loki import logs_from_loki
+from diagnosis.evidence.tools.query_logs.loki import _loki_record, logs_from_loki
 from diagnosis.evidence.tools.query_metrics import query as metrics_query_module
 from diagnosis.evidence.tools.query_metrics.selector import labels_from_backend, selector_parse
 from diagnosis.evidence.tools.query_metrics.series import RawSeries
@@ -318,3 +318,17 @@ def test_a_superuser_sets_the_labels_and_the_edge_query_in_admin(client, django_
     environment = Environment.objects.get(slug="prod")
     assert (environment.metrics_label, environment.logs_label) == ("app_kubernetes_io_name", "app")
     assert environment.call_edges_query.startswith("sum by (source_workload")
+
+
+def test_without_a_logs_label_a_json_lines_service_field_still_names_its_service():
+    line = '{"service": "pay", "level": "error", "message": "boom"}'
+    default = _loki_record({"service": "ingress"}, "1772445600000000000", line, "service")
+    assert default.service == "pay"  # as before per-environment labels existed
+    labelled = _loki_record({"app": "ingress"}, "1772445600000000000", line, "app")
+    assert labelled.service == "ingress"  # the environment's own label wins
+
+
+def test_a_label_saved_without_validation_never_reaches_a_query(db):
+    environment = _live("raw", logs_service_label='app"} |= "x', metrics_service_label="__name__")
+    assert environment.logs_label == "service"
+    assert environment.metrics_label == "service"

@@ -71,12 +71,14 @@ def logql_build(log_filter: LogFilter, service_label: str = SERVICE_LABEL) -> st
 def _loki_record(stream: dict[str, str], ns: str, line: str, service_label: str) -> LogRecord:
     """A Loki entry as a log record: JSON lines and plain lines are read like pack files.
 
-    The stream's ``service_label`` names its service (the record's ``service``): the label
-    the LogQL selected the stream by wins over a ``service`` field in the line, which only
-    names the service of a stream without that label.
+    An environment's own ``service_label`` names the stream's service (the record's
+    ``service``): the label the LogQL selected the stream by wins over a ``service``
+    field in the line. Without one (the default ``service`` label), the line's
+    ``service`` field wins, as it always has: a stream label then only names the service
+    of lines that do not name one.
     """
     ts = int(ns) / 1e9
-    named = stream.get(service_label) or ""
+    named = (stream.get(service_label) or "") if service_label != SERVICE_LABEL else ""
     service = (
         named
         or stream.get("service")
