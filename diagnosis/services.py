@@ -13,8 +13,8 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db import DatabaseError, transaction
-from django.db.models import Max
+from django.db import DatabaseError, IntegrityError, transaction
+from django.db.models import Max, QuerySet
 from django.utils import timezone
 from django.utils.functional import lazy
 from django.utils.translation import gettext, gettext_noop
@@ -178,6 +178,11 @@ def diagnosis_submit(
 RUN_TASK = "diagnosis.run"
 
 
+class SessionLost(Exception):
+    """The run's session is no longer its own: another worker took it over, the reaper
+    failed it, or it ended. The run stops and writes nothing more to it."""
+
+
 class SessionEventLog:
     """Appends one session's progress events, and writes its runner's session fields.
 
@@ -197,8 +202,10 @@ class SessionEventLog:
     HEARTBEAT_EVERY_SECONDS = 5.0
     CANCEL_SEEN_WITHIN_SECONDS = 1.0
 
-    def __init__(self, session: DiagnosisSession) -> None:
+    def __init__(self, session: DiagnosisSession, *, owned: bool = False) -> None:
         self.session = session
+        # A runner's log (``owned``) writes only while the row is still its running session.
+        self.owned = owned
         self.last = session.events.aggregate(m=Max("sequence"))["m"] or 0
         self.beaten_at: float | None = None
         self.cancel_checked_at: float | None = None
@@ -213,14 +220,21 @@ class SessionEventLog:
         data: dict[str, Any] | None = None,
     ) -> SessionEvent:
         self.last += 1
-        event = SessionEvent.objects.create(
-            session=self.session,
-            sequence=self.last,
-            kind=kind,
-            stage=stage,
-            message=nul_free(message[:500]),
-            data=nul_free(data or {}),
-        )
+        try:
+            event = SessionEvent.objects.create(
+                session=self.session,
+                sequence=self.last,
+                kind=kind,
+                stage=stage,
+                message=nul_free(message[:500]),
+                data=nul_free(data or {}),
+            )
+        except IntegrityError:
+            # Someone else numbered the session's events meanwhile (a takeover, the reaper's
+            # ending): a runner's log stops with SessionLost when the session is not its own.
+            if not transaction.get_connection().in_atomic_block:
+                self._owned_check()
+            raise
         self.beat()
         return event
 
@@ -277,15 +291,31 @@ class SessionEventLog:
         unless_cancelled: bool,
         now: float,
     ) -> bool:
-        rows = DiagnosisSession.objects.filter(pk=self.session.pk)
+        rows = self._rows()
         if not unless_cancelled:
-            return rows.update(**fields) == 1
+            written = rows.update(**fields) == 1
+            if not written:
+                self._owned_check()
+            return written
         if rows.filter(cancel_requested=False).update(**fields) == 1:
             self.cancel_checked_at = now
             return True
+        self._owned_check()
         if deferred:
             rows.update(**deferred)
         return False
+
+    def _rows(self) -> QuerySet[DiagnosisSession]:
+        rows = DiagnosisSession.objects.filter(pk=self.session.pk)
+        if self.owned:
+            rows = rows.filter(runner=self.session.runner, status=DiagnosisSession.Status.RUNNING)
+        return rows
+
+    def _owned_check(self) -> None:
+        """After a write that changed nothing: raise SessionLost when the row is no longer
+        this runner's running session (only a requested cancel may be why otherwise)."""
+        if self.owned and not self._rows().exists():
+            raise SessionLost(self.session.pk)
 
     def cancel_requested(self) -> bool:
         """Was a cancel requested? Read only when the last look is older than the bound."""
@@ -475,12 +505,15 @@ def session_finish(
     session: DiagnosisSession,
     outcome: SessionOutcome,
     events: SessionEventLog | None = None,
+    runner: str | None = None,
 ) -> None:
     """The one writer of a terminal session: its row, its last event, its on-commit hooks.
 
     Completed, failed (with the safe answer) or cancelled; the caller decides that the
-    session may end (it holds the row lock, or is the session's runner). What the
-    runner's ``events`` log still holds deferred is written in the same UPDATE and INSERT.
+    session may end (it holds the row lock, or is the session's runner: then ``runner``,
+    and the row is written only while it is still that runner's running session, else
+    SessionLost). What the runner's ``events`` log still holds deferred is written in the
+    same UPDATE and INSERT.
     """
     with transaction.atomic():
         deferred = dict(events.fields_pending()) if events is not None else {}
@@ -494,9 +527,15 @@ def session_finish(
             fields = _cancelled_write(session)
         session.stage = DiagnosisSession.Stage.DONE
         session.finished_at = timezone.now()
-        session.save(
-            update_fields=list(dict.fromkeys([*deferred, *fields, "stage", "finished_at"]))
-        )
+        update_fields = list(dict.fromkeys([*deferred, *fields, "stage", "finished_at"]))
+        if runner is None:
+            session.save(update_fields=update_fields)
+        else:
+            owned = DiagnosisSession.objects.filter(
+                pk=session.pk, runner=runner, status=DiagnosisSession.Status.RUNNING
+            )
+            if owned.update(**{name: getattr(session, name) for name in update_fields}) != 1:
+                raise SessionLost(session.pk)
         _ended_event(outcome, events or SessionEventLog(session))
         session_ended_notify(session=session)  # the callback, after commit
     if events is not None:

@@ -67,6 +67,7 @@ from diagnosis.models import DiagnosisSession, LLMCall, SessionEvent
 from diagnosis.selectors import session_self_evaluation
 from diagnosis.services import (
     SessionEventLog,
+    SessionLost,
     rfc3339,
     run_commits_unflushed,
     session_claim,
@@ -100,7 +101,7 @@ class _Run:
         self.session = session
         self.agents = agents
         self.evaluation = evaluation
-        self.events = SessionEventLog(session)
+        self.events = SessionEventLog(session, owned=True)
         self.attempt = 0
         self.restarts = 0
         # A first run's session has no model calls yet (a takeover counts restarts).
@@ -506,21 +507,23 @@ def flow_run(*, session: DiagnosisSession) -> CompletedOutcome | CancelledOutcom
         with run_commits_unflushed():  # the ending below is flushed as always
             outcome = _flow(run)
     except SessionCancelled:
-        with contextlib.suppress(DatabaseError):  # best effort: the ending below matters
+        with contextlib.suppress(DatabaseError, SessionLost):  # best effort: the ending matters
             run.events.flush()  # what the run did before the cancel stays recorded
         with transaction.atomic():
             locked = DiagnosisSession.objects.select_for_update().get(pk=session.pk)
-            if not locked.is_terminal:
+            if not locked.is_terminal and locked.runner == session.runner:
                 session_finish(session=locked, outcome=CancelledOutcome())
         session.refresh_from_db()
         return CancelledOutcome()
+    except SessionLost:
+        raise  # another runner's (or the reaper's) now: nothing more is written
     except Exception:
         # What the run did before the failure stays recorded for review (best effort:
         # the failure may be the database's); diagnosis_run ends the session failed.
         with contextlib.suppress(DatabaseError):
             run.events.flush()
         raise
-    session_finish(session=session, outcome=outcome, events=run.events)
+    session_finish(session=session, outcome=outcome, events=run.events, runner=session.runner)
     return outcome
 
 
@@ -539,6 +542,8 @@ def diagnosis_run(*, session_id: int) -> DiagnosisSession | None:
         return None
     try:
         flow_run(session=session)
+    except SessionLost:
+        logger.warning("diagnosis %s is no longer this worker's: its run stopped", session_id)
     except SoftTimeLimitExceeded:
         raise  # the task ends the session failed with the "timeout" code
     except Exception as exc:  # the flow records its own errors; this is the last line

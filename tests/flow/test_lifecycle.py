@@ -163,3 +163,55 @@ def test_a_run_past_its_soft_time_limit_ends_failed_with_the_timeout_code(
     assert session.error.startswith("timeout:")
     assert session.final_answer  # a safe answer, not the exception
     assert "SoftTimeLimitExceeded" not in session.final_answer
+
+
+def _after_the_first_tool_call(monkeypatch, change) -> None:
+    from diagnosis.evidence import registry
+
+    real_invoke = registry.tool_invoke
+
+    def invoke_then_change(**kwargs):
+        result = real_invoke(**kwargs)
+        change(kwargs["session"].pk)
+        return result
+
+    monkeypatch.setattr(registry, "tool_invoke", invoke_then_change)
+
+
+SCRIPT = {
+    "executor": [QUERY_LOGS, executor_json(log_claim())],
+    "verifier": [verifier_json("PASS", **{"claim-1": "direct_observation"})],
+}
+
+
+def test_a_run_whose_session_another_worker_took_over_stops_and_leaves_its_row_alone(
+    run_scripted, monkeypatch
+):
+    def taken_over(pk):
+        DiagnosisSession.objects.filter(pk=pk).update(runner="another-host:42", restarts=1)
+
+    _after_the_first_tool_call(monkeypatch, taken_over)
+    session = run_scripted(SCRIPT)
+    session.refresh_from_db()
+    assert session.runner == "another-host:42"
+    assert session.status == DiagnosisSession.Status.RUNNING  # the other worker's to end
+    assert session.stage == DiagnosisSession.Stage.EXECUTOR  # no later stage written
+    assert session.final_answer == "" and session.decision == ""
+
+
+# As in a worker, no test transaction around the run (a clash inside one would abort it).
+@pytest.mark.django_db(transaction=True)
+def test_a_run_whose_session_the_reaper_failed_does_not_overwrite_the_failure(
+    run_scripted, monkeypatch
+):
+    from diagnosis.services import session_fail
+
+    def reaped(pk):
+        session_fail(session_id=pk, error="heartbeat stopped", code="worker_lost")
+
+    _after_the_first_tool_call(monkeypatch, reaped)
+    session = run_scripted(SCRIPT)
+    session.refresh_from_db()
+    assert session.status == DiagnosisSession.Status.FAILED
+    assert session.error.startswith("worker_lost:")
+    assert session.decision == ""  # the late run's PASS never landed
