@@ -272,6 +272,10 @@ class DiagnosisSession(models.Model):
     def is_terminal(self) -> bool:
         return self.status in self.TERMINAL_STATUSES
 
+    def is_running_elsewhere(self, runner: str) -> bool:
+        """Running, by a runner other than ``runner`` (it was taken over)."""
+        return self.status == self.Status.RUNNING and self.runner != runner
+
     @property
     def duration_seconds(self) -> float | None:
         if self.started_at and self.finished_at:

@@ -435,8 +435,10 @@ def session_fail(
     error: str,
     code: str = "internal_error",
     only_if_status: tuple[str, ...] | None = None,
+    runner: str | None = None,
 ) -> bool:
-    """End a session as failed with a safe answer. Returns False if it had already ended.
+    """End a session as failed with a safe answer. Returns False if it had already ended,
+    or (given ``runner``) if another runner is running it now.
 
     ``session.error`` keeps ``"<code>: <detail>"``: the stable code (one of
     FAILURE_CODES) is what API clients see, the detail is for reviewers only.
@@ -446,6 +448,8 @@ def session_fail(
         if session is None or session.is_terminal:
             return False
         if only_if_status and session.status not in only_if_status:
+            return False
+        if runner is not None and session.is_running_elsewhere(runner):
             return False
         session_finish(session=session, outcome=FailedOutcome(error=error, code=code))
     return True

@@ -14,7 +14,7 @@ from celery.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
 
 from diagnosis.flow.run import SessionBusy, diagnosis_run
-from diagnosis.services import session_fail, sessions_reap_stale
+from diagnosis.services import runner_identity, session_fail, sessions_reap_stale
 
 BUSY_RECHECK_SECONDS = 60
 
@@ -37,7 +37,13 @@ def diagnosis_run_task(self: Any, session_id: int) -> None:
         if self.request.retries < budget:
             raise self.retry(countdown=BUSY_RECHECK_SECONDS, max_retries=budget) from None
     except SoftTimeLimitExceeded:
-        session_fail(session_id=session_id, error="the run exceeded its time limit", code="timeout")
+        # This process's run, not a session another worker has taken over meanwhile.
+        session_fail(
+            session_id=session_id,
+            error="the run exceeded its time limit",
+            code="timeout",
+            runner=runner_identity(),
+        )
 
 
 @shared_task(name="diagnosis.reap_stale", acks_late=True, soft_time_limit=60, time_limit=90)

@@ -215,3 +215,24 @@ def test_a_run_whose_session_the_reaper_failed_does_not_overwrite_the_failure(
     assert session.status == DiagnosisSession.Status.FAILED
     assert session.error.startswith("worker_lost:")
     assert session.decision == ""  # the late run's PASS never landed
+
+
+def test_a_soft_time_limit_in_a_stalled_runner_leaves_a_taken_over_session_running(mini_env, owner):
+    from diagnosis.services import session_fail
+
+    session = DiagnosisSession.objects.create(
+        owner=owner,
+        environment=mini_env,
+        original_query="q",
+        status=DiagnosisSession.Status.RUNNING,
+        heartbeat_at=timezone.now(),
+        runner="another-host:7",
+    )
+    assert not session_fail(
+        session_id=session.pk, error="time limit", code="timeout", runner="this-host:1"
+    )
+    session.refresh_from_db()
+    assert session.status == DiagnosisSession.Status.RUNNING
+    assert session_fail(
+        session_id=session.pk, error="time limit", code="timeout", runner="another-host:7"
+    )
