@@ -218,6 +218,26 @@ def _composer_data(evaluation: SelfEvaluation) -> dict[str, Any] | None:
     }
 
 
+def _routing_data(evaluation: SelfEvaluation) -> dict[str, Any] | None:
+    """What the Verifier decided and how the router changed it, with each note's code."""
+    verifier = evaluation.verifier_evaluation
+    if verifier is None:
+        return None
+    codes = verifier.route_note_codes
+    return {
+        "verifier_decision": verifier.decision.value if verifier.decision else None,
+        "decision": verifier.routed_decision.value if verifier.routed_decision else None,
+        "notes": [
+            {
+                "text": text,
+                "code": codes[i].code or None if i < len(codes) else None,
+                "params": dict(codes[i].params) if i < len(codes) else {},
+            }
+            for i, text in enumerate(verifier.route_notes)
+        ],
+    }
+
+
 def _gatekeeper_counts(evaluation: SelfEvaluation) -> dict[str, Any] | None:
     if evaluation.gatekeeper is None:
         return None
@@ -268,6 +288,7 @@ def diagnosis_detail_data(session: DiagnosisSession) -> dict[str, Any]:
             "claims": [_claim_data(c) for c in session_claims(session=session).claims],
             **_filtered_data(evaluation.composer_input),
             "executor_proposals": _executor_lists(session),
+            "routing": _routing_data(evaluation),
             "composer": _composer_data(evaluation),
             "model_usage": session.llm_usage or {},
             "timings": _timings_data(session),

@@ -302,6 +302,27 @@ class ComposerSerializer(serializers.Serializer):
     guard_findings = serializers.ListField(child=serializers.CharField())
 
 
+class RouteNoteSerializer(serializers.Serializer):
+    text = serializers.CharField(help_text="The note as recorded (English).")
+    code = serializers.CharField(
+        allow_null=True,
+        help_text="A stable code (verifier_malformed, verifier_allowed_demoted_claims, "
+        "retry_budget_exhausted, pass_without_accepted_claims, scope_unknown_services); "
+        "null for sessions recorded before codes.",
+    )
+    params = serializers.DictField(help_text="The numbers, ids and names the note names.")
+
+
+class RoutingSerializer(serializers.Serializer):
+    verifier_decision = serializers.CharField(
+        allow_null=True, help_text="What the Verifier decided (null: its answer was unusable)."
+    )
+    decision = serializers.CharField(
+        allow_null=True, help_text="The decision after routing (retries, demoted claims, scope)."
+    )
+    notes = RouteNoteSerializer(many=True, help_text="Why the router changed the decision.")
+
+
 class TimingsSerializer(serializers.Serializer):
     created_at = serializers.DateTimeField()
     started_at = serializers.DateTimeField(allow_null=True)
@@ -344,6 +365,7 @@ class DiagnosisDetailSerializer(DiagnosisSummarySerializer):
     executor_proposals = ExecutorProposalsSerializer(
         help_text="What the Executor proposed, before filtering (unverified)."
     )
+    routing = RoutingSerializer(allow_null=True)
     composer = ComposerSerializer(allow_null=True)
     model_usage = serializers.DictField(help_text="{roles: {role: {calls, tokens_in, …}}, total}")
     timings = TimingsSerializer()

@@ -261,6 +261,31 @@ def test_the_detail_shows_claims_with_verdicts_bindings_and_the_filtered_materia
     assert body["composer"]["status"] == "ok"
 
 
+def test_the_detail_says_how_the_router_changed_the_verifiers_decision(api, owner, environment):
+    session = completed_session_make(owner=owner, environment=environment)
+    evaluation = dict(session.self_evaluation)
+    evaluation["verifier_evaluation"] = {
+        **evaluation["verifier_evaluation"],
+        "decision": "PASS",
+        "routed_decision": "LOW_CONFID",
+        "route_notes": [
+            "question names services the environment lacks: PASS became LOW_CONFID",
+            "an older note without a code",
+        ],
+        "route_note_codes": [{"code": "scope_unknown_services", "params": {"services": ["mysql"]}}],
+    }
+    session.self_evaluation = evaluation
+    session.save(update_fields=["self_evaluation"])
+    body = api.get(f"/api/v1/diagnoses/{session.public_id}").json()
+    assert body["routing"]["verifier_decision"] == "PASS"
+    assert body["routing"]["decision"] == "LOW_CONFID"
+    coded, older = body["routing"]["notes"]
+    assert coded["code"] == "scope_unknown_services"
+    assert coded["params"] == {"services": ["mysql"]}
+    assert coded["text"].startswith("question names services")
+    assert older == {"text": "an older note without a code", "code": None, "params": {}}
+
+
 def test_the_detail_shows_each_fact_of_a_claim_and_what_binds_it(api, owner, environment):
     session = completed_session_make(owner=owner, environment=environment)
     evaluation = session.self_evaluation
