@@ -234,6 +234,8 @@ LLM_BASE_URL = env_str("LLM_BASE_URL")
 LLM_API_KEY = env_str("LLM_API_KEY")
 LLM_MODEL = env_str("LLM_MODEL", "gpt-4o-mini")
 LLM_TIMEOUT_SECONDS = env_float("LLM_TIMEOUT_SECONDS", 60.0, minimum=0.1)
+# How many of an environment's services a model prompt lists (the rest are counted).
+LLM_PROMPT_SERVICES_MAX = env_int("LLM_PROMPT_SERVICES_MAX", 200, minimum=1)
 LLM_MAX_RETRIES = env_int("LLM_MAX_RETRIES", 3, minimum=0, maximum=10)
 # Output budget per call when a role sets none (LLM_<ROLE>_MAX_TOKENS below).
 LLM_MAX_TOKENS = env_int("LLM_MAX_TOKENS", 4096, minimum=64)

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterable, Sequence
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -148,6 +149,32 @@ def prompt_messages(name: str, **variables: Any) -> list[dict[str, str]]:
 
 # --- the four roles: request -> messages ------------------------------------
 
+# What a prompt says when it lists only some of a large fleet's services.
+SERVICES_NOT_LISTED_NOTE = (
+    "the environment has more services than listed here; a query_metrics or query_logs "
+    "call without a service ranks all of them"
+)
+
+
+def prompt_services(
+    services: Sequence[str], *, first: Iterable[str] = (), text: str = ""
+) -> list[str] | dict[str, Any]:
+    """The known services as a prompt shows them: all of them up to
+    ``LLM_PROMPT_SERVICES_MAX``; past that the ones ``first`` names and the ones ``text``
+    (the question) names, then the rest in order up to the bound, and how many are left out
+    (a 1,000-service fleet's names would fill a small model's context on every turn)."""
+    limit = int(settings.LLM_PROMPT_SERVICES_MAX)
+    if len(services) <= limit:
+        return list(services)
+    lowered = text.lower()
+    named = [service for service in services if service and service.lower() in lowered]
+    shown = list(dict.fromkeys([*first, *named, *services]))[:limit]
+    return {
+        "listed": shown,
+        "not_listed": len(set(services) - set(shown)),
+        "note": SERVICES_NOT_LISTED_NOTE,
+    }
+
 
 def planner_messages(request: PlannerRequest) -> list[dict[str, str]]:
     return prompt_messages(
@@ -156,7 +183,7 @@ def planner_messages(request: PlannerRequest) -> list[dict[str, str]]:
         language=request.language,
         now=request.now,
         window_hint=request.window,
-        services=request.services,
+        services=prompt_services(request.services, text=request.question),
         history=request.history,
         alert=request.alert,
     )
@@ -169,7 +196,11 @@ def executor_messages(request: ExecutorRequest) -> list[dict[str, str]]:
         language=request.language,
         now=request.now,
         window=request.window,
-        services=request.services,
+        services=prompt_services(
+            request.services,
+            first=[str(s) for s in request.plan.get("services") or [] if isinstance(s, str)],
+            text=request.question,
+        ),
         plan=request.plan,
         attempt=str(request.attempt),
         retry_context=request.retry_context,

@@ -158,3 +158,34 @@ def test_the_composer_prompt_forbids_new_facts_and_asks_for_composer_v1():
     assert "Do not add any identifier, number, time" in system
     assert '"answer_version": "composer_v1"' in system
     assert '"wording": "bounded"' in system
+
+
+def _listed(messages: list[dict[str, str]]) -> object:
+    after = messages[1]["content"].split("Known services: ", 1)[1]
+    return json.JSONDecoder().raw_decode(after)[0]
+
+
+def test_a_fleet_within_the_bound_is_listed_whole_as_before(settings):
+    settings.LLM_PROMPT_SERVICES_MAX = 3
+    services = ["a-svc", "b-svc", "c-svc"]
+    assert _listed(planner_messages(planner_request(services=services))) == services
+
+
+def test_a_large_fleet_lists_the_named_services_first_and_counts_the_rest(settings):
+    settings.LLM_PROMPT_SERVICES_MAX = 50
+    services = [f"svc-{i:04d}" for i in range(1000)]
+    request = planner_request(services=services, question="svc-0917 为什么超时？")
+    listed = _listed(planner_messages(request))
+    assert listed["listed"][0] == "svc-0917"  # named in the question, so the model can pick it
+    assert len(listed["listed"]) == 50
+    assert listed["not_listed"] == 950
+    assert "without a service ranks all of them" in listed["note"]
+
+
+def test_the_executor_prompt_lists_the_planned_services_first(settings):
+    settings.LLM_PROMPT_SERVICES_MAX = 10
+    services = [f"svc-{i:04d}" for i in range(100)]
+    plan = {"services": ["svc-0042", "svc-0099"]}
+    listed = _listed(executor_messages(executor_request(services=services, plan=plan)))
+    assert listed["listed"][:2] == ["svc-0042", "svc-0099"]
+    assert listed["not_listed"] == 90
