@@ -18,7 +18,7 @@ from typing import Any
 import yaml
 
 from audit.models import ClaimReview, Review
-from diagnosis.flow.gatekeeper import KNOWLEDGE_TOOL, knowledge_blocks
+from diagnosis.flow.gatekeeper import knowledge_blocks, knowledge_tool_is
 from diagnosis.models import DiagnosisSession, LLMCall, ToolInvocation
 from diagnosis.selectors import session_claims, session_self_evaluation
 
@@ -246,7 +246,7 @@ class _Replay:
             return {
                 i.id
                 for i in self.invocations.values()
-                if i.tool_name == KNOWLEDGE_TOOL
+                if knowledge_tool_is(i.tool_name)
                 and any(c == source_id for c, _, _ in knowledge_blocks(i.output or "", i.summary))
             }
         return set()

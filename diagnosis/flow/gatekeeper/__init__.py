@@ -89,7 +89,6 @@ from diagnosis.flow.parsing import ClaimNotes, ParsedExecutorOutput, detail_clip
 from diagnosis.models import DiagnosisSession, ToolInvocation
 
 __all__ = [
-    "KNOWLEDGE_TOOL",
     "MIN_EXCERPT_CHARS",
     "STATUS_OK",
     "InvocationRecord",
@@ -101,9 +100,9 @@ __all__ = [
     "gatekeeper_check",
     "gatekeeper_stage",
     "knowledge_blocks",
+    "knowledge_tool_is",
 ]
 
-KNOWLEDGE_TOOL = "lookup_knowledge"  # the built-in knowledge tool (its chunk headers)
 STATUS_OK = "ok"
 
 _KIND_EVIDENCE = "evidence"
@@ -190,6 +189,11 @@ def _kind(tool_name: str) -> str:
     """The registered tool's kind (evidence or knowledge); an unknown tool is other."""
     definition = tool_definition(tool_name)
     return definition.kind if definition is not None else _KIND_OTHER
+
+
+def knowledge_tool_is(tool_name: str) -> bool:
+    """Whether the registered tool is a knowledge tool (its output is chunk blocks)."""
+    return _kind(tool_name) == _KIND_KNOWLEDGE
 
 
 @dataclass(frozen=True)
