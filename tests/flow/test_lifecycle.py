@@ -1,19 +1,52 @@
 """Idempotent runs, redelivery after a dead worker, the stale-session reaper, cancel."""
 
+import socket
 from datetime import timedelta
 
 import pytest
+from celery.exceptions import Retry, SoftTimeLimitExceeded
 from django.utils import timezone
 
+from diagnosis.evidence import registry
 from diagnosis.flow.run import diagnosis_run
-from diagnosis.models import DiagnosisSession, ToolInvocation
-from diagnosis.services import diagnosis_cancel, session_claim, sessions_reap_stale
+from diagnosis.models import DiagnosisSession, LLMCall, ToolInvocation
+from diagnosis.services import (
+    diagnosis_cancel,
+    session_claim,
+    session_fail,
+    sessions_reap_stale,
+)
+from diagnosis.tasks import diagnosis_run_task
 from tests.flow.conftest import QUERY_LOGS, executor_json, log_claim, verifier_json
 
 SCRIPT = {
     "executor": [QUERY_LOGS, executor_json(log_claim())],
     "verifier": [verifier_json("PASS", **{"claim-1": "direct_observation"})],
 }
+
+
+def _running(mini_env, owner, runner: str) -> DiagnosisSession:
+    """A session some worker is running, with a fresh heartbeat."""
+    return DiagnosisSession.objects.create(
+        owner=owner,
+        environment=mini_env,
+        original_query="q",
+        status=DiagnosisSession.Status.RUNNING,
+        heartbeat_at=timezone.now(),
+        runner=runner,
+    )
+
+
+def _after_the_first_tool_call(monkeypatch, change) -> None:
+    """Run ``change(session id)`` after each tool call, as another process might."""
+    real_invoke = registry.tool_invoke
+
+    def invoke_then_change(**kwargs):
+        result = real_invoke(**kwargs)
+        change(kwargs["session"].pk)
+        return result
+
+    monkeypatch.setattr(registry, "tool_invoke", invoke_then_change)
 
 
 def test_a_finished_session_is_skipped_when_its_task_is_delivered_again(run_scripted):
@@ -28,31 +61,12 @@ def test_a_missing_session_is_skipped(db):
 
 
 def test_a_session_run_by_a_live_worker_is_not_taken_twice(mini_env, owner):
-    session = DiagnosisSession.objects.create(
-        owner=owner,
-        environment=mini_env,
-        original_query="q",
-        status=DiagnosisSession.Status.RUNNING,
-        heartbeat_at=timezone.now(),
-        runner="some-other-host:123",
-    )
+    session = _running(mini_env, owner, "some-other-host:123")
     assert session_claim(session_id=session.id) is None
 
 
 def test_a_redelivered_session_whose_worker_died_restarts_as_a_new_attempt(mini_env, owner):
-    session = DiagnosisSession.objects.create(
-        owner=owner,
-        environment=mini_env,
-        original_query="q",
-        status=DiagnosisSession.Status.RUNNING,
-        heartbeat_at=timezone.now(),
-        runner="dead:999999999",
-    )
-    import socket
-
-    DiagnosisSession.objects.filter(pk=session.pk).update(
-        runner=f"{socket.gethostname()}:999999999"
-    )
+    session = _running(mini_env, owner, f"{socket.gethostname()}:999999999")  # a dead pid
     claimed = session_claim(session_id=session.id)
     assert claimed is not None
     assert claimed.restarts == 1
@@ -95,18 +109,7 @@ def test_cancelling_a_queued_session_ends_it_at_once(mini_env, owner):
 def test_a_duplicate_delivery_of_a_session_held_by_a_live_worker_checks_back_later(
     mini_env, owner, monkeypatch
 ):
-    from celery.exceptions import Retry
-
-    from diagnosis.tasks import diagnosis_run_task
-
-    session = DiagnosisSession.objects.create(
-        owner=owner,
-        environment=mini_env,
-        original_query="q",
-        status=DiagnosisSession.Status.RUNNING,
-        heartbeat_at=timezone.now(),
-        runner="another-host:123",
-    )
+    session = _running(mini_env, owner, "another-host:123")
     retries = []
 
     def record_retry(*args, **kwargs):
@@ -124,24 +127,11 @@ def test_a_duplicate_delivery_of_a_session_held_by_a_live_worker_checks_back_lat
 def test_a_cancel_requested_while_a_tool_runs_ends_the_session_at_the_next_stage(
     run_scripted, monkeypatch
 ):
-    from diagnosis.evidence import registry
-    from diagnosis.models import LLMCall
-    from tests.flow.conftest import QUERY_LOGS, executor_json, log_claim, verifier_json
+    def cancel(pk):
+        DiagnosisSession.objects.filter(pk=pk).update(cancel_requested=True)
 
-    real_invoke = registry.tool_invoke
-
-    def invoke_then_cancel(**kwargs):
-        result = real_invoke(**kwargs)
-        DiagnosisSession.objects.filter(pk=kwargs["session"].pk).update(cancel_requested=True)
-        return result
-
-    monkeypatch.setattr(registry, "tool_invoke", invoke_then_cancel)
-    session = run_scripted(
-        {
-            "executor": [QUERY_LOGS, executor_json(log_claim())],
-            "verifier": [verifier_json("PASS", **{"claim-1": "direct_observation"})],
-        }
-    )
+    _after_the_first_tool_call(monkeypatch, cancel)
+    session = run_scripted(SCRIPT)
     assert session.status == DiagnosisSession.Status.CANCELLED
     assert session.stage == DiagnosisSession.Stage.DONE
     assert not LLMCall.objects.filter(session=session, role="verifier").exists()
@@ -150,10 +140,6 @@ def test_a_cancel_requested_while_a_tool_runs_ends_the_session_at_the_next_stage
 def test_a_run_past_its_soft_time_limit_ends_failed_with_the_timeout_code(
     run_scripted, monkeypatch
 ):
-    from celery.exceptions import SoftTimeLimitExceeded
-
-    from diagnosis.evidence import registry
-
     def out_of_time(**kwargs):
         raise SoftTimeLimitExceeded()
 
@@ -163,25 +149,6 @@ def test_a_run_past_its_soft_time_limit_ends_failed_with_the_timeout_code(
     assert session.error.startswith("timeout:")
     assert session.final_answer  # a safe answer, not the exception
     assert "SoftTimeLimitExceeded" not in session.final_answer
-
-
-def _after_the_first_tool_call(monkeypatch, change) -> None:
-    from diagnosis.evidence import registry
-
-    real_invoke = registry.tool_invoke
-
-    def invoke_then_change(**kwargs):
-        result = real_invoke(**kwargs)
-        change(kwargs["session"].pk)
-        return result
-
-    monkeypatch.setattr(registry, "tool_invoke", invoke_then_change)
-
-
-SCRIPT = {
-    "executor": [QUERY_LOGS, executor_json(log_claim())],
-    "verifier": [verifier_json("PASS", **{"claim-1": "direct_observation"})],
-}
 
 
 def test_a_run_whose_session_another_worker_took_over_stops_and_leaves_its_row_alone(
@@ -204,8 +171,6 @@ def test_a_run_whose_session_another_worker_took_over_stops_and_leaves_its_row_a
 def test_a_run_whose_session_the_reaper_failed_does_not_overwrite_the_failure(
     run_scripted, monkeypatch
 ):
-    from diagnosis.services import session_fail
-
     def reaped(pk):
         session_fail(session_id=pk, error="heartbeat stopped", code="worker_lost")
 
@@ -218,16 +183,7 @@ def test_a_run_whose_session_the_reaper_failed_does_not_overwrite_the_failure(
 
 
 def test_a_soft_time_limit_in_a_stalled_runner_leaves_a_taken_over_session_running(mini_env, owner):
-    from diagnosis.services import session_fail
-
-    session = DiagnosisSession.objects.create(
-        owner=owner,
-        environment=mini_env,
-        original_query="q",
-        status=DiagnosisSession.Status.RUNNING,
-        heartbeat_at=timezone.now(),
-        runner="another-host:7",
-    )
+    session = _running(mini_env, owner, "another-host:7")
     assert not session_fail(
         session_id=session.pk, error="time limit", code="timeout", runner="this-host:1"
     )
