@@ -478,6 +478,13 @@ class VerifierEvaluation(Lenient):
     placements: dict[str, str] = Field(default_factory=dict)
     composer_output: ComposerOutputSnapshot | None = None
 
+    def route_notes_coded(self) -> list[tuple[str, RouteNote | None]]:
+        """Each routing note's text with its code (None for notes recorded before codes)."""
+        codes = self.route_note_codes
+        return [
+            (text, codes[i] if i < len(codes) else None) for i, text in enumerate(self.route_notes)
+        ]
+
 
 class AttemptRecord(Lenient):
     """One Executor → Gatekeeper → Verifier pass."""

@@ -42,9 +42,14 @@ CALL_EDGES_QUERY_MAX_LENGTH = 2000
 SERVICE_LABEL = "service"
 
 
+def label_name_is(value: str) -> bool:
+    """Whether ``value`` is a Prometheus/Loki label name a user may set (not ``__…``)."""
+    return bool(_LABEL_NAME.fullmatch(value)) and not value.startswith("__")
+
+
 def validate_label_name(value: str) -> None:
     """A Prometheus/Loki label name such as ``job`` or ``app_kubernetes_io_name``."""
-    if not _LABEL_NAME.fullmatch(value) or value.startswith("__"):
+    if not label_name_is(value):
         raise ValidationError(_("标签名只能包含字母、数字和下划线，不能以数字或两个下划线开头。"))
 
 
@@ -135,7 +140,7 @@ class Environment(models.Model):
 def _label_or_default(value: str) -> str:
     """The label as set, when it is a label name: a row saved without validation (a shell,
     a migration) cannot put other text into a query."""
-    if value and _LABEL_NAME.fullmatch(value) and not value.startswith("__"):
+    if label_name_is(value):
         return value
     return SERVICE_LABEL
 

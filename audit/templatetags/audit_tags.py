@@ -154,10 +154,8 @@ def route_notes_worded(evaluation: VerifierEvaluation | None) -> list[tuple[str,
     the note was stored with its code (``route_note_codes``, same position), else ""."""
     if evaluation is None:
         return []
-    codes = evaluation.route_note_codes
     notes = []
-    for position, recorded in enumerate(evaluation.route_notes):
-        code = codes[position] if position < len(codes) else None
+    for recorded, code in evaluation.route_notes_coded():
         worded = ""
         if code is not None:
             worded = coded_text(

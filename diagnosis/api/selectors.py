@@ -223,17 +223,16 @@ def _routing_data(evaluation: SelfEvaluation) -> dict[str, Any] | None:
     verifier = evaluation.verifier_evaluation
     if verifier is None:
         return None
-    codes = verifier.route_note_codes
     return {
         "verifier_decision": verifier.decision.value if verifier.decision else None,
         "decision": verifier.routed_decision.value if verifier.routed_decision else None,
         "notes": [
             {
                 "text": text,
-                "code": codes[i].code or None if i < len(codes) else None,
-                "params": dict(codes[i].params) if i < len(codes) else {},
+                "code": (code.code or None) if code else None,
+                "params": dict(code.params) if code else {},
             }
-            for i, text in enumerate(verifier.route_notes)
+            for text, code in verifier.route_notes_coded()
         ],
     }
 
