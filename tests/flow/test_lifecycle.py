@@ -169,7 +169,7 @@ def test_a_run_whose_session_another_worker_took_over_stops_and_leaves_its_row_a
 # As in a worker, no test transaction around the run (a clash inside one would abort it).
 @pytest.mark.django_db(transaction=True)
 def test_a_run_whose_session_the_reaper_failed_does_not_overwrite_the_failure(
-    run_scripted, monkeypatch
+    run_scripted, monkeypatch, caplog
 ):
     def reaped(pk):
         session_fail(session_id=pk, error="heartbeat stopped", code="worker_lost")
@@ -180,6 +180,9 @@ def test_a_run_whose_session_the_reaper_failed_does_not_overwrite_the_failure(
     assert session.status == DiagnosisSession.Status.FAILED
     assert session.error.startswith("worker_lost:")
     assert session.decision == ""  # the late run's PASS never landed
+    # It stopped as a run that lost its session, not by crashing into the reaper's rows.
+    assert not [r for r in caplog.records if r.levelname == "ERROR"]
+    assert any("no longer this worker's" in r.getMessage() for r in caplog.records)
 
 
 def test_a_soft_time_limit_in_a_stalled_runner_leaves_a_taken_over_session_running(mini_env, owner):
