@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import math
 import re
+import statistics
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -224,31 +226,59 @@ def _reported(request: ExecutorRequest) -> datetime | None:
     return parsed[2] if parsed is not None else None
 
 
+def _step_seconds(summary: dict[str, Any]) -> float | None:
+    step = summary.get("step")
+    if not isinstance(step, str):
+        return None
+    match = re.fullmatch(r"(\d+(?:\.\d+)?)(ms|s|m|h)", step.strip())
+    if not match:
+        return None
+    return float(match.group(1)) * {"ms": 0.001, "s": 1, "m": 60, "h": 3600}[match.group(2)]
+
+
+def _sample_interval(step: float, item: dict[str, Any]) -> float | None:
+    """How far apart a series' raw samples lie, when they are coarser than the query grid
+    (the tool counts the baseline's grid points and the raw samples behind them)."""
+    points, samples = item.get("baseline_points"), item.get("baseline_samples")
+    if not isinstance(points, int) or not isinstance(samples, int) or samples <= 1:
+        return None
+    return step * math.ceil(points / samples) if points > samples else None
+
+
 def _slack_seconds(calls: list[Call]) -> float:
     """How far apart a caller's and a callee's changes may start and still be one event:
     the resolution of the data itself, at least the query step.
 
     Samples every 5 minutes on a 60 s grid put (nearly) every change point on a 5-minute
-    mark: the coarsest usual sampling interval that most change points fall on.
+    mark: the coarsest usual sampling interval that most change points fall on. Samples
+    coarser than the grid date a change only to within one sample interval, and the grid
+    moves it up to one more step: two series that changed together may show onsets that
+    far apart (the typical series' interval, so a few sparse series do not widen it).
     """
     steps: list[float] = []
     points: list[int] = []  # one per series: each series votes
+    intervals: list[float] = []
+    series = 0
     for call in calls:
         if not call.ok:
             continue
-        step = call.summary.get("step")
-        if isinstance(step, str):
-            match = re.fullmatch(r"(\d+(?:\.\d+)?)(ms|s|m|h)", step.strip())
-            if match:
-                unit = {"ms": 0.001, "s": 1, "m": 60, "h": 3600}[match.group(2)]
-                steps.append(float(match.group(1)) * unit)
+        step = _step_seconds(call.summary)
+        if step is not None:
+            steps.append(step)
         for item in call.summary.get("series") or []:
-            at = time_parse(item.get("change_point")) if isinstance(item, dict) else None
+            if not isinstance(item, dict):
+                continue
+            series += 1
+            at = time_parse(item.get("change_point"))
             if at is not None:
                 points.append(int(at.timestamp()))
+            interval = _sample_interval(step, item) if step is not None else None
+            if interval is not None:
+                intervals.append(interval)
     step = max([60.0, *steps])
+    coarse = statistics.median(intervals) + step if len(intervals) * 2 > series else 0.0
     if len(set(points)) < 3:
-        return step
+        return max(step, coarse)
     # the coarsest common sampling interval that most change points fall on
     first = min(points)  # samples may sit at any offset: compare the points with each other
     fitting = [
@@ -256,7 +286,7 @@ def _slack_seconds(calls: list[Call]) -> float:
         for r in RESOLUTIONS_S
         if r >= step and sum((p - first) % r == 0 for p in points) >= 0.8 * len(points)
     ]
-    return float(max(fitting, default=step))
+    return max(float(max(fitting, default=step)), coarse)
 
 
 def _retry_queries(request: ExecutorRequest, tools: ToolRunner, evidence: Evidence) -> None:
