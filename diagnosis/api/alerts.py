@@ -12,7 +12,6 @@ from diagnosis.alerts.services import alertmanager_notification_ingest
 from diagnosis.api.auth import IsReceiver, ReceiverTokenAuthentication
 from diagnosis.api.base import TAG_ALERTS, ApiView
 from diagnosis.api.errors import error_responses
-from diagnosis.api.selectors import diagnosis_summary_data
 from diagnosis.api.serializers import (
     AlertIngestSerializer,
     RawTextField,
@@ -91,12 +90,7 @@ class AlertmanagerWebhookApi(ApiView):
         result = alertmanager_notification_ingest(
             receiver=request.auth, notification=serializer.validated_data
         )
-        data = {
-            "started": result.started,
-            "reason": result.reason,
-            "diagnosis": diagnosis_summary_data(result.session) if result.session else None,
-        }
         return Response(
-            self.OutputSerializer(data).data,
+            self.OutputSerializer(result).data,
             status=status.HTTP_202_ACCEPTED if result.started else status.HTTP_200_OK,
         )

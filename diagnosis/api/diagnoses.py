@@ -21,9 +21,8 @@ from diagnosis.api.errors import FieldNotFound, error_responses
 from diagnosis.api.pagination import DiagnosisCursorPagination, PageFilterSerializer
 from diagnosis.api.selectors import (
     callback_attempts_for_session,
-    diagnosis_detail_data,
+    diagnosis_detail,
     diagnosis_list_for_user,
-    diagnosis_summary_data,
 )
 from diagnosis.api.serializers import (
     NOT_BLANK,
@@ -237,7 +236,7 @@ class DiagnosisCreateApi(ApiView):
         if submitted.replayed:
             headers["Idempotent-Replayed"] = "true"
         return Response(
-            self.OutputSerializer(diagnosis_detail_data(session)).data,
+            self.OutputSerializer(diagnosis_detail(session=session)).data,
             status=status.HTTP_202_ACCEPTED,
             headers=headers,
         )
@@ -275,8 +274,7 @@ class DiagnosisListApi(ApiView):
         )
         paginator = DiagnosisCursorPagination()
         page = paginator.paginate_queryset(sessions, request, view=self) or []
-        results = self.OutputSerializer([diagnosis_summary_data(s) for s in page], many=True).data
-        return paginator.get_paginated_response(results)
+        return paginator.get_paginated_response(self.OutputSerializer(page, many=True).data)
 
 
 class DiagnosisDetailApi(ApiView):
@@ -291,7 +289,7 @@ class DiagnosisDetailApi(ApiView):
     )
     def get(self, request: Request, public_id: UUID) -> Response:
         session = diagnosis_or_404(request, public_id)
-        return Response(self.OutputSerializer(diagnosis_detail_data(session)).data)
+        return Response(self.OutputSerializer(diagnosis_detail(session=session)).data)
 
 
 class DiagnosisCancelApi(ApiView):
@@ -315,7 +313,7 @@ class DiagnosisCancelApi(ApiView):
         session = diagnosis_or_404(request, public_id)
         diagnosis_cancel(session=session)
         session = diagnosis_or_404(request, public_id)
-        return Response(self.OutputSerializer(diagnosis_detail_data(session)).data)
+        return Response(self.OutputSerializer(diagnosis_detail(session=session)).data)
 
 
 class DiagnosisCallbackAttemptListApi(ApiView):
@@ -330,7 +328,5 @@ class DiagnosisCallbackAttemptListApi(ApiView):
     )
     def get(self, request: Request, public_id: UUID) -> Response:
         session = diagnosis_or_404(request, public_id)
-        attempts = callback_attempts_for_session(session=session).values(
-            "attempt", "url", "status_code", "error", "duration_ms", "at"
-        )
-        return Response(self.OutputSerializer({"results": list(attempts)}).data)
+        attempts = callback_attempts_for_session(session=session)
+        return Response(self.OutputSerializer(attempts).data)

@@ -11,7 +11,7 @@ from rest_framework.response import Response
 
 from diagnosis.api.base import TAG_KEYS, ApiView
 from diagnosis.api.errors import error_responses
-from diagnosis.api.selectors import api_key_data, api_key_get_for_user, api_keys_for_user
+from diagnosis.api.selectors import api_key_get_for_user, api_keys_for_user
 from diagnosis.api.serializers import (
     NOT_BLANK,
     NOT_BLANK_ERROR,
@@ -44,9 +44,7 @@ class ApiKeyCreateApi(ApiView):
         serializer = self.InputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         created = api_key_create(owner=request.user, name=serializer.validated_data["name"])
-        data = api_key_data(created.api_key)
-        data.update(key=created.key, signing_secret=created.signing_secret)
-        return Response(self.OutputSerializer(data).data, status=status.HTTP_201_CREATED)
+        return Response(self.OutputSerializer(created).data, status=status.HTTP_201_CREATED)
 
 
 class ApiKeyListApi(ApiView):
@@ -59,8 +57,7 @@ class ApiKeyListApi(ApiView):
         responses={200: ApiKeyListSerializer, **error_responses(401, 429)},
     )
     def get(self, request: Request) -> Response:
-        keys = [api_key_data(k) for k in api_keys_for_user(user=request.user)]
-        return Response(self.OutputSerializer({"results": keys}).data)
+        return Response(self.OutputSerializer(api_keys_for_user(user=request.user)).data)
 
 
 class ApiKeyRevokeApi(ApiView):
@@ -80,4 +77,4 @@ class ApiKeyRevokeApi(ApiView):
         if api_key is None:
             raise exceptions.NotFound(_("没有这个 API 密钥。"))
         api_key = api_key_revoke(api_key=api_key, actor=request.user)
-        return Response(self.OutputSerializer(api_key_data(api_key)).data)
+        return Response(self.OutputSerializer(api_key).data)

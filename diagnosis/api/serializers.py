@@ -4,16 +4,20 @@ from __future__ import annotations
 
 import inspect
 import re
+from datetime import datetime
 from typing import Any, ClassVar
 
 from django.core.validators import URLValidator
+from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 from rest_framework.settings import api_settings
 
-from diagnosis.contracts import FAILURE_CODES
+from diagnosis.api.selectors import DiagnosisDetail
+from diagnosis.contracts import FAILURE_CODES, AllowedHypothesis, ComposerAction, RouteNote
 from diagnosis.models import DiagnosisSession
+from diagnosis.selectors import SessionClaim, SessionClaims
 
 # "Has a visible character and no NUL", written so the schema's (ECMA) pattern and
 # Python's strip() and DRF's NUL check agree.
@@ -177,24 +181,71 @@ def strict_request_bodies(result: dict, generator: Any, request: Any, public: bo
     return result
 
 
+# --- Output: the one mapping from rows and read models to the API's JSON ----------------
+#
+# Each serializer takes a model instance or a typed read-model object (``SessionClaims``
+# and its claims, bindings and facts; ``SelfEvaluation`` parts; contract objects) and maps
+# its attributes with ``source=``; a ``SerializerMethodField`` only where a value is
+# computed. The callback body is the same ``DiagnosisDetailSerializer`` output. What each
+# one maps is said in a comment, not a docstring: a docstring would become the component's
+# description in the schema integrators read.
+
+
+class NullIfBlankChoiceField(serializers.ChoiceField):
+    """A choice column that stores "" for "none yet", written as null."""
+
+    def to_representation(self, value: Any) -> Any:
+        return None if value == "" else super().to_representation(value)
+
+
+class NullIfBlankCharField(serializers.CharField):
+    """A text column that stores "" for "none", written as null."""
+
+    def to_representation(self, value: Any) -> str | None:
+        return None if value == "" else super().to_representation(value)
+
+
+# Keeps a base serializer's fields, read through one attribute of the object mapped.
+#
+# ``through = ("session", DiagnosisSummarySerializer)``: the summary's fields read
+# ``detail.session.<their source>``, so a detail is the summary plus its own fields
+# without declaring the summary twice.
+class ReadThroughSerializer(serializers.Serializer):
+    through: ClassVar[tuple[str, type[serializers.Serializer]]]
+
+    def get_fields(self) -> dict[str, serializers.Field]:
+        fields = super().get_fields()
+        attribute, base = self.through
+        for name in base._declared_fields:
+            fields[name].source = f"{attribute}.{fields[name].source or name}"
+        return fields
+
+
+def _seconds(start: datetime | None, end: datetime | None) -> float | None:
+    if start and end:
+        return round((end - start).total_seconds(), 3)
+    return None
+
+
+# A ``DiagnosisSession`` row, as lists show it.
 class DiagnosisSummarySerializer(serializers.Serializer):
-    id = serializers.UUIDField(help_text="The diagnosis's public id.")
+    id = serializers.UUIDField(source="public_id", help_text="The diagnosis's public id.")
     status = serializers.ChoiceField(choices=DiagnosisSession.Status.choices)
     stage = serializers.ChoiceField(choices=DiagnosisSession.Stage.choices)
     source = serializers.ChoiceField(choices=DiagnosisSession.Source.choices)
-    environment = serializers.CharField(help_text="Environment slug.")
-    question = serializers.CharField()
+    environment = serializers.CharField(source="environment.slug", help_text="Environment slug.")
+    question = serializers.CharField(source="original_query")
     language = serializers.CharField()
-    decision = serializers.ChoiceField(
+    decision = NullIfBlankChoiceField(
         choices=DiagnosisSession.Decision.choices, allow_null=True, help_text="Null until done."
     )
-    root_cause_status = serializers.ChoiceField(
+    root_cause_status = NullIfBlankChoiceField(
         choices=DiagnosisSession.RootCause.choices,
         allow_null=True,
         help_text="Whether the answer confirms a root cause, only hypothesises one, or neither. "
         "Null until done.",
     )
-    answer_source = serializers.ChoiceField(
+    answer_source = NullIfBlankChoiceField(
         choices=DiagnosisSession.AnswerSource.choices, allow_null=True
     )
     attempt_count = serializers.IntegerField()
@@ -203,22 +254,39 @@ class DiagnosisSummarySerializer(serializers.Serializer):
     finished_at = serializers.DateTimeField(allow_null=True)
 
 
+# The session's ``context`` column: what the request (or the alert) gave.
 class DiagnosisContextSerializer(serializers.Serializer):
-    services = serializers.ListField(child=serializers.CharField())
-    window = serializers.DictField(
-        allow_null=True, help_text="{start, end} in RFC 3339: the window the run used or was given."
+    services = serializers.SerializerMethodField()
+    window = serializers.SerializerMethodField(
+        help_text="{start, end} in RFC 3339: the window the run used or was given."
     )
 
+    @staticmethod
+    def _stored(context: object) -> dict[str, Any]:
+        return context if isinstance(context, dict) else {}
 
+    @extend_schema_field(serializers.ListField(child=serializers.CharField()))
+    def get_services(self, context: object) -> list[str]:
+        return [str(s) for s in self._stored(context).get("services") or []]
+
+    @extend_schema_field(serializers.DictField(allow_null=True))
+    def get_window(self, context: object) -> Any:
+        # An alert's session is given a hint; the run writes the window it used.
+        context = self._stored(context)
+        return context.get("window") or context.get("window_hint")
+
+
+# A ``SessionEvent`` row.
 class ProgressEventSerializer(serializers.Serializer):
     sequence = serializers.IntegerField()
     kind = serializers.CharField(help_text="stage, tool_call, tool_result, info or error.")
     stage = serializers.CharField(allow_blank=True)
     message = serializers.CharField(allow_blank=True)
     data = serializers.DictField()
-    at = serializers.DateTimeField()
+    at = serializers.DateTimeField(source="created_at")
 
 
+# A ``ClaimBinding`` of the read model.
 class BindingSerializer(serializers.Serializer):
     source_type = serializers.CharField(allow_blank=True)
     source_id = serializers.CharField(allow_blank=True)
@@ -231,11 +299,18 @@ class BindingSerializer(serializers.Serializer):
     valid = serializers.BooleanField(help_text="The Gatekeeper accepted this binding.")
 
 
+# What the Gatekeeper said of a ``SessionClaim``.
 class GatekeeperVerdictSerializer(serializers.Serializer):
     verdict = serializers.CharField(allow_blank=True, help_text="accepted or demoted.")
-    findings = serializers.ListField(child=serializers.DictField())
+    findings = serializers.SerializerMethodField()
+
+    @extend_schema_field(serializers.ListField(child=serializers.DictField()))
+    def get_findings(self, claim: SessionClaim) -> list[dict[str, Any]]:
+        # A finding's optional parts appear only when the Gatekeeper set them.
+        return [f.model_dump(mode="json", exclude_unset=True) for f in claim.findings]
 
 
+# What the Verifier said of a ``SessionClaim``.
 class VerifierCheckSerializer(serializers.Serializer):
     classification = serializers.CharField(
         allow_blank=True,
@@ -245,6 +320,7 @@ class VerifierCheckSerializer(serializers.Serializer):
     reason = serializers.CharField(allow_blank=True)
 
 
+# A ``contracts.ClaimFact`` of the Gatekeeper report.
 class ClaimFactSerializer(serializers.Serializer):
     text = serializers.CharField()
     kind = serializers.CharField(help_text="number, time, date, identifier or service.")
@@ -258,10 +334,11 @@ class ClaimFactSerializer(serializers.Serializer):
     )
 
 
+# A ``SessionClaim`` of the read model.
 class ClaimSerializer(serializers.Serializer):
     claim_id = serializers.CharField(allow_blank=True)
     text = serializers.CharField(allow_blank=True)
-    type = serializers.CharField(allow_blank=True)
+    type = serializers.CharField(source="claim_type", allow_blank=True)
     entity = serializers.CharField(allow_blank=True)
     support_level = serializers.CharField(allow_blank=True)
     placement = serializers.CharField(
@@ -269,8 +346,8 @@ class ClaimSerializer(serializers.Serializer):
         help_text="Where the Composer filter put it: allowed_claim, hypothesis, missing_info, "
         "dropped.",
     )
-    gatekeeper = GatekeeperVerdictSerializer()
-    verifier = VerifierCheckSerializer()
+    gatekeeper = GatekeeperVerdictSerializer(source="*")
+    verifier = VerifierCheckSerializer(source="*")
     bindings = BindingSerializer(many=True)
     facts = ClaimFactSerializer(
         many=True,
@@ -279,97 +356,197 @@ class ClaimSerializer(serializers.Serializer):
     )
 
 
+# A ``contracts.AllowedHypothesis``.
 class HypothesisSerializer(serializers.Serializer):
     text = serializers.CharField()
     basis = serializers.CharField(allow_blank=True)
     entity = serializers.CharField(allow_null=True, allow_blank=True)
 
 
+# A ``contracts.ComposerAction``.
 class ActionSerializer(serializers.Serializer):
     text = serializers.CharField()
     reason = serializers.CharField(allow_blank=True)
 
 
+# What ``SessionClaims`` holds of the Executor's proposals, in the Composer's terms.
 class ExecutorProposalsSerializer(serializers.Serializer):
-    hypotheses = HypothesisSerializer(many=True)
-    recommended_actions = ActionSerializer(many=True)
+    hypotheses = serializers.SerializerMethodField()
+    recommended_actions = serializers.SerializerMethodField()
     missing_info = serializers.ListField(child=serializers.CharField())
 
+    @extend_schema_field(HypothesisSerializer(many=True))
+    def get_hypotheses(self, claims: SessionClaims) -> Any:
+        proposed = [
+            AllowedHypothesis(text=h.hypothesis_text, basis=h.basis, entity=h.entity or "")
+            for h in claims.hypotheses
+        ]
+        return HypothesisSerializer(proposed, many=True).data
 
+    @extend_schema_field(ActionSerializer(many=True))
+    def get_recommended_actions(self, claims: SessionClaims) -> Any:
+        proposed = [ComposerAction(text=a.action_text, reason=a.reason) for a in claims.actions]
+        return ActionSerializer(proposed, many=True).data
+
+
+# A ``contracts.ComposerOutputSnapshot``.
 class ComposerSerializer(serializers.Serializer):
     status = serializers.CharField(allow_null=True)
     source = serializers.CharField(allow_null=True)
     guard_findings = serializers.ListField(child=serializers.CharField())
 
 
+# A pair of ``VerifierEvaluation.route_notes_coded()``: the note and its code, if any.
 class RouteNoteSerializer(serializers.Serializer):
-    text = serializers.CharField(help_text="The note as recorded (English).")
-    code = serializers.CharField(
-        allow_null=True,
+    text = serializers.SerializerMethodField(help_text="The note as recorded (English).")
+    code = serializers.SerializerMethodField(
         help_text="A stable code (verifier_malformed, verifier_allowed_demoted_claims, "
         "retry_budget_exhausted, pass_without_accepted_claims, scope_unknown_services); "
         "null for sessions recorded before codes.",
     )
-    params = serializers.DictField(help_text="The numbers, ids and names the note names.")
+    params = serializers.SerializerMethodField(
+        help_text="The numbers, ids and names the note names."
+    )
+
+    @extend_schema_field(serializers.CharField())
+    def get_text(self, note: tuple[str, RouteNote | None]) -> str:
+        return note[0]
+
+    @extend_schema_field(serializers.CharField(allow_null=True))
+    def get_code(self, note: tuple[str, RouteNote | None]) -> str | None:
+        return (note[1].code or None) if note[1] else None
+
+    @extend_schema_field(serializers.DictField())
+    def get_params(self, note: tuple[str, RouteNote | None]) -> dict[str, Any]:
+        return dict(note[1].params) if note[1] else {}
 
 
+# A ``contracts.VerifierEvaluation``: the Verifier's decision and the router's.
 class RoutingSerializer(serializers.Serializer):
     verifier_decision = serializers.CharField(
-        allow_null=True, help_text="What the Verifier decided (null: its answer was unusable)."
+        source="decision",
+        allow_null=True,
+        help_text="What the Verifier decided (null: its answer was unusable).",
     )
     decision = serializers.CharField(
-        allow_null=True, help_text="The decision after routing (retries, demoted claims, scope)."
+        source="routed_decision",
+        allow_null=True,
+        help_text="The decision after routing (retries, demoted claims, scope).",
     )
-    notes = RouteNoteSerializer(many=True, help_text="Why the router changed the decision.")
+    notes = RouteNoteSerializer(
+        source="route_notes_coded", many=True, help_text="Why the router changed the decision."
+    )
 
 
+# A ``DiagnosisSession``'s moments and the durations between them.
 class TimingsSerializer(serializers.Serializer):
     created_at = serializers.DateTimeField()
     started_at = serializers.DateTimeField(allow_null=True)
     finished_at = serializers.DateTimeField(allow_null=True)
-    queued_seconds = serializers.FloatField(allow_null=True)
-    run_seconds = serializers.FloatField(allow_null=True)
-    elapsed_seconds = serializers.FloatField(allow_null=True)
+    queued_seconds = serializers.SerializerMethodField()
+    run_seconds = serializers.SerializerMethodField()
+    elapsed_seconds = serializers.SerializerMethodField()
+
+    @extend_schema_field(serializers.FloatField(allow_null=True))
+    def get_queued_seconds(self, session: DiagnosisSession) -> float | None:
+        return _seconds(session.created_at, session.started_at)
+
+    @extend_schema_field(serializers.FloatField(allow_null=True))
+    def get_run_seconds(self, session: DiagnosisSession) -> float | None:
+        return _seconds(session.started_at, session.finished_at)
+
+    @extend_schema_field(serializers.FloatField(allow_null=True))
+    def get_elapsed_seconds(self, session: DiagnosisSession) -> float | None:
+        return _seconds(session.created_at, session.finished_at or timezone.now())
 
 
+# A ``DiagnosisSession``'s callback URL and its ``ApiSubmission``'s delivery state.
 class CallbackStateSerializer(serializers.Serializer):
-    url = serializers.URLField()
-    state = serializers.CharField(help_text="pending, delivered or failed.")
-    delivered_at = serializers.DateTimeField(allow_null=True)
+    url = serializers.URLField(source="callback_url")
+    state = serializers.CharField(
+        source="api_submission.callback_state", help_text="pending, delivered or failed."
+    )
+    delivered_at = serializers.DateTimeField(
+        source="api_submission.callback_delivered_at", allow_null=True
+    )
 
 
-class DiagnosisDetailSerializer(DiagnosisSummarySerializer):
-    final_answer = serializers.CharField(allow_blank=True, help_text="Markdown; empty until done.")
+# A ``DiagnosisDetail``: the session row, its progress and its read models.
+class DiagnosisDetailSerializer(ReadThroughSerializer, DiagnosisSummarySerializer):
+    through = ("session", DiagnosisSummarySerializer)
+
+    final_answer = serializers.CharField(
+        source="session.final_answer", allow_blank=True, help_text="Markdown; empty until done."
+    )
     error = serializers.CharField(
+        source="failure_message",
         allow_blank=True,
         help_text="For a failed session, a message in the request's language; the exception "
         "itself is kept for reviewers only. Empty otherwise.",
     )
-    error_code = serializers.ChoiceField(
+    error_code = NullIfBlankChoiceField(
+        source="failure_code",
         choices=[(c, c) for c in FAILURE_CODES],
         allow_null=True,
         help_text="For a failed session, a stable code: internal_error, worker_lost or timeout.",
     )
-    cancel_requested = serializers.BooleanField()
-    conversation_id = serializers.IntegerField(allow_null=True)
-    context = DiagnosisContextSerializer()
-    progress = ProgressEventSerializer(many=True)
-    executor_output_parse_status = serializers.CharField(allow_null=True)
-    gatekeeper_counts = serializers.DictField(allow_null=True)
-    claims = ClaimSerializer(many=True)
-    hypotheses = HypothesisSerializer(
-        many=True, help_text="Allowed hypotheses, after the Composer input filter."
+    cancel_requested = serializers.BooleanField(source="session.cancel_requested")
+    conversation_id = serializers.IntegerField(source="session.conversation_id", allow_null=True)
+    context = DiagnosisContextSerializer(source="session.context")
+    progress = ProgressEventSerializer(source="events", many=True)
+    executor_output_parse_status = NullIfBlankCharField(
+        source="session.executor_output_parse_status", allow_null=True
     )
-    missing_info = serializers.ListField(child=serializers.CharField())
-    recommended_actions = ActionSerializer(many=True)
+    gatekeeper_counts = serializers.SerializerMethodField()
+    claims = ClaimSerializer(source="claims.claims", many=True)
+    hypotheses = serializers.SerializerMethodField(
+        help_text="Allowed hypotheses, after the Composer input filter."
+    )
+    missing_info = serializers.SerializerMethodField()
+    recommended_actions = serializers.SerializerMethodField()
     executor_proposals = ExecutorProposalsSerializer(
-        help_text="What the Executor proposed, before filtering (unverified)."
+        source="claims", help_text="What the Executor proposed, before filtering (unverified)."
     )
-    routing = RoutingSerializer(allow_null=True)
-    composer = ComposerSerializer(allow_null=True)
-    model_usage = serializers.DictField(help_text="{roles: {role: {calls, tokens_in, …}}, total}")
-    timings = TimingsSerializer()
-    callback = CallbackStateSerializer(allow_null=True)
+    # Null before the Verifier ran: the lookup through a missing record gives null.
+    routing = RoutingSerializer(source="evaluation.verifier_evaluation", allow_null=True)
+    composer = ComposerSerializer(
+        source="evaluation.verifier_evaluation.composer_output", allow_null=True
+    )
+    model_usage = serializers.DictField(
+        source="session.llm_usage", help_text="{roles: {role: {calls, tokens_in, …}}, total}"
+    )
+    timings = TimingsSerializer(source="session")
+    callback = serializers.SerializerMethodField()
+
+    @extend_schema_field(serializers.DictField(allow_null=True))
+    def get_gatekeeper_counts(self, detail: DiagnosisDetail) -> dict[str, Any] | None:
+        report = detail.evaluation.gatekeeper
+        if report is None:
+            return None
+        return report.counts.model_dump(mode="json", exclude_unset=True) or None
+
+    # What the Composer input filter allowed; empty before it ran.
+    @extend_schema_field(HypothesisSerializer(many=True))
+    def get_hypotheses(self, detail: DiagnosisDetail) -> Any:
+        filtered = detail.evaluation.composer_input
+        return HypothesisSerializer(filtered.allowed_hypotheses if filtered else [], many=True).data
+
+    @extend_schema_field(serializers.ListField(child=serializers.CharField()))
+    def get_missing_info(self, detail: DiagnosisDetail) -> list[str]:
+        filtered = detail.evaluation.composer_input
+        return list(filtered.missing_info) if filtered else []
+
+    @extend_schema_field(ActionSerializer(many=True))
+    def get_recommended_actions(self, detail: DiagnosisDetail) -> Any:
+        filtered = detail.evaluation.composer_input
+        return ActionSerializer(filtered.recommended_actions if filtered else [], many=True).data
+
+    @extend_schema_field(CallbackStateSerializer(allow_null=True))
+    def get_callback(self, detail: DiagnosisDetail) -> Any:
+        session = detail.session
+        if not session.callback_url or getattr(session, "api_submission", None) is None:
+            return None
+        return CallbackStateSerializer(session).data
 
 
 class DiagnosisPageSerializer(serializers.Serializer):
@@ -378,9 +555,10 @@ class DiagnosisPageSerializer(serializers.Serializer):
     results = DiagnosisSummarySerializer(many=True)
 
 
+# A ``ToolInvocation`` row (its session is read from the row's cached relation).
 class ToolInvocationSerializer(serializers.Serializer):
     id = serializers.IntegerField()
-    diagnosis_id = serializers.UUIDField()
+    diagnosis_id = serializers.UUIDField(source="session.public_id")
     attempt = serializers.IntegerField()
     sequence = serializers.IntegerField()
     trace_ref = serializers.CharField()
@@ -402,6 +580,7 @@ class ToolInvocationListSerializer(serializers.Serializer):
     results = ToolInvocationSerializer(many=True)
 
 
+# A ``CallbackAttempt`` row.
 class CallbackAttemptSerializer(serializers.Serializer):
     attempt = serializers.IntegerField()
     url = serializers.URLField()
@@ -411,10 +590,12 @@ class CallbackAttemptSerializer(serializers.Serializer):
     at = serializers.DateTimeField()
 
 
+# A queryset of ``CallbackAttempt`` rows, as ``{"results": [...]}``.
 class CallbackAttemptListSerializer(serializers.Serializer):
-    results = CallbackAttemptSerializer(many=True)
+    results = CallbackAttemptSerializer(source="*", many=True)
 
 
+# An ``ApiKey`` row (never its secret).
 class ApiKeySerializer(serializers.Serializer):
     id = serializers.IntegerField()
     name = serializers.CharField()
@@ -424,11 +605,15 @@ class ApiKeySerializer(serializers.Serializer):
     revoked_at = serializers.DateTimeField(allow_null=True)
 
 
+# A queryset of ``ApiKey`` rows, as ``{"results": [...]}``.
 class ApiKeyListSerializer(serializers.Serializer):
-    results = ApiKeySerializer(many=True)
+    results = ApiKeySerializer(source="*", many=True)
 
 
-class ApiKeyCreatedSerializer(ApiKeySerializer):
+# A ``CreatedApiKey``: the new row and the two secrets shown only now.
+class ApiKeyCreatedSerializer(ReadThroughSerializer, ApiKeySerializer):
+    through = ("api_key", ApiKeySerializer)
+
     key = serializers.CharField(help_text="The bearer key. Shown once; only its hash is stored.")
     signing_secret = serializers.CharField(
         help_text="HMAC-SHA256 secret that signs this key's callbacks "
@@ -436,9 +621,10 @@ class ApiKeyCreatedSerializer(ApiKeySerializer):
     )
 
 
+# An ``AlertIngestResult``.
 class AlertIngestSerializer(serializers.Serializer):
     started = serializers.BooleanField()
     reason = serializers.ChoiceField(
         choices=["started", "duplicate", "resolved", "no_firing_alerts"]
     )
-    diagnosis = DiagnosisSummarySerializer(allow_null=True)
+    diagnosis = DiagnosisSummarySerializer(source="session", allow_null=True)

@@ -14,11 +14,7 @@ from rest_framework.response import Response
 from diagnosis.api.base import ID_PARAMETER, TAG_DIAGNOSES, ApiView, diagnosis_or_404
 from diagnosis.api.errors import error_responses
 from diagnosis.api.pagination import PageFilterSerializer, ToolInvocationCursorPagination
-from diagnosis.api.selectors import (
-    tool_invocation_data,
-    tool_invocation_get_for_user,
-    tool_invocations_for_session,
-)
+from diagnosis.api.selectors import tool_invocation_get_for_user, tool_invocations_for_session
 from diagnosis.api.serializers import ToolInvocationListSerializer, ToolInvocationSerializer
 
 
@@ -36,13 +32,11 @@ class DiagnosisToolInvocationListApi(ApiView):
     def get(self, request: Request, public_id: UUID) -> Response:
         PageFilterSerializer(data=request.query_params).is_valid(raise_exception=True)
         session = diagnosis_or_404(request, public_id)
-        public = str(session.public_id)
         paginator = ToolInvocationCursorPagination()
         page = paginator.paginate_queryset(
             tool_invocations_for_session(session=session), request, view=self
         )
-        results = [tool_invocation_data(i, session_public_id=public) for i in page or []]
-        return paginator.get_paginated_response(ToolInvocationSerializer(results, many=True).data)
+        return paginator.get_paginated_response(ToolInvocationSerializer(page, many=True).data)
 
 
 class ToolInvocationDetailApi(ApiView):
@@ -66,5 +60,4 @@ class ToolInvocationDetailApi(ApiView):
         invocation = tool_invocation_get_for_user(user=request.user, invocation_id=invocation_id)
         if invocation is None:
             raise exceptions.NotFound(_("没有这个工具调用。"))
-        data = tool_invocation_data(invocation, session_public_id=str(invocation.session.public_id))
-        return Response(self.OutputSerializer(data).data)
+        return Response(self.OutputSerializer(invocation).data)

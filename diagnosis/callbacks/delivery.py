@@ -13,7 +13,8 @@ from django.db import transaction
 from django.utils import timezone
 
 from diagnosis.api.auth import api_key_signing_secret
-from diagnosis.api.selectors import diagnosis_detail_data
+from diagnosis.api.selectors import diagnosis_detail
+from diagnosis.api.serializers import DiagnosisDetailSerializer
 from diagnosis.callbacks.services import (
     SIGNATURE_HEADER,
     callback_address_refusal,
@@ -65,7 +66,7 @@ def callback_body(*, session: DiagnosisSession, attempt: int) -> bytes:
         "event": EVENT,
         "attempt": attempt,
         "sent_at": rfc3339(timezone.now()),
-        "diagnosis": diagnosis_detail_data(session),
+        "diagnosis": DiagnosisDetailSerializer(diagnosis_detail(session=session)).data,
     }
     return json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
 

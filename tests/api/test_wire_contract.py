@@ -23,6 +23,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from rest_framework.test import APIClient
 
 from diagnosis.callbacks.delivery import callback_body
@@ -219,7 +221,19 @@ def test_every_get_endpoint_answers_the_recorded_json_field_for_field(
     for invocation in ToolInvocation.objects.select_related("session"):
         name = f"<invocation {invocation.session.status} {invocation.trace_ref}>"
         names[("invocation", invocation.pk)] = name
-    _matches_golden("wire_bodies.json", _stable(_bodies(client_for(owner_key.key)), names))
+    bodies = _stable(_bodies(client_for(owner_key.key)), names)
+    _matches_golden("wire_bodies.json", bodies)
+    assert bodies["callback body"]["diagnosis"] == bodies["detail completed"]
+
+
+def test_the_callback_carries_the_same_diagnosis_json_as_the_detail_in_the_same_order(
+    owner, owner_key, environment
+):
+    session = _completed(owner, environment, owner_key.api_key)
+    detail = client_for(owner_key.key).get(f"/api/v1/diagnoses/{IDS['completed']}").json()
+    session.refresh_from_db()
+    sent = json.loads(callback_body(session=session, attempt=1))["diagnosis"]
+    assert json.dumps(sent, ensure_ascii=False) == json.dumps(detail, ensure_ascii=False)
 
 
 def _shape(schema: Any) -> Any:
@@ -242,3 +256,23 @@ def test_the_schema_describes_the_recorded_response_fields_and_types():
         if not name.endswith("Request") and component.get("additionalProperties") is not False
     }
     _matches_golden("response_components.json", responses)
+
+
+def _queries(api: APIClient, url: str) -> int:
+    with CaptureQueriesContext(connection) as ctx:
+        assert api.get(url).status_code == 200
+    return len(ctx.captured_queries)
+
+
+def test_reading_a_diagnosis_costs_the_key_the_session_its_events_and_its_invocations(
+    owner, owner_key, environment
+):
+    _completed(owner, environment, owner_key.api_key)
+    api = client_for(owner_key.key)
+    api.get("/api/v1/api-keys")  # last_used_at is fresh: the key's lookup writes nothing
+    base = f"/api/v1/diagnoses/{IDS['completed']}"
+    assert _queries(api, base) == 4
+    # Each invocation's diagnosis id comes from the session already read, not a query per row.
+    assert _queries(api, f"{base}/tool-invocations") == 3
+    assert _queries(api, "/api/v1/diagnoses") == 2
+    assert _queries(api, "/api/v1/api-keys") == 2

@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 from django.urls import reverse
 
-from diagnosis.api.selectors import diagnosis_detail_data
+from diagnosis.api.selectors import diagnosis_detail
+from diagnosis.api.serializers import DiagnosisDetailSerializer
 from diagnosis.flow.parsing import executor_output_parse
 from diagnosis.flow.router import scope_note
 from diagnosis.flow.run import gatekeeper_run
@@ -75,15 +76,18 @@ def test_evidence_is_numbered_from_one_on_the_audit_pages(client, reviewer, chec
     client.force_login(reviewer)
     page = _read(client, checked)
     claim_3 = page.split('id="claim-claim-3"')[1]
-    assert '<a href="#claim-claim-3-b0">证据 1</a>' in claim_3  # the finding's binding
+    assert '<a href="#claim-claim-3-b0">（证据 1）</a>' in claim_3  # the finding's binding
     assert 'id="claim-claim-3-b0"' in claim_3  # anchors keep the stored index
     assert "#0<" not in page and "#0 " not in page
     assert "由证据 1 的摘录绑定" in page or "由证据 1 所引调用的参数绑定" in page
-    assert "Evidence 1" in _read(client, checked, "en")
+    english = _read(client, checked, "en").split('id="claim-claim-3"')[1]
+    assert '<div class="rp-binding-head">Evidence 1 ' in english  # a binding's heading
+    assert '<a href="#claim-claim-3-b0"> (evidence 1)</a>' in english  # after a finding
 
 
 def test_the_api_detail_keeps_the_stored_english_detail_and_adds_its_code(checked):
-    claims = {c["claim_id"]: c for c in diagnosis_detail_data(checked)["claims"]}
+    detail = DiagnosisDetailSerializer(diagnosis_detail(session=checked)).data
+    claims = {c["claim_id"]: c for c in detail["claims"]}
     finding = claims["claim-3"]["gatekeeper"]["findings"][0]
     assert finding["detail"] == "trace-2: excerpt not found in the output: 'mysql down'"
     assert finding["detail_code"] == "excerpt_not_found"
