@@ -11,6 +11,7 @@ setting.
 from __future__ import annotations
 
 import re
+import shutil
 import threading
 from datetime import UTC, datetime, timedelta
 from http.server import ThreadingHTTPServer
@@ -108,6 +109,48 @@ def test_a_promql_result_is_filtered_and_shown_by_service_and_says_which_label(
     assert "this environment names services with the label 'job'" in row.output
 
 
+def _clashing_pack(pack: Path, target: Path) -> Path:
+    """The pack with pay's pool scraped through a gateway: the scrape's ``service`` is
+    ``pushgateway``, the series' own ``service="pay"`` renamed to ``exported_service``."""
+    (target / "metrics").mkdir(parents=True)
+    shutil.copy(pack / "scenario.yaml", target / "scenario.yaml")
+    for path in (pack / "metrics").glob("*.om"):
+        text = path.read_text(encoding="utf-8").replace(
+            'pool_active{service="pay",',
+            'pool_active{service="pushgateway",exported_service="pay",',
+        )
+        (target / "metrics" / path.name).write_text(text, encoding="utf-8")
+    return target
+
+
+@pytest.fixture(scope="module")
+def clashing_prometheus(tmp_path_factory):
+    root = tmp_path_factory.mktemp("clashing-prometheus")
+    pack = _clashing_pack(pack_write(root / "packs" / "fixture-pool"), root / "clash-pack")
+    server = PrometheusServer(pack, root / "server")
+    yield pack, server.url
+    server.stop()
+
+
+@pytest.mark.prometheus
+@pytest.mark.parametrize("arguments", [{}, {"labels": {"exported_service": "pay"}}])
+def test_a_series_with_a_clashing_service_label_is_ranked_under_its_scrapes_service(
+    clashing_prometheus, owner, arguments
+):
+    pack, url = clashing_prometheus
+    files_env = Environment.objects.create(slug="files", name="files", pack_path=str(pack))
+    live_env = _live("clash", prometheus_url=url)
+    from_files = _metrics(_session(owner, files_env), arguments)
+    from_prometheus = _metrics(_session(owner, live_env), arguments)
+    assert from_files.output == from_prometheus.output
+    assert from_files.summary == from_prometheus.summary
+    (pool,) = [s for s in from_prometheus.summary["series"] if s["metric"] == "pool_active"]
+    assert (pool["service"], pool["labels"]["exported_service"]) == ("pushgateway", "pay")
+    assert pool["line"].startswith('pushgateway pool_active{exported_service="pay",pool="main"}')
+    assert "1 of " in from_prometheus.output
+    assert "also carry exported_service (a service label of their own" in from_prometheus.output
+
+
 # --- the queries sent --------------------------------------------------------------
 
 # Each call and the selector sent to Prometheus, as it was before environments named a label.
@@ -154,8 +197,61 @@ def test_every_selector_names_the_service_with_the_environments_label(owner, mon
         "pool_active",
         'pool_active{pool="main",app="pay"}',
         '{app=~"pay|gateway"}',
-        "max by (service) (pool_active)",  # PromQL is sent as written
+        "max by (app) (pool_active)",  # PromQL too speaks the environment's label
     ]
+
+
+# PromQL as the model writes it (services in ``service``) and as Prometheus is asked it.
+PROMQL_SENT = [
+    (
+        'sum by (service) (rate(http_requests_total{service="pay",status=~"5.."}[5m]))',
+        'sum by (app) (rate(http_requests_total{app="pay",status=~"5.."}[5m]))',
+    ),
+    (
+        "up / on (service) group_left (exported_service) max without (service, pod) (up)",
+        "up / on (app) group_left (service) max without (app, pod) (up)",
+    ),
+    (
+        'label_replace(up{pod=~"service-.*"}, "service", "$1", "pod", "(service)-.*")',
+        'label_replace(up{pod=~"service-.*"}, "app", "$1", "pod", "(service)-.*")',
+    ),
+    ('count_values("service", up) # by (service)', 'count_values("app", up) # by (service)'),
+    ("sum(service) by (service)", "sum(service) by (app)"),  # a metric called service stays
+]
+
+
+@pytest.mark.parametrize(("written", "sent"), PROMQL_SENT)
+def test_promql_written_with_service_is_sent_with_the_environments_label(
+    owner, monkeypatch, written, sent
+):
+    asked: list[str] = []
+
+    def prometheus(**kwargs):
+        asked.append(kwargs["query"])
+        return [], []
+
+    monkeypatch.setattr(metrics_query_module, "metrics_from_prometheus", prometheus)
+    environment = _live("apps", prometheus_url="http://prom:9090", metrics_service_label="app")
+    assert _metrics(_session(owner, environment), {"metric": written}).status == "no_data"
+    plain = _live("plain", prometheus_url="http://prom:9090")
+    assert _metrics(_session(owner, plain), {"metric": written}).status == "no_data"
+    assert asked == [sent, written]
+
+
+@pytest.mark.prometheus
+def test_promql_grouped_by_service_answers_per_service_in_a_fleet_labelled_by_job(
+    job_prometheus, owner
+):
+    _, url = job_prometheus
+    live_env = _live("jobs", prometheus_url=url, metrics_service_label="job")
+    row = _metrics(
+        _session(owner, live_env),
+        {"metric": "max by (service) (pool_active or cpu_usage)", "service": "pay"},
+    )
+    assert row.status == "ok", row.output
+    (series,) = row.summary["series"]
+    assert series["labels"] == {"service": "pay"}
+    assert series["window_max"] == 20
 
 
 def test_a_series_own_service_label_is_kept_apart_from_the_service_it_belongs_to():
@@ -169,6 +265,20 @@ def test_a_series_own_service_label_is_kept_apart_from_the_service_it_belongs_to
     selector = selector_parse('up{service="cart",exported_service="cart-headless"}')
     assert selector is not None
     assert selector.relabelled("app").render() == 'up{app="cart",service="cart-headless"}'
+
+
+@pytest.mark.parametrize("label", ["app", "exported_service"])
+def test_no_label_is_lost_when_a_series_already_carries_exported_service(label):
+    labels = {"app": "cart", "service": "cart-svc", "exported_service": "legacy", "pod": "c-1"}
+    read = labels_from_backend(labels, label)
+    assert sorted(read.values()) == sorted(labels.values())
+    assert read["service"] == labels[label]
+    # Asking by any label read back reaches the same backend label.
+    matchers = ",".join(f'{k}="{v}"' for k, v in sorted(read.items()))
+    selector = selector_parse("{" + matchers + "}")
+    assert selector is not None
+    sent = selector.relabelled(label).matchers
+    assert {m.name: m.value for m in sent} == labels
 
 
 # --- logs through the loopback Loki -------------------------------------------------

@@ -78,7 +78,10 @@ DEFINITION = ToolDefinition(
         "the change point, or no sustained shift), level vs baseline median, ratio, anomaly "
         "score, then window max/min/mean; bytes and seconds also in human units; then a "
         "short trend line. Counters (*_total, *_count, *_sum, *_bucket) are shown as "
-        "per-second rates. Out-of-range arguments are clamped and the output says so."
+        "per-second rates. Out-of-range arguments are clamped and the output says so. "
+        "A series' service is the environment's service label; a series that also has "
+        "exported_service (its own service label, renamed in a label clash) keeps it as an "
+        "ordinary label."
     ),
     args=(
         Arg(
@@ -91,7 +94,8 @@ DEFINITION = ToolDefinition(
             "metric",
             "string",
             'Metric name or selector, e.g. hikaricp_connections_active{pool="main"}; '
-            "any PromQL on a live Prometheus. Omit to get all metrics (of the service, "
+            "any PromQL on a live Prometheus, naming services by the label service (sent as "
+            "the environment's own service label). Omit to get all metrics (of the service, "
             "or of every service).",
         ),
         Arg("labels", "labels", 'Extra label matchers, e.g. {"pool": "main"}.'),

@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
+import httpx
+
 from diagnosis.evidence.common import (
     Deadline,
     ToolFailure,
 )
 from diagnosis.evidence.http import backend_get, bearer_headers
 from diagnosis.evidence.tools.query_metrics.selector import labels_from_backend
-from diagnosis.evidence.tools.query_metrics.series import MAX_SERIES_READ, Grid, RawSeries
+from diagnosis.evidence.tools.query_metrics.series import (
+    MAX_SERIES_READ,
+    Grid,
+    RawSeries,
+    collection_paused,
+)
 from diagnosis.models import SERVICE_LABEL
 
 
@@ -45,6 +52,21 @@ def metrics_from_prometheus(
         headers=bearer_headers(token_env, "Prometheus"),
         deadline=deadline,
     )
+    with collection_paused():
+        series = _series_read(response, base_url=base_url, query=query)
+        for item in series:
+            item.labels = labels_from_backend(item.labels, service_label)
+    series.sort(key=lambda s: (s.name, sorted(s.labels.items())))
+    notes = []
+    if len(series) > MAX_SERIES_READ:
+        series = series[:MAX_SERIES_READ]
+        notes.append(f"more than {MAX_SERIES_READ} series matched; narrow the selector")
+    return series, notes
+
+
+def _series_read(response: httpx.Response, *, base_url: str, query: str) -> list[RawSeries]:
+    """The range matrix of a ``query_range`` answer as raw series (labels as Prometheus
+    names them); an error answer or another result type is a ToolFailure."""
     try:
         body = response.json()
     except ValueError:
@@ -66,12 +88,6 @@ def metrics_from_prometheus(
     for item in data.get("result") or []:
         labels = dict(item.get("metric") or {})
         name = labels.pop("__name__", "") or query
-        labels = labels_from_backend(labels, service_label)
         points = [(float(t), float(v)) for t, v in item.get("values") or []]
         series.append(RawSeries(name=name, labels=labels, points=points))
-    series.sort(key=lambda s: (s.name, sorted(s.labels.items())))
-    notes = []
-    if len(series) > MAX_SERIES_READ:
-        series = series[:MAX_SERIES_READ]
-        notes.append(f"more than {MAX_SERIES_READ} series matched; narrow the selector")
-    return series, notes
+    return series

@@ -18,6 +18,7 @@ from diagnosis.evidence.common import (
 from diagnosis.evidence.timeutil import duration_format
 from diagnosis.evidence.tools.query_metrics.files import metrics_from_files, rates_apply
 from diagnosis.evidence.tools.query_metrics.prometheus import metrics_from_prometheus
+from diagnosis.evidence.tools.query_metrics.promql import promql_relabelled
 from diagnosis.evidence.tools.query_metrics.render import metrics_render
 from diagnosis.evidence.tools.query_metrics.selector import Matcher, Selector, selector_build
 from diagnosis.evidence.tools.query_metrics.series import MAX_GRID_POINTS, Grid, RawSeries
@@ -79,19 +80,20 @@ def _from_prometheus(
             service_label=service_label,
         )
         return rates_apply(fetched), notes
-    # A PromQL expression is evaluated as written; service/labels filter its result.
+    # A PromQL expression is evaluated with this environment's label names; service and
+    # labels filter its result.
     fetched, notes = metrics_from_prometheus(
         base_url=prometheus_url,
         token_env=prometheus_token_env,
-        query=metric or "",
+        query=promql_relabelled(metric or "", service_label),
         grid=grid,
         deadline=deadline,
         service_label=service_label,
     )
     if service_label != SERVICE_LABEL:
         notes.append(
-            f"PromQL is evaluated as written: this environment names services with the "
-            f"label {service_label!r} (shown here as service)"
+            f"this environment names services with the label {service_label!r}: the PromQL "
+            f"was sent with {service_label!r} for service, and its result shows it as service"
         )
     wanted = {**labels, **({SERVICE_LABEL: service} if service else {})}
     return [s for s in fetched if all(s.labels.get(k) == v for k, v in wanted.items())], notes
@@ -117,8 +119,10 @@ def metrics_query(
     no ``metric`` either, every series that has a ``service`` label. Either way it is one
     pass over the files or one range query, whatever the number of services.
 
-    ``service_label`` is the label that names a service in Prometheus: selectors are sent
-    with it in place of ``service`` and the series come back with it read as ``service``.
+    ``service_label`` is the label that names a service in Prometheus: selectors and PromQL
+    are sent with it in place of ``service`` (``promql_relabelled``) and the series come
+    back with it read as ``service``; a series' own ``service`` label is then read as
+    ``exported_service``, as Prometheus itself renames a clashing label.
 
     A ``step`` the grid cannot use (longer than the window, or too fine for the range) is
     clamped and recorded in ``clamps``.

@@ -16,7 +16,8 @@ from diagnosis.evidence.common import (
     num_value,
 )
 from diagnosis.evidence.timeutil import duration_format
-from diagnosis.evidence.tools.query_metrics.series import Grid, RawSeries
+from diagnosis.evidence.tools.query_metrics.selector import EXPORTED_SERVICE_LABEL
+from diagnosis.evidence.tools.query_metrics.series import Grid, RawSeries, collection_paused
 from diagnosis.evidence.tools.query_metrics.statistics import SeriesFacts, series_analyse
 
 MAX_SERIES_SHOWN = 12
@@ -105,6 +106,19 @@ def _shown(facts: list[SeriesFacts], *, per_service: int | None) -> list[SeriesF
     return shown
 
 
+def _clash_note(facts: list[SeriesFacts]) -> list[str]:
+    """What ``service`` means for series that also carry ``exported_service``."""
+    clashing = sum(1 for fact in facts if EXPORTED_SERVICE_LABEL in fact.labels)
+    if not clashing:
+        return []
+    return [
+        f"{clashing} of {len(facts)} series also carry {EXPORTED_SERVICE_LABEL} (a service "
+        f"label of their own, renamed where it clashed): each is ranked under service, the "
+        f"label this environment names services with; {EXPORTED_SERVICE_LABEL} is an "
+        f"ordinary label to filter on"
+    ]
+
+
 def metrics_render(
     *,
     series: Iterable[RawSeries],
@@ -121,7 +135,8 @@ def metrics_render(
     one service, so one noisy service cannot hide the others.
     """
     # Analysed one at a time: the points of a series are dropped once its facts are known.
-    facts = [series_analyse(s, window, grid.step) for s in series]
+    with collection_paused():
+        facts = [series_analyse(s, window, grid.step) for s in series]
     facts = [f for f in facts if f.window_points or f.baseline_points]
     facts.sort(key=_ranking_key)
     shown = _shown(facts, per_service=MAX_SERIES_PER_SERVICE if fleet else None)
@@ -129,6 +144,7 @@ def metrics_render(
     step = duration_format(timedelta(seconds=grid.step))
     lines = [f"query_metrics {description}", f"{window.describe()}; step {step}"]
     lines.extend(notes)
+    lines.extend(_clash_note(facts))
     summary: dict[str, Any] = {
         "window": window.as_dict(),
         "baseline": window.baseline_dict(),

@@ -19,27 +19,63 @@ _SELECTOR = re.compile(r"^\s*([a-zA-Z_:][a-zA-Z0-9_:]*)?\s*(\{.*\})?\s*$", re.DO
 _MATCHER = re.compile(
     r'\s*([a-zA-Z_][a-zA-Z0-9_]*)\s*(=~|!~|!=|=)\s*"((?:[^"\\]|\\.)*)"\s*(,|$)', re.DOTALL
 )
-# Where a backend series' own ``service`` label goes when another label names its service:
-# Prometheus' own name for a label displaced by a clash (``honor_labels: false``).
-EXPORTED_SERVICE_LABEL = "exported_service"
+# Prometheus' prefix for a label displaced by a clash (``honor_labels: false``): a series'
+# own ``service`` that met the scrape's becomes ``exported_service``, a further clash
+# ``exported_exported_service``. Rootproof renames the same way when another label names
+# the service: the backend's own ``service`` is read as ``exported_service``, and so on.
+EXPORTED_PREFIX = "exported_"
+EXPORTED_SERVICE_LABEL = EXPORTED_PREFIX + SERVICE_LABEL
+
+
+def _exported_depth(name: str) -> int | None:
+    """k when ``name`` is ``exported_`` k times, then ``service``; None for other names."""
+    depth = 0
+    while name.startswith(EXPORTED_PREFIX):
+        name = name[len(EXPORTED_PREFIX) :]
+        depth += 1
+    return depth if name == SERVICE_LABEL else None
+
+
+def _exported(depth: int) -> str:
+    return EXPORTED_PREFIX * depth + SERVICE_LABEL
 
 
 def label_to_backend(name: str, service_label: str) -> str:
-    """The name a backend whose services are named by ``service_label`` gives label ``name``."""
+    """The name a backend whose services are named by ``service_label`` gives label ``name``.
+
+    ``service`` is ``service_label``; the ``exported_…service`` labels shift one step down
+    the clash chain (``exported_service`` is the backend's own ``service``), skipping
+    ``service_label`` when it is one of them. The inverse of ``labels_from_backend``.
+    """
     if service_label == SERVICE_LABEL:
         return name
-    if name == SERVICE_LABEL:
+    depth = _exported_depth(name)
+    if depth is None:
+        return name
+    if depth == 0:
         return service_label
-    return SERVICE_LABEL if name == EXPORTED_SERVICE_LABEL else name
+    label_depth = _exported_depth(service_label)
+    below = depth - 1
+    return _exported(below if label_depth is None or below < label_depth else depth)
+
+
+def _label_from_backend(name: str, service_label: str) -> str:
+    if name == service_label:
+        return SERVICE_LABEL
+    depth = _exported_depth(name)
+    if depth is None:
+        return name
+    label_depth = _exported_depth(service_label)
+    return _exported(depth + 1 if label_depth is None or depth < label_depth else depth)
 
 
 def labels_from_backend(labels: dict[str, str], service_label: str) -> dict[str, str]:
     """A backend series' labels as Rootproof names them: ``service_label`` becomes
-    ``service``, and a ``service`` label of the series' own becomes ``exported_service``."""
+    ``service``; a ``service`` label of the series' own becomes ``exported_service`` (and
+    an ``exported_service`` of its own ``exported_exported_service``: none is lost)."""
     if service_label == SERVICE_LABEL:
         return labels
-    renamed = {SERVICE_LABEL: EXPORTED_SERVICE_LABEL, service_label: SERVICE_LABEL}
-    return {renamed.get(k, k): v for k, v in labels.items()}
+    return {_label_from_backend(k, service_label): v for k, v in labels.items()}
 
 
 @dataclass(frozen=True)

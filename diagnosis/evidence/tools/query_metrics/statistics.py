@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import operator
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -77,16 +78,12 @@ def repeat_length(values: list[float]) -> int:
     5-minute sample fills five 1-minute points); a series that changes at every point
     gives 1. Runs touching either end may be cut, so only inner runs count.
     """
-    runs: list[int] = []
-    length = 1
-    for previous, current in itertools.pairwise(values):
-        if current == previous:
-            length += 1
-        else:
-            runs.append(length)
-            length = 1
-    inner = runs[1:]  # the first run may be cut by the range start; the last is never added
-    return min(inner) if inner else 1
+    # Where a value differs from the one before; an inner run lies between two such places.
+    # (map and compress keep the loop in C: this runs for every series of a fleet.)
+    changes = list(itertools.compress(itertools.count(1), map(operator.ne, values, values[1:])))
+    if len(changes) < 2:
+        return 1
+    return min(map(operator.sub, changes[1:], changes))
 
 
 def _sustain_length(window_points: int, repeat: int) -> int:
@@ -336,6 +333,7 @@ def shift_measure(
     window: list[tuple[float, float]],
     before: list[tuple[float, float]],
     upper: float | None = None,
+    repeat: int | None = None,
 ) -> Shift:
     """Robust level shift of ``window`` against ``baseline``.
 
@@ -345,11 +343,13 @@ def shift_measure(
     shift's level is the median of those points; score, direction, ratio and change point
     all follow from that one level against the baseline median, so they cannot disagree.
     ``upper`` is the top of a share's range: its relative floor counts from the nearer end.
+    ``repeat`` is ``repeat_length(baseline + window values)`` when the caller has it already.
     """
     values = [v for _, v in window]
     median = _median(baseline)
     noise = _spread(baseline, median)
-    repeat = repeat_length(baseline + values)
+    if repeat is None:
+        repeat = repeat_length(baseline + values)
     samples = baseline_samples(len(baseline), repeat)
     if samples < SPARSE_BASELINE_POINTS:
         # A few baseline samples say little about its noise: let the data's own spread count.
@@ -408,9 +408,12 @@ def series_analyse(series: RawSeries, window: QueryWindow, step: float) -> Serie
     shift: Shift | None = None
     level = _median(values) if values else None
     score, direction = 0.0, "flat"
+    repeat = repeat_length(baseline + values)
     if baseline and values:
         upper = upper_bound(series.name, series.labels, baseline + values)
-        shift = shift_measure(baseline=baseline, window=in_window, before=before, upper=upper)
+        shift = shift_measure(
+            baseline=baseline, window=in_window, before=before, upper=upper, repeat=repeat
+        )
         level, score, direction = shift.level, shift.score, shift.direction
     elif baseline:
         # A series that stopped reporting is worth a look, but ranks below clear excursions.
@@ -443,7 +446,7 @@ def series_analyse(series: RawSeries, window: QueryWindow, step: float) -> Serie
         anomaly_score=score,
         sustained_points=shift.sustained_points if shift else 0,
         baseline_points=len(baseline),
-        baseline_samples=baseline_samples(len(baseline), repeat_length(baseline + values)),
+        baseline_samples=baseline_samples(len(baseline), repeat),
         window_points=len(values),
         last_seen=usable[-1][0] if usable else None,
         trend=trend,
