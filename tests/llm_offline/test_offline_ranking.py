@@ -127,3 +127,85 @@ def test_a_callee_dated_one_coarse_sample_after_its_caller_still_explains_it() -
     ]
     ranked = _ranked(calls, [("web", "search"), ("web", "cart")])
     assert ranked[0] == "search"
+
+
+def _traffic(service: str, base: float, level: float | None = None) -> dict[str, Any]:
+    changed = level is not None and level != base
+    return _series(
+        service,
+        "requests",
+        base=base,
+        level=base if level is None else level,
+        change="2026-03-02T10:20:00Z" if changed else None,
+        score=20 if changed else 0,
+    )
+
+
+def _health(service: str, level: float, change: str, score: float) -> dict[str, Any]:
+    return _series(
+        service, "availability_percent", base=100.0, level=level, change=change, score=score
+    )
+
+
+def test_a_callee_failing_the_few_requests_it_still_served_does_not_take_the_callers_failures():
+    # lb fails everything, but its traffic fell from 15 to 2 a period: 2 failed requests
+    # cannot be web's 1.4 % of 700; search fails 1.1 % of 1,100 and can.
+    calls = [
+        _call(
+            "1m",
+            [
+                _health("web", 98.6, "2026-03-02T10:20:00Z", 12),
+                _traffic("web", 700),
+                _health("lb", 0.0, "2026-03-02T10:20:00Z", 1000),
+                _traffic("lb", 15, 2),
+                _health("search", 98.9, "2026-03-02T10:20:00Z", 100),
+                _traffic("search", 1100),
+            ],
+        )
+    ]
+    assert _ranked(calls, [("web", "lb"), ("web", "search")])[0] == "search"
+
+
+def test_a_slow_idle_function_explaining_only_its_idle_wrappers_does_not_outrank_a_busy_callee():
+    # fn's few requests got slow, and so did the two wrappers that invoke it (same
+    # requests); search serves most of the system's traffic and slowed too.
+    onset = "2026-03-02T10:20:00Z"
+
+    def slow(service: str, base: float, level: float, score: float) -> dict[str, Any]:
+        return _series(
+            service,
+            "latency_seconds",
+            labels={"quantile": "0.5"},
+            base=base,
+            level=level,
+            change=onset,
+            score=score,
+        )
+
+    calls = [
+        _call(
+            "1m",
+            [
+                _traffic("web", 700),
+                slow("fn", 0.38, 2.97, 90),
+                _traffic("fn", 6),
+                slow("fn-wrapper", 0.48, 3.02, 120),
+                _traffic("fn-wrapper", 6),
+                slow("fn-trigger", 0.48, 3.5, 160),
+                _traffic("fn-trigger", 6),
+                _series(
+                    "search",
+                    "latency_seconds",
+                    labels={"quantile": "0.99"},
+                    base=0.036,
+                    level=0.5,
+                    change=onset,
+                    score=140,
+                ),
+                _traffic("search", 1134),
+            ],
+        )
+    ]
+    edges = [("web", "search"), ("web", "fn-trigger"), ("fn-trigger", "fn-wrapper")]
+    ranked = _ranked(calls, [*edges, ("fn-wrapper", "fn")])
+    assert ranked[0] == "search"

@@ -95,6 +95,7 @@ class ServiceState:
     symptoms: dict[str, Symptom] = field(default_factory=dict)
     all_latency: list[Symptom] = field(default_factory=list)
     traffic: float | None = None  # its usual request rate (baseline), when it reports one
+    served: float | None = None  # the requests it served in the window (same series' level)
 
     @property
     def anomalous(self) -> bool:
@@ -199,7 +200,7 @@ def service_states(suspects: list[Suspect]) -> dict[str, ServiceState]:
             current = state.symptoms.get(kind)
             if current is None or found.strength > current.strength:
                 state.symptoms[kind] = found
-        state.traffic = _traffic(entry.metrics)
+        state.traffic, state.served = _traffic(entry.metrics)
         for lg in entry.abnormal_logs:
             if lg.kind == "dependency" or lg.injected:
                 continue
@@ -234,16 +235,17 @@ def _coverage(
     caller: Symptom,
     callee_state: ServiceState,
     caller_state: ServiceState,
-    share: float,
 ) -> float:
     """How much of the caller's strongest shift the callee's can account for, 0 to 1.
 
     Latency adds up along a call: the callee's added seconds on the same measure (else
-    its largest), times the share of the caller's traffic it serves, against the caller's
-    added seconds. Failure shares of ratio-like error series compare the same way; other
-    pairs by strength. Below ACCOUNTS_FOR it does not account for it at all.
+    its largest), times the share of the caller's requests it served in the window (the
+    ones its shift touched), against the caller's added seconds. Failure shares of
+    ratio-like error series compare the same way; other pairs by strength and usual
+    traffic. Below ACCOUNTS_FOR it does not account for it at all.
     """
     ratio: float | None = None
+    served = _share(callee_state, caller_state, served=True)
     if caller.kind == "latency" and callee.kind == "latency" and caller.signal is not None:
         wanted = _delta(caller.signal)
         same = [
@@ -254,36 +256,45 @@ def _coverage(
         every = [_delta(sym.signal) for sym in callee_state.all_latency]
         pool = [d for d in same if d is not None] or [d for d in every if d is not None]
         if wanted is not None and wanted > 0 and pool:
-            ratio = max(pool) * share / wanted
+            ratio = max(pool) * served / wanted
     elif caller.kind == "errors" and callee.kind == "errors":
         mine, theirs = relative_failures(caller.signal), relative_failures(callee.signal)
         if mine is not None and theirs is not None and mine > 0:
-            ratio = theirs * share / mine
+            ratio = theirs * served / mine
     if ratio is None:  # no common unit (latency passed on as errors, say): strength and traffic
         ratio = callee.strength / caller.strength if caller.strength > 0 else 1.0
-        ratio = min(ratio, 1.0) * min(share, 1.0)
+        ratio = min(ratio, 1.0) * min(_share(callee_state, caller_state), 1.0)
     return min(ratio, 1.0) if ratio >= ACCOUNTS_FOR else 0.0
 
 
-def _traffic(signals: list[MetricSignal]) -> float | None:
-    """The service's baseline request rate: its busiest traffic series' baseline level."""
-    levels = []
+def _traffic(signals: list[MetricSignal]) -> tuple[float | None, float | None]:
+    """The service's request rate, usual and in the window: its busiest traffic series'
+    baseline level and its level in the window."""
+    found: list[tuple[float, float | None]] = []
     for signal in signals:
         if signal.kind != "traffic":
             continue
         base = _num(signal.baseline_median)
         base = base if base is not None else _num(signal.baseline_mean)
         if base is not None and base > 0:
-            levels.append(base)
-    return max(levels) if levels else None
+            level = _num(signal.window_level)
+            found.append((base, level if level is not None else _num(signal.window_mean)))
+    if not found:
+        return None, None
+    base, level = max(found, key=lambda item: item[0])
+    return base, level
 
 
-def _share(callee: ServiceState, caller: ServiceState) -> float:
+def _share(callee: ServiceState, caller: ServiceState, *, served: bool = False) -> float:
     """How much of the caller's traffic the callee's traffic is (1 when either is unknown):
-    a callee serving a tenth of the caller's requests passes on a tenth of its shift."""
-    if callee.traffic is None or caller.traffic is None:
+    a callee serving a tenth of the caller's requests passes on a tenth of its shift.
+    ``served``: the requests of the window, the ones its measured shift touched."""
+    mine, theirs = (callee.served, caller.served) if served else (callee.traffic, caller.traffic)
+    if served and (mine is None or theirs is None or theirs <= 0):
+        return _share(callee, caller)
+    if mine is None or theirs is None:
         return 1.0
-    return min(callee.traffic / caller.traffic, 10.0)
+    return min(mine / theirs, 10.0)
 
 
 def _explains(callee: ServiceState, caller: ServiceState, kind: str, slack_s: float) -> float:
@@ -301,8 +312,7 @@ def _explains(callee: ServiceState, caller: ServiceState, kind: str, slack_s: fl
             or abs((symptom.onset - mine.onset).total_seconds()) <= slack_s
         )
         if aligned:
-            share = _share(callee, caller)
-            best = max(best, _coverage(symptom, mine, callee, caller, share))
+            best = max(best, _coverage(symptom, mine, callee, caller))
     return best
 
 
@@ -386,6 +396,15 @@ def _leading_kind(state: ServiceState, named: list[ServiceState]) -> str:
     return max(state.symptoms.values(), key=lambda s: s.strength).kind
 
 
+def _weight(state: ServiceState, busiest: float) -> float:
+    """How much an explained caller counts: its usual traffic against the busiest anomalous
+    service's (1 when either is unknown). Explaining an idle wrapper is weak evidence;
+    explaining the front end most requests pass is strong."""
+    if state.traffic is None or busiest <= 0:
+        return 1.0
+    return min(state.traffic / busiest, 1.0)
+
+
 def localise(
     suspects: list[Suspect],
     topology: Topology,
@@ -423,6 +442,7 @@ def localise(
         if explained and explained >= set(state.symptoms):
             by_name[name].inherited_from = sorted(c for a, c in links if a == name)
     anchor = _anchor(states, symptoms, reported)
+    busiest = max((states[n].traffic or 0.0 for n in anomalous), default=0.0)
     named_states = [states[s] for s in symptoms if s in states and states[s].anomalous]
     for name in anomalous:
         entry = by_name[name]
@@ -435,7 +455,8 @@ def localise(
         explained_by_it = _ancestors(links, name)
         entry.explains = sorted(explained_by_it, key=lambda n: (-explained_by_it[n], n))
         entry.path = _path(links, name, symptoms)
-        entry.graph_score = strength * (1.0 + sum(explained_by_it.values()))
+        reach = sum(share * _weight(states[c], busiest) for c, share in explained_by_it.items())
+        entry.graph_score = strength * (1.0 + reach)
         named = [explained_by_it[s] for s in symptoms if s in explained_by_it]
         if named:
             entry.graph_score *= 1.0 + max(named)  # it explains what the question is about
