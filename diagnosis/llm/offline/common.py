@@ -8,6 +8,7 @@ import time
 from datetime import UTC, datetime
 from typing import Any
 
+from diagnosis.evidence import timeutil
 from diagnosis.llm.base import CallRecorder, Role
 from diagnosis.tokens import estimate_tokens
 
@@ -25,26 +26,18 @@ def json_dump(value: Any) -> str:
 
 
 def time_parse(value: object) -> datetime | None:
-    """An RFC 3339 string (or Unix seconds) as an aware UTC datetime; None when unreadable."""
-    if isinstance(value, datetime):
-        return value if value.tzinfo else value.replace(tzinfo=UTC)
+    """An RFC 3339 string, any ISO 8601 text, a datetime or Unix seconds as an aware UTC
+    datetime; None when unreadable (tool summaries and requests are data, never trusted)."""
     if isinstance(value, int | float) and not isinstance(value, bool):
         try:
-            return datetime.fromtimestamp(float(value), tz=UTC)
+            return timeutil.time_from_unix(float(value))
         except (OverflowError, OSError, ValueError):
             return None
-    if not isinstance(value, str) or not value.strip():
-        return None
-    text = value.strip()
-    if text[-1] in "zZ":
-        text = text[:-1] + "+00:00"
     try:
-        parsed = datetime.fromisoformat(text)
-    except ValueError:
-        return None
-    if parsed.tzinfo is None:
-        parsed = parsed.replace(tzinfo=UTC)
-    return parsed.astimezone(UTC)
+        return timeutil.time_parse(value)
+    except timeutil.TimeFormatError:
+        text = value.strip() if isinstance(value, str) else value
+        return timeutil.time_parse(text, strict=False)
 
 
 def time_format(value: datetime) -> str:
