@@ -107,6 +107,74 @@ def _evaluation(trace_ids: dict[str, int]) -> tuple[dict, dict]:
     return structured, evaluation
 
 
+STAGES = ["queued", "planner", "executor", "gatekeeper", "verifier", "composer", "done"]
+
+
+def _sessions(*, user, environment, first: int, size: int, now) -> list[DiagnosisSession]:
+    """``size`` finished sessions numbered from ``first``, each a minute older."""
+    return [
+        DiagnosisSession(
+            owner=user,
+            environment=environment,
+            source=random.choice(["api", "alert", "chat"]),
+            original_query=f"payment-service 为什么超时？#{first + i}",
+            status="completed",
+            stage="done",
+            decision=random.choice(["PASS", "LOW_CONFID", "REJECT"]),
+            answer_source="composer",
+            final_answer="**结论**\n\npayment-service 出现请求超时日志。\n" * 5,
+            attempt_count=1,
+            started_at=now - timedelta(minutes=first + i, seconds=30),
+            finished_at=now - timedelta(minutes=first + i),
+            llm_usage={"total": {"calls": 4, "tokens_in": 4000, "tokens_out": 900}},
+        )
+        for i in range(size)
+    ]
+
+
+def _invocations(rows: list[DiagnosisSession], now) -> list[ToolInvocation]:
+    """Three tool calls per session: one query_logs, two query_metrics."""
+    return [
+        ToolInvocation(
+            session=row,
+            sequence=seq,
+            trace_ref=f"trace-{seq}",
+            tool_name="query_logs" if seq == 1 else "query_metrics",
+            arguments={"service": "payment-service"},
+            status="ok",
+            output="payment-service ERROR request timeout after 5000ms count=42\n" * 20,
+            output_size=1240,
+            started_at=now,
+        )
+        for row in rows
+        for seq in (1, 2, 3)
+    ]
+
+
+def _seed_batch(*, user, environment, first: int, size: int, now) -> None:
+    """One transaction: the sessions, their invocations, claims bound to them, events."""
+    with transaction.atomic():
+        rows = DiagnosisSession.objects.bulk_create(
+            _sessions(user=user, environment=environment, first=first, size=size, now=now)
+        )
+        invocations = ToolInvocation.objects.bulk_create(_invocations(rows, now))
+        by_session: dict[int, dict[str, int]] = {}
+        for invocation in invocations:
+            by_session.setdefault(invocation.session_id, {})[invocation.trace_ref] = invocation.pk
+        for row in rows:
+            row.executor_structured_output, row.self_evaluation = _evaluation(by_session[row.pk])
+        DiagnosisSession.objects.bulk_update(
+            rows, ["executor_structured_output", "self_evaluation"], batch_size=BATCH
+        )
+        SessionEvent.objects.bulk_create(
+            [
+                SessionEvent(session=row, sequence=seq, kind="stage", stage=stage, message=stage)
+                for row in rows
+                for seq, stage in enumerate(STAGES, start=1)
+            ]
+        )
+
+
 def seed(*, sessions: int):
     user, _ = get_user_model().objects.get_or_create(username=USER)
     environment, _ = Environment.objects.get_or_create(slug="bench-api", defaults={"name": "bench"})
@@ -115,76 +183,7 @@ def seed(*, sessions: int):
     started = time.monotonic()
     while have < sessions:
         size = min(BATCH, sessions - have)
-        with transaction.atomic():
-            rows = DiagnosisSession.objects.bulk_create(
-                [
-                    DiagnosisSession(
-                        owner=user,
-                        environment=environment,
-                        source=random.choice(["api", "alert", "chat"]),
-                        original_query=f"payment-service 为什么超时？#{have + i}",
-                        status="completed",
-                        stage="done",
-                        decision=random.choice(["PASS", "LOW_CONFID", "REJECT"]),
-                        answer_source="composer",
-                        final_answer="**结论**\n\npayment-service 出现请求超时日志。\n" * 5,
-                        attempt_count=1,
-                        started_at=now - timedelta(minutes=have + i, seconds=30),
-                        finished_at=now - timedelta(minutes=have + i),
-                        llm_usage={"total": {"calls": 4, "tokens_in": 4000, "tokens_out": 900}},
-                    )
-                    for i in range(size)
-                ]
-            )
-            invocations = ToolInvocation.objects.bulk_create(
-                [
-                    ToolInvocation(
-                        session=row,
-                        sequence=seq,
-                        trace_ref=f"trace-{seq}",
-                        tool_name="query_logs" if seq == 1 else "query_metrics",
-                        arguments={"service": "payment-service"},
-                        status="ok",
-                        output="payment-service ERROR request timeout after 5000ms count=42\n" * 20,
-                        output_size=1240,
-                        started_at=now,
-                    )
-                    for row in rows
-                    for seq in (1, 2, 3)
-                ]
-            )
-            by_session: dict[int, dict[str, int]] = {}
-            for invocation in invocations:
-                by_session.setdefault(invocation.session_id, {})[invocation.trace_ref] = (
-                    invocation.pk
-                )
-            for row in rows:
-                row.executor_structured_output, row.self_evaluation = _evaluation(
-                    by_session[row.pk]
-                )
-            DiagnosisSession.objects.bulk_update(
-                rows, ["executor_structured_output", "self_evaluation"], batch_size=BATCH
-            )
-            SessionEvent.objects.bulk_create(
-                [
-                    SessionEvent(
-                        session=row, sequence=seq, kind="stage", stage=stage, message=stage
-                    )
-                    for row in rows
-                    for seq, stage in enumerate(
-                        [
-                            "queued",
-                            "planner",
-                            "executor",
-                            "gatekeeper",
-                            "verifier",
-                            "composer",
-                            "done",
-                        ],
-                        start=1,
-                    )
-                ]
-            )
+        _seed_batch(user=user, environment=environment, first=have, size=size, now=now)
         have += size
     if time.monotonic() - started > 1:
         print(f"seeded to {have} sessions in {time.monotonic() - started:.1f}s")

@@ -25,6 +25,7 @@ import random
 import sys
 import time
 import uuid
+from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
 
@@ -65,7 +66,7 @@ def _wait_for_victim(
     return None
 
 
-def main() -> None:
+def _arguments() -> argparse.Namespace:
     parser = argparse.ArgumentParser()
     parser.add_argument("--kills", type=int, default=20)
     parser.add_argument("--workers", type=int, default=2)
@@ -76,72 +77,76 @@ def main() -> None:
     parser.add_argument("--drain-timeout", type=float, default=180.0)
     parser.add_argument("--seed", type=int, default=10)
     parser.add_argument("--json", help="also write the figures to this file")
-    args = parser.parse_args()
-    rng = random.Random(args.seed)
+    return parser.parse_args()
 
-    owner, environment = mini_pool_owner_environment("chaos")
-    queue = f"chaos-{uuid.uuid4().hex[:8]}"
-    app.conf.task_always_eager = False
-    app.conf.task_default_queue = queue
-    ids: list[int] = []
-    kills = 0
-    killed: set[int] = set()
-    missed_rounds = 0
-    started = time.monotonic()
-    with openai_server_running(responder=role_responder, latency=args.latency) as server:
-        env = worker_env(
-            queue=queue,
-            extra={
-                "LLM_PROVIDER": "openai",
-                "LLM_BASE_URL": server.base_url,
-                "LLM_API_KEY": "k",
-                "LLM_MAX_RETRIES": "0",
-                "CELERY_VISIBILITY_TIMEOUT": str(args.visibility_timeout),
-            },
-        )
-        workers = [worker_start(env=env, name=f"c{i}") for i in range(args.workers)]
-        spawned = args.workers
-        try:
-            while kills < args.kills:
-                for _ in range(args.per_round):
-                    ids.append(
-                        diagnosis_submit(
-                            question=f"payment-service 超时 #{len(ids)}",
-                            environment=environment,
-                            owner=owner,
-                        ).pk
-                    )
-                target = _wait_for_victim(ids, workers, killed=killed, rng=rng, timeout=60)
-                if target is None:
-                    missed_rounds += 1
-                    continue
-                time.sleep(rng.uniform(0.0, args.latency))  # vary where in the flow it dies
-                session, victim = target
-                worker_kill(victim)
-                kills += 1
-                killed.add(session.pk)
-                workers.remove(victim)
-                workers.append(worker_start(env=env, name=f"c{spawned}"))
-                spawned += 1
-                print(
-                    f"kill {kills:>2}: session {session.pk} at {session.stage}, "
-                    f"{_unfinished(ids)} unfinished",
-                    flush=True,
+
+@dataclass
+class Rounds:
+    """What the kill rounds did: sessions submitted, kills, and the drain after the last."""
+
+    ids: list[int] = field(default_factory=list)
+    kills: int = 0
+    killed: set[int] = field(default_factory=set)
+    missed_rounds: int = 0
+    drained: bool = False
+    drain_seconds: float = 0.0
+
+
+def _kill_rounds(
+    *, args: argparse.Namespace, env: dict, owner, environment, rng: random.Random
+) -> Rounds:
+    """Submit, wait for a mid-flow session, SIGKILL its worker, start a replacement; then
+    wait for redelivery to finish every session."""
+    rounds = Rounds()
+    workers = [worker_start(env=env, name=f"c{i}") for i in range(args.workers)]
+    spawned = args.workers
+    try:
+        while rounds.kills < args.kills:
+            for _ in range(args.per_round):
+                rounds.ids.append(
+                    diagnosis_submit(
+                        question=f"payment-service 超时 #{len(rounds.ids)}",
+                        environment=environment,
+                        owner=owner,
+                    ).pk
                 )
-                # Let work go on between kills, so sessions also finish while others die.
-                time.sleep(rng.uniform(args.pause / 2, args.pause * 1.5))
-            last_kill = time.monotonic()
-            drained = wait_until(lambda: _unfinished(ids) == 0, timeout=args.drain_timeout)
-            drain_seconds = time.monotonic() - last_kill
-        finally:
-            for proc in workers:
-                worker_kill(proc)
-    reaped = sessions_reap_stale(now=timezone.now() + timedelta(days=1))
-    report = crash_report(session_ids=ids)
-    figures = {
-        "kills": kills,
-        "distinct_sessions_killed": len(killed),
-        "rounds_without_a_session_to_kill": missed_rounds,
+            target = _wait_for_victim(
+                rounds.ids, workers, killed=rounds.killed, rng=rng, timeout=60
+            )
+            if target is None:
+                rounds.missed_rounds += 1
+                continue
+            time.sleep(rng.uniform(0.0, args.latency))  # vary where in the flow it dies
+            session, victim = target
+            worker_kill(victim)
+            rounds.kills += 1
+            rounds.killed.add(session.pk)
+            workers.remove(victim)
+            workers.append(worker_start(env=env, name=f"c{spawned}"))
+            spawned += 1
+            print(
+                f"kill {rounds.kills:>2}: session {session.pk} at {session.stage}, "
+                f"{_unfinished(rounds.ids)} unfinished",
+                flush=True,
+            )
+            # Let work go on between kills, so sessions also finish while others die.
+            time.sleep(rng.uniform(args.pause / 2, args.pause * 1.5))
+        last_kill = time.monotonic()
+        rounds.drained = wait_until(
+            lambda: _unfinished(rounds.ids) == 0, timeout=args.drain_timeout
+        )
+        rounds.drain_seconds = time.monotonic() - last_kill
+    finally:
+        for proc in workers:
+            worker_kill(proc)
+    return rounds
+
+
+def _figures(*, args: argparse.Namespace, rounds: Rounds, reaped: int, report, wall: float):
+    return {
+        "kills": rounds.kills,
+        "distinct_sessions_killed": len(rounds.killed),
+        "rounds_without_a_session_to_kill": rounds.missed_rounds,
         "workers": args.workers,
         "model_latency_s": args.latency,
         "visibility_timeout_s": args.visibility_timeout,
@@ -156,10 +161,37 @@ def main() -> None:
         "reaped_at_the_end": reaped,
         "attempts_with_duplicated_invocations": report.attempts_with_duplicates,
         "unsafe_answers": len(report.unsafe_answers),
-        "drained_by_redelivery": drained,
-        "drain_after_last_kill_s": round(drain_seconds, 1),
-        "wall_s": round(time.monotonic() - started, 1),
+        "drained_by_redelivery": rounds.drained,
+        "drain_after_last_kill_s": round(rounds.drain_seconds, 1),
+        "wall_s": round(wall, 1),
     }
+
+
+def main() -> None:
+    args = _arguments()
+    rng = random.Random(args.seed)
+    owner, environment = mini_pool_owner_environment("chaos")
+    queue = f"chaos-{uuid.uuid4().hex[:8]}"
+    app.conf.task_always_eager = False
+    app.conf.task_default_queue = queue
+    started = time.monotonic()
+    with openai_server_running(responder=role_responder, latency=args.latency) as server:
+        env = worker_env(
+            queue=queue,
+            extra={
+                "LLM_PROVIDER": "openai",
+                "LLM_BASE_URL": server.base_url,
+                "LLM_API_KEY": "k",
+                "LLM_MAX_RETRIES": "0",
+                "CELERY_VISIBILITY_TIMEOUT": str(args.visibility_timeout),
+            },
+        )
+        rounds = _kill_rounds(args=args, env=env, owner=owner, environment=environment, rng=rng)
+    reaped = sessions_reap_stale(now=timezone.now() + timedelta(days=1))
+    report = crash_report(session_ids=rounds.ids)
+    figures = _figures(
+        args=args, rounds=rounds, reaped=reaped, report=report, wall=time.monotonic() - started
+    )
     width = max(len(k) for k in figures)
     for name, value in figures.items():
         print(f"{name:<{width}}  {value}")

@@ -32,6 +32,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -101,7 +102,7 @@ def submit(
     return sub
 
 
-def main() -> None:
+def _arguments() -> argparse.Namespace:
     parser = argparse.ArgumentParser()
     parser.add_argument("--diagnoses", type=int, default=200)
     parser.add_argument("--clients", type=int, default=50)
@@ -113,9 +114,11 @@ def main() -> None:
     parser.add_argument("--timeout", type=float, default=600.0)
     parser.add_argument("--seed", type=int, default=10)
     parser.add_argument("--json", help="also write the figures to this file")
-    args = parser.parse_args()
-    rng = random.Random(args.seed)
+    return parser.parse_args()
 
+
+def _api_key() -> str:
+    """The load user's key, with the mini-pool environment its diagnoses name."""
     owner, _ = get_user_model().objects.get_or_create(username="load")
     Environment.objects.update_or_create(
         slug="load-mini-pool",
@@ -125,12 +128,63 @@ def main() -> None:
             "services": ["payment-service", "order-service", "mysql"],
         },
     )
-    key = api_key_create(owner=owner, name="load").key
-    run = uuid.uuid4().hex[:8]
-    queue = f"load-{run}"
-    subs = [Submission(key=f"load-{run}-{n}") for n in range(args.diagnoses)]
-    cut = set(rng.sample(range(args.diagnoses), int(args.diagnoses * args.cut_short)))
+    return api_key_create(owner=owner, name="load").key
 
+
+def _submit_all(
+    *, base: str, key: str, args: argparse.Namespace, subs: list[Submission], cut: set[int]
+) -> tuple[float, bool]:
+    """Every submission from ``args.clients`` threads, then the wait for every session to
+    end: (seconds the submissions took, whether all ended within ``args.timeout``)."""
+    lock = threading.Lock()
+    local = threading.local()
+    clients: list[httpx.Client] = []
+
+    def client_for_thread() -> httpx.Client:
+        """One connection pool per client thread, like 50 separate integrations."""
+        client = getattr(local, "client", None)
+        if client is None:
+            client = httpx.Client(base_url=base, headers={"Authorization": f"Bearer {key}"})
+            local.client = client
+            with lock:
+                clients.append(client)
+        return client
+
+    def work(index: int) -> Submission:
+        return submit(
+            client=client_for_thread(),
+            sub=subs[index],
+            cut_short=index in cut,
+            max_attempts=8,
+            question=f"payment-service 为什么超时？#{index}",
+        )
+
+    try:
+        started = time.time()
+        with ThreadPoolExecutor(max_workers=args.clients) as pool:
+            list(pool.map(work, range(len(subs))))
+        submitted_in = time.time() - started
+        keys = [s.key for s in subs]
+        finished = wait_until(
+            lambda: (
+                DiagnosisSession.objects.filter(idempotency_key__in=keys)
+                .exclude(status__in=["queued", "running"])
+                .count()
+                >= len(keys)
+            ),
+            timeout=args.timeout,
+            interval=0.25,
+        )
+    finally:
+        for client in clients:
+            client.close()
+    return submitted_in, finished
+
+
+def _run_stack(
+    *, key: str, queue: str, args: argparse.Namespace, subs: list[Submission], cut: set[int]
+) -> tuple[float, bool]:
+    """The model server, Celery workers and gunicorn up for the submissions, then down."""
     with openai_server_running(responder=role_responder, latency=args.latency) as server:
         extra = {
             "LLM_PROVIDER": "openai",
@@ -149,52 +203,24 @@ def main() -> None:
             for proc in workers:
                 worker_kill(proc)
             raise
-        lock = threading.Lock()
-        local = threading.local()
-        clients: list[httpx.Client] = []
-
-        def client_for_thread() -> httpx.Client:
-            """One connection pool per client thread, like 50 separate integrations."""
-            client = getattr(local, "client", None)
-            if client is None:
-                client = httpx.Client(base_url=base, headers={"Authorization": f"Bearer {key}"})
-                local.client = client
-                with lock:
-                    clients.append(client)
-            return client
-
-        def work(index: int) -> Submission:
-            return submit(
-                client=client_for_thread(),
-                sub=subs[index],
-                cut_short=index in cut,
-                max_attempts=8,
-                question=f"payment-service 为什么超时？#{index}",
-            )
-
         try:
-            started = time.time()
-            with ThreadPoolExecutor(max_workers=args.clients) as pool:
-                list(pool.map(work, range(args.diagnoses)))
-            submitted_in = time.time() - started
-            keys = [s.key for s in subs]
-            finished = wait_until(
-                lambda: (
-                    DiagnosisSession.objects.filter(idempotency_key__in=keys)
-                    .exclude(status__in=["queued", "running"])
-                    .count()
-                    >= len(keys)
-                ),
-                timeout=args.timeout,
-                interval=0.25,
-            )
+            return _submit_all(base=base, key=key, args=args, subs=subs, cut=cut)
         finally:
-            for client in clients:
-                client.close()
             worker_kill(web)
             for proc in workers:
                 worker_kill(proc)
 
+
+def _figures(
+    *,
+    args: argparse.Namespace,
+    subs: list[Submission],
+    cut: set[int],
+    run: str,
+    submitted_in: float,
+    finished: bool,
+) -> dict[str, Any]:
+    """What the sessions in the database say about the submissions."""
     rows = DiagnosisSession.objects.filter(idempotency_key__in=[s.key for s in subs])
     per_key = Counter(dict(rows.values_list("idempotency_key").annotate(n=Count("id"))))
     by_key = {s.idempotency_key: s for s in rows.filter(status="completed")}
@@ -209,7 +235,7 @@ def main() -> None:
     first = min(s.submitted_at for s in subs)
     last = max((by_key[s.key].finished_at.timestamp() for s in completed), default=first)
     statuses = Counter(str(code) for s in subs for code in s.statuses)
-    figures = {
+    return {
         "diagnoses": args.diagnoses,
         "clients": args.clients,
         "celery_workers": args.workers,
@@ -239,12 +265,30 @@ def main() -> None:
         "run": run,
         "at": datetime.now().isoformat(timespec="seconds"),
     }
+
+
+def main() -> None:
+    args = _arguments()
+    rng = random.Random(args.seed)
+    key = _api_key()
+    run = uuid.uuid4().hex[:8]
+    subs = [Submission(key=f"load-{run}-{n}") for n in range(args.diagnoses)]
+    cut = set(rng.sample(range(args.diagnoses), int(args.diagnoses * args.cut_short)))
+    submitted_in, finished = _run_stack(key=key, queue=f"load-{run}", args=args, subs=subs, cut=cut)
+    figures = _figures(
+        args=args, subs=subs, cut=cut, run=run, submitted_in=submitted_in, finished=finished
+    )
     width = max(len(k) for k in figures)
     for name, value in figures.items():
         print(f"{name:<{width}}  {value}")
     if args.json:
         Path(args.json).write_text(json.dumps(figures, indent=2, ensure_ascii=False))
-    ok = not lost and not duplicated and not mismatched and len(completed) == args.diagnoses
+    ok = (
+        not figures["lost"]
+        and not figures["duplicated"]
+        and not figures["id_mismatches"]
+        and figures["completed"] == args.diagnoses
+    )
     sys.exit(0 if ok else 1)
 
 
