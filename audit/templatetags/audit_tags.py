@@ -20,24 +20,26 @@ from chat.templatetags.chat_tags import (
     coded_text,
 )
 from diagnosis.contracts import VerifierEvaluation
+from diagnosis.flow.gatekeeper.details import evidence_in_sentence
 from diagnosis.flow.guard import GUARD_FINDING_WORDS
+from diagnosis.flow.parsing import PARSE_STATUS_WORDS
 from diagnosis.flow.router import ROUTE_NOTES
 from diagnosis.models import DiagnosisSession, LLMCall
 
 register = template.Library()
+register.filter("evidence_in_sentence", evidence_in_sentence)
 
 # Labels of the technical codes reviewers see. Those the chat shows too come from the
 # chat's lists; only the codes the chat never shows are named here.
 VERDICT_LABELS = {"accepted": _("通过"), "demoted": _("降级")}
 
-PARSE_STATUS_LABELS = {
-    "parsed_v2": _("已解析"),
-    "parsed_v1": _("已解析（旧格式 v1）"),
-    "empty": _("输出为空"),
-    "invalid_json": _("输出中没有 JSON"),
-    "not_an_object": _("JSON 不是对象"),
-    "schema_invalid": _("结构不符合约定"),
-    "truncated": _("输出被截断（达到 max_tokens 上限，对象不完整）"),
+PARSE_STATUS_LABELS = PARSE_STATUS_WORDS
+
+# Findings of a whole report that the chat (which shows claims) never shows.
+REPORT_FINDING_LABELS = {
+    **FINDING_LABELS,
+    "unusable_output": _("输出无法使用"),
+    "unknown_answer_version": _("未知的回答版本"),
 }
 
 # How a stage's model output ended (Planner, Verifier, Composer): the model call's status,
@@ -72,7 +74,7 @@ CODE_LABELS: dict[str, Mapping[str, object]] = {
     "classification": CLASSIFICATION_LABELS,
     "placement": PLACEMENT_LABELS,
     "parse_status": PARSE_STATUS_LABELS,
-    "finding": FINDING_LABELS,
+    "finding": REPORT_FINDING_LABELS,
     "decision": DECISION_LABELS,
     "claim_type": CLAIM_TYPE_LABELS,
     "support_level": SUPPORT_LEVEL_LABELS,
@@ -167,11 +169,18 @@ def route_notes_worded(evaluation: VerifierEvaluation | None) -> list[tuple[str,
 
 @register.filter
 def guard_finding(finding: object) -> SafeString | str:
-    """A Composer guard finding worded for a reviewer, the stored finding in the tooltip."""
+    """A Composer guard finding worded for a reviewer, the stored finding in the tooltip.
+
+    The Composer also records why its answer was not used as ``<status>: <detail>`` (it
+    did not parse, the model call failed): that reads as the status's label.
+    """
     text = str(finding)
     code, _sep, value = text.partition(":")
     message = GUARD_FINDING_WORDS.get(code)
-    if message is None:
+    if message is not None:
+        worded = str(message) % {"value": value}
+    elif code in STAGE_STATUS_LABELS:
+        worded = str(STAGE_STATUS_LABELS[code])
+    else:
         return format_html('<code class="rp-code">{}</code>', text)
-    worded = str(message) % {"value": value}
     return format_html('<span class="rp-label" title="{}">{}</span>', text, worded)

@@ -18,7 +18,7 @@ from markdown_it.renderer import RendererHTML
 from markdown_it.token import Token
 from markdown_it.utils import OptionsDict
 
-from diagnosis.flow.gatekeeper.details import FINDING_DETAILS, WHERE_CHUNK
+from diagnosis.flow.gatekeeper.details import FINDING_DETAILS, WHERE_CHUNK, evidence_in_sentence
 from diagnosis.flow.renderer import language_key
 
 register = template.Library()
@@ -161,7 +161,7 @@ _EVIDENCE_PARAMS = frozenset({"binding", "bindings"})
 def _param_shown(name: str, value: object, labels: Mapping[str, Mapping[str, object]]) -> str:
     items = value if isinstance(value, list) else [value]
     if name in _EVIDENCE_PARAMS:
-        return gettext("、").join(evidence_label(item) for item in items)
+        return gettext("、").join(evidence_in_sentence(item) for item in items)
     named = labels.get(name, {})
     return gettext("、").join(str(named.get(str(item), item)) for item in items)
 

@@ -41,10 +41,12 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
+from django.utils.functional import Promise
+from django.utils.translation import gettext_lazy as _
 from pydantic import BaseModel, ValidationError
 
 from diagnosis.contracts import (
@@ -77,6 +79,7 @@ _MAX_CANDIDATES = 64
 _MAX_SCAN_CHARS = 64_000_000
 _MAX_FENCES = 16
 _DETAIL_LIMIT = 300
+_PARAM_MAX_CHARS = 120  # a name or text a detail quotes (the model may write any length)
 
 _FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[^\n`]*\n(.*?)```", re.DOTALL)
 _KNOWN_CLAIM_TYPES = {t.value for t in ClaimType if t is not ClaimType.OTHER}
@@ -87,6 +90,81 @@ _SOURCE_ID_TYPES = (str, int)
 def detail_clip(text: str, limit: int = _DETAIL_LIMIT) -> str:
     """A finding's detail, bounded (shared with the Gatekeeper)."""
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def evidence_numbers(indexes: Iterable[int]) -> str:
+    """Binding indexes (as the model wrote them, from 0) as people and models read them:
+    ``evidence 1, 3``, numbered from 1 as the pages number evidence."""
+    return "evidence " + ", ".join(str(index + 1) for index in indexes)
+
+
+# What each parse status means, in a reader's language (the audit pages' labels; a retry
+# instruction that names why an output did not parse can say it in words).
+PARSE_STATUS_WORDS: dict[str, Promise] = {
+    "parsed_v2": _("已解析"),
+    "parsed_v1": _("已解析（旧格式 v1）"),
+    "empty": _("输出为空"),
+    "invalid_json": _("输出中没有 JSON"),
+    "not_an_object": _("JSON 不是对象"),
+    "schema_invalid": _("结构不符合约定"),
+    "truncated": _("输出被截断（达到 max_tokens 上限，对象不完整）"),
+}
+
+# What a parse finding's (or a stage's) ``detail`` says, as a stable code and its
+# parameters, in a reader's language. ``claim`` and ``item`` number from 1, as pages do;
+# ``value`` is what the model wrote, as written; ``fields`` are the contract's field paths.
+PARSE_DETAILS: dict[str, Promise] = {
+    "output_empty": _("输出是空的"),
+    "output_no_json": _("输出中找不到 JSON 值"),
+    "output_truncated": _("输出在 JSON 对象闭合前就被截断了（可能达到了 max_tokens 上限）"),
+    "output_not_object": _("输出的 JSON 值不是对象（JSON 类型：%(type)s）"),
+    "output_invalid": _("输出不符合约定"),
+    "output_fields_invalid": _("输出中这些字段不符合约定：%(fields)s"),
+    "parse_failed": _("解析输出时出错（%(error)s）"),
+    "claims_missing": _("输出没有 claims 字段，不是 Executor 的回答"),
+    "claims_not_list": _("claims 不是列表：%(value)s"),
+    "answer_version_unknown": _("answer_version %(value)s 未知，按 %(read_as)s 读取"),
+    "claim_not_object": _("第 %(claim)s 条论断不是对象（%(value)s），已丢弃"),
+    "claim_id_missing": _("第 %(claim)s 条论断没有可用的 claim_id（%(value)s），已丢弃"),
+    "claim_fields_invalid": _(
+        "第 %(claim)s 条论断（%(claim_id)s）的这些字段不符合约定：%(fields)s，已丢弃"
+    ),
+    "claim_text_missing": _("claim_text 缺失或不是字符串（%(value)s），论断一律降级"),
+    "claim_type_unknown": _("claim_type %(value)s 不是已知类型（%(known)s），按 other 处理"),
+    "support_level_unknown": _(
+        "support_level %(value)s 不是 direct、indirect 或 none，按 direct 检查"
+    ),
+    "bindings_not_list": _("第 %(claim)s 条论断的 evidence_bindings 不是列表：%(value)s"),
+    "binding_not_object": _("这条证据绑定不是对象：%(value)s"),
+    "binding_field_missing": _("%(field)s 缺失或不是字符串：%(value)s"),
+    "binding_field_not_string": _("%(field)s 不是字符串：%(value)s"),
+    "binding_ids_not_integers": _("source_invocation_ids 不是整数列表：%(value)s"),
+    "binding_fields_invalid": _("这条证据绑定的这些字段不符合约定：%(fields)s"),
+    "items_not_list": _("%(field)s 不是列表（%(value)s），按空列表读取"),
+    "item_not_object": _("%(field)s 的第 %(item)s 项不是对象（%(value)s），已丢弃"),
+    "item_text_missing": _(
+        "%(field)s 的第 %(item)s 项缺少 %(text_field)s 或它不是字符串（%(value)s），已丢弃"
+    ),
+    "item_empty": _("%(field)s 的第 %(item)s 项是空字符串，已丢弃"),
+    "item_not_string": _("%(field)s 的第 %(item)s 项不是字符串（%(value)s），已丢弃"),
+    "item_failed": _("%(field)s 的第 %(item)s 项解析出错（%(error)s），已丢弃"),
+}
+
+Params = dict[str, str | int | list[int]]
+
+
+@dataclass(frozen=True)
+class _Problem:
+    """What was wrong: the English ``text`` (stored as ``detail``), and it as a code."""
+
+    text: str
+    code: str
+    params: Mapping[str, str | int | list[int]] = field(default_factory=dict)
+
+
+# JSON's names for the types a JSON value decodes to (a reader knows JSON, not Python)
+_JSON_TYPES = {"list": "array", "str": "string", "int": "number", "float": "number"}
+_JSON_TYPES |= {"bool": "boolean", "NoneType": "null"}
 
 
 def _reject_constant(_name: str) -> None:
@@ -152,7 +230,7 @@ def _closing_end(text: str, start: int) -> int | None:
 def _unterminated_before(text: str, position: int) -> bool:
     """Does a JSON object open before ``position`` and never close (a cut-off answer)?"""
     pos = 0
-    for _ in range(_MAX_CANDIDATES):
+    for _attempt in range(_MAX_CANDIDATES):
         match = _OBJECT_START.search(text, pos)
         if match is None or match.start() >= position:
             return False
@@ -249,13 +327,63 @@ def json_object_extract(raw: str | bytes | None) -> tuple[str, dict | list | obj
 ModelT = TypeVar("ModelT", bound=BaseModel)
 
 
+def _bounded(params: Mapping[str, str | int | list[int]]) -> Params:
+    return {
+        name: detail_clip(value, _PARAM_MAX_CHARS) if isinstance(value, str) else value
+        for name, value in params.items()
+    }
+
+
 @dataclass(frozen=True)
 class Parsed(Generic[ModelT]):
-    """A whole-object contract after tolerant parsing: ``output`` is set only when ``ok``."""
+    """A whole-object contract after tolerant parsing: ``output`` is set only when ``ok``.
+
+    ``detail`` says in English what was wrong; ``detail_code`` and ``detail_params`` say
+    the same as a code (``PARSE_DETAILS``) a page words in its own language.
+    """
 
     status: str
     output: ModelT | None
     detail: str
+    detail_code: str = ""
+    detail_params: Params = field(default_factory=dict)
+
+
+def detail_coded(result: object) -> dict[str, object]:
+    """A stage result's ``detail_code`` and ``detail_params``, to store beside its ``detail``.
+
+    ``{}`` when it has no code, so a record without a problem reads as it always did.
+    """
+    code = getattr(result, "detail_code", "")
+    if not code:
+        return {}
+    return {"detail_code": code, "detail_params": dict(getattr(result, "detail_params", {}))}
+
+
+def _problem_parsed(status: ParseStatus, problem: _Problem) -> Parsed[Any]:
+    return Parsed(status.value, None, problem.text, problem.code, _bounded(problem.params))
+
+
+def _output_problem(raw: object, status: str, value: object) -> tuple[ParseStatus, _Problem] | None:
+    """Why what was extracted from ``raw`` is not a JSON object (None when it is one)."""
+    if status != EXTRACT_OK and (status == EXTRACT_UNTERMINATED or text_cut(raw)):
+        return ParseStatus.TRUNCATED, _Problem(_TRUNCATED_DETAIL, "output_truncated")
+    if status == EXTRACT_EMPTY:
+        return ParseStatus.EMPTY, _Problem("the output is empty", "output_empty")
+    if status != EXTRACT_OK:
+        detail = "no JSON value found in the output"
+        return ParseStatus.INVALID_JSON, _Problem(detail, "output_no_json")
+    if not isinstance(value, dict):
+        name = type(value).__name__
+        detail = f"the JSON value is a {name}, not an object"
+        params: Params = {"type": _JSON_TYPES.get(name, name)}
+        return ParseStatus.NOT_AN_OBJECT, _Problem(detail, "output_not_object", params)
+    return None
+
+
+def _failed_problem(exc: BaseException, text: str, code: str = "parse_failed") -> _Problem:
+    """Parsing itself raised ``exc`` (a model's own validator, RecursionError, …)."""
+    return _Problem(text, code, {"error": type(exc).__name__})
 
 
 def model_output_parse(raw: object, model: type[ModelT]) -> Parsed[ModelT]:
@@ -267,20 +395,22 @@ def model_output_parse(raw: object, model: type[ModelT]) -> Parsed[ModelT]:
     """
     try:
         status, value = json_object_extract(raw)  # type: ignore[arg-type]
-        if status != EXTRACT_OK and (status == EXTRACT_UNTERMINATED or text_cut(raw)):
-            return Parsed(ParseStatus.TRUNCATED.value, None, _TRUNCATED_DETAIL)
-        if status == EXTRACT_EMPTY:
-            return Parsed("empty", None, "the output is empty")
-        if status != EXTRACT_OK:
-            return Parsed("invalid_json", None, "no JSON value found in the output")
-        if not isinstance(value, dict):
-            return Parsed("not_an_object", None, f"the JSON value is a {type(value).__name__}")
+        problem = _output_problem(raw, status, value)
+        if problem is not None:
+            return _problem_parsed(*problem)
         try:
             return Parsed("ok", model.model_validate(value), "")
         except ValidationError as exc:
-            return Parsed("schema_invalid", None, detail_clip(_validation_summary(exc), 1000))
+            fields = _invalid_fields(exc)
+            problem_ = _Problem(
+                detail_clip(_validation_summary(exc), 1000),
+                "output_fields_invalid" if fields else "output_invalid",
+                {"fields": fields} if fields else {},
+            )
+            return _problem_parsed(ParseStatus.SCHEMA_INVALID, problem_)
     except Exception as exc:  # a model's own validator misbehaving, RecursionError, …
-        return Parsed("schema_invalid", None, detail_clip(f"{type(exc).__name__}: {exc}", 1000))
+        text = detail_clip(f"{type(exc).__name__}: {exc}", 1000)
+        return _problem_parsed(ParseStatus.SCHEMA_INVALID, _failed_problem(exc, text))
 
 
 _TRUNCATED_DETAIL = "the output was cut off before its JSON object closed (max_tokens?)"
@@ -292,6 +422,15 @@ def _validation_summary(exc: ValidationError) -> str:
         loc = ".".join(str(p) for p in err.get("loc", ()))
         parts.append(f"{loc}: {err.get('msg', '')}")
     return "; ".join(parts)
+
+
+def _invalid_fields(exc: ValidationError) -> str:
+    """The field paths a validation error names ("" when it names the whole object)."""
+    locs = (
+        ".".join(str(p) for p in err.get("loc", ()))
+        for err in exc.errors(include_url=False, include_input=False)[:10]
+    )
+    return ", ".join(dict.fromkeys(loc for loc in locs if loc))
 
 
 # --- Executor output ------------------------------------------------------------
@@ -327,11 +466,30 @@ class ParsedExecutorOutput:
     claim_notes: tuple[ClaimNotes, ...] = field(default=())
 
 
-def finding(code: FindingCode | str, detail: str = "", binding: int | None = None) -> Finding:
-    """One finding with a bounded detail (shared with the Gatekeeper)."""
+def finding(
+    code: FindingCode | str,
+    detail: str = "",
+    binding: int | None = None,
+    *,
+    detail_code: str | None = None,
+    **params: str | int | list[int],
+) -> Finding:
+    """One finding with a bounded detail (shared with the Gatekeeper).
+
+    ``detail_code`` and ``params`` say what the English ``detail`` says, so a page words
+    it in its own language (``PARSE_DETAILS``, the Gatekeeper's ``FINDING_DETAILS``).
+    """
     return Finding(
-        code=str(getattr(code, "value", code)), binding=binding, detail=detail_clip(detail)
+        code=str(getattr(code, "value", code)),
+        binding=binding,
+        detail=detail_clip(detail),
+        detail_code=detail_code,
+        detail_params=_bounded(params),
     )
+
+
+def _problem_finding(code: FindingCode, problem: _Problem, binding: int | None = None) -> Finding:
+    return finding(code, problem.text, binding, detail_code=problem.code, **problem.params)
 
 
 def _describe(value: object) -> str:
@@ -374,28 +532,46 @@ def _invocation_ids(value: object) -> list[int] | None:
     return ids
 
 
-def _binding_parse(item: object) -> tuple[EvidenceBinding | None, str]:
+def _field_problem(name: str, value: object, missing: bool = True) -> _Problem:
+    """A binding field that is missing (or ``missing=False``: present) and not a string."""
+    shown = _describe(value)
+    if missing:
+        return _Problem(
+            f"{name} missing or not a string: {shown}",
+            "binding_field_missing",
+            {"field": name, "value": shown},
+        )
+    return _Problem(
+        f"{name} is not a string: {shown}",
+        "binding_field_not_string",
+        {"field": name, "value": shown},
+    )
+
+
+def _binding_parse(item: object) -> tuple[EvidenceBinding | None, _Problem | None]:
     if not isinstance(item, dict):
-        return None, f"binding is not an object: {_describe(item)}"
+        shown = _describe(item)
+        text = f"binding is not an object: {shown}"
+        return None, _Problem(text, "binding_not_object", {"value": shown})
     source_type = item.get("source_type")
     if not isinstance(source_type, str) or not source_type.strip():
-        return None, f"source_type missing or not a string: {_describe(source_type)}"
+        return None, _field_problem("source_type", source_type)
     source_id = item.get("source_id")
     if isinstance(source_id, bool) or not isinstance(source_id, _SOURCE_ID_TYPES):
-        return None, f"source_id missing or not a string: {_describe(source_id)}"
+        return None, _field_problem("source_id", source_id)
     tool_name = item.get("tool_name")
     if tool_name is not None and not isinstance(tool_name, str):
-        return None, f"tool_name is not a string: {_describe(tool_name)}"
+        return None, _field_problem("tool_name", tool_name, missing=False)
     ids = _invocation_ids(item.get("source_invocation_ids"))
     if ids is None:
-        return None, "source_invocation_ids is not a list of integers: " + _describe(
-            item.get("source_invocation_ids")
-        )
+        shown = _describe(item.get("source_invocation_ids"))
+        text = "source_invocation_ids is not a list of integers: " + shown
+        return None, _Problem(text, "binding_ids_not_integers", {"value": shown})
     excerpt = item.get("evidence_excerpt")
     if excerpt is None:
         excerpt = ""
     if not isinstance(excerpt, str):
-        return None, f"evidence_excerpt is not a string: {_describe(excerpt)}"
+        return None, _field_problem("evidence_excerpt", excerpt, missing=False)
     data = _extras(item, _BINDING_FIELDS) | {
         "source_type": source_type.strip(),
         "source_id": str(source_id).strip(),
@@ -406,25 +582,30 @@ def _binding_parse(item: object) -> tuple[EvidenceBinding | None, str]:
         "evidence_excerpt": excerpt,
     }
     try:
-        return EvidenceBinding.model_validate(data), ""
+        return EvidenceBinding.model_validate(data), None
     except ValidationError as exc:
-        return None, _validation_summary(exc)
+        fields = {"fields": _invalid_fields(exc)}
+        return None, _Problem(_validation_summary(exc), "binding_fields_invalid", fields)
 
 
 def _bindings_parse(
-    value: object, where: str
+    value: object, where: str, claim: int = 0
 ) -> tuple[list[EvidenceBinding], list[int], list[Finding]]:
+    """A claim's (the ``claim``-th, from 1) or an action's bindings, and their findings."""
     items = _as_list(value)
     if items is None:
-        detail = f"{where}: evidence_bindings is not a list: {_describe(value)}"
-        return [], [], [finding(FindingCode.MALFORMED_BINDING, detail)]
+        shown = _describe(value)
+        detail = f"{where}: evidence_bindings is not a list: {shown}"
+        problem = _Problem(detail, "bindings_not_list", {"claim": claim, "value": shown})
+        return [], [], [_problem_finding(FindingCode.MALFORMED_BINDING, problem)]
     bindings: list[EvidenceBinding] = []
     origins: list[int] = []
     findings: list[Finding] = []
     for index, item in enumerate(items):
-        binding, problem = _binding_parse(item)
+        binding, problem_ = _binding_parse(item)
         if binding is None:
-            findings.append(finding(FindingCode.MALFORMED_BINDING, problem, binding=index))
+            assert problem_ is not None
+            findings.append(_problem_finding(FindingCode.MALFORMED_BINDING, problem_, index))
         else:
             bindings.append(binding)
             origins.append(index)
@@ -446,9 +627,14 @@ def _claim_type(value: object) -> tuple[str, Finding | None]:
         key = value.strip().lower().replace("-", "_").replace(" ", "_")
         if key in _KNOWN_CLAIM_TYPES:
             return key, None
-    detail = f"claim_type {_describe(value)} is not one of {sorted(_KNOWN_CLAIM_TYPES)}"
+    shown, known = _describe(value), sorted(_KNOWN_CLAIM_TYPES)
+    detail = f"claim_type {shown} is not one of {known}; kept as other"
     return ClaimType.OTHER.value, finding(
-        FindingCode.UNKNOWN_CLAIM_TYPE, detail + "; kept as other"
+        FindingCode.UNKNOWN_CLAIM_TYPE,
+        detail,
+        detail_code="claim_type_unknown",
+        value=shown,
+        known=", ".join(known),
     )
 
 
@@ -457,28 +643,45 @@ def _support_level(value: object) -> tuple[str, Finding | None]:
         return SupportLevel.DIRECT.value, None
     if isinstance(value, str) and value.strip().lower() in _SUPPORT_LEVELS:
         return value.strip().lower(), None
-    detail = f"support_level {_describe(value)} is not direct/indirect/none; checked as direct"
-    return SupportLevel.DIRECT.value, finding(FindingCode.MALFORMED_CLAIM, detail)
+    shown = _describe(value)
+    detail = f"support_level {shown} is not direct/indirect/none; checked as direct"
+    return SupportLevel.DIRECT.value, finding(
+        FindingCode.MALFORMED_CLAIM, detail, detail_code="support_level_unknown", value=shown
+    )
+
+
+def _claim_dropped(text: str, code: str, **params: str | int) -> tuple[None, ClaimNotes, list]:
+    """A claim that cannot be kept: no claim, no notes, one report-level finding."""
+    return (
+        None,
+        ClaimNotes(),
+        [_problem_finding(FindingCode.MALFORMED_CLAIM, _Problem(text, code, dict(params)))],
+    )
 
 
 def _claim_parse(item: object, index: int) -> tuple[Claim | None, ClaimNotes, list[Finding]]:
     """One claim → (claim or None if dropped, its notes, report-level findings)."""
-    where = f"claims[{index}]"
+    where, number = f"claims[{index}]", index + 1
     if not isinstance(item, dict):
-        detail = f"{where} is not an object: {_describe(item)}; dropped"
-        return None, ClaimNotes(), [finding(FindingCode.MALFORMED_CLAIM, detail)]
+        shown = _describe(item)
+        detail = f"{where} is not an object: {shown}; dropped"
+        return _claim_dropped(detail, "claim_not_object", claim=number, value=shown)
     claim_id = _claim_id(item.get("claim_id"))
     if claim_id is None:
-        detail = f"{where} has no usable claim_id: {_describe(item.get('claim_id'))}; dropped"
-        return None, ClaimNotes(), [finding(FindingCode.MALFORMED_CLAIM, detail)]
+        shown = _describe(item.get("claim_id"))
+        detail = f"{where} has no usable claim_id: {shown}; dropped"
+        return _claim_dropped(detail, "claim_id_missing", claim=number, value=shown)
     findings: list[Finding] = []
     demote = False
     claim_text = item.get("claim_text")
     if not isinstance(claim_text, str) or not claim_text.strip():
+        shown = _describe(claim_text)
         findings.append(
             finding(
                 FindingCode.MALFORMED_CLAIM,
-                f"claim_text missing or not a string: {_describe(claim_text)}",
+                f"claim_text missing or not a string: {shown}",
+                detail_code="claim_text_missing",
+                value=shown,
             )
         )
         claim_text = ""
@@ -491,7 +694,9 @@ def _claim_parse(item: object, index: int) -> tuple[Claim | None, ClaimNotes, li
         findings.append(level_finding)
     entity = item.get("entity")
     entity = entity.strip() or None if isinstance(entity, str) else None
-    bindings, origins, binding_findings = _bindings_parse(item.get("evidence_bindings"), where)
+    bindings, origins, binding_findings = _bindings_parse(
+        item.get("evidence_bindings"), where, number
+    )
     findings.extend(binding_findings)
     data = _extras(item, _CLAIM_FIELDS) | {
         "claim_id": claim_id,
@@ -506,7 +711,13 @@ def _claim_parse(item: object, index: int) -> tuple[Claim | None, ClaimNotes, li
         claim = Claim.model_validate(data)
     except ValidationError as exc:  # only reachable through odd extras
         detail = f"{where} ({claim_id}): {_validation_summary(exc)}; dropped"
-        return None, ClaimNotes(), [finding(FindingCode.MALFORMED_CLAIM, detail)]
+        return _claim_dropped(
+            detail,
+            "claim_fields_invalid",
+            claim=number,
+            claim_id=claim_id,
+            fields=_invalid_fields(exc),
+        )
     notes = ClaimNotes(findings=tuple(findings), binding_origins=tuple(origins), demote=demote)
     return claim, notes, []
 
@@ -523,14 +734,25 @@ def _strings(value: object) -> list[str]:
     return [s for s in items if isinstance(s, str) and s.strip()]
 
 
-def _hypothesis_parse(item: object) -> tuple[Hypothesis | None, str]:
+def _not_object(item: object) -> _Problem:
+    shown = _describe(item)
+    return _Problem(f"not an object: {shown}", "item_not_object", {"value": shown})
+
+
+def _text_missing(name: str, value: object) -> _Problem:
+    shown = _describe(value)
+    text = f"{name} missing or not a string: {shown}"
+    return _Problem(text, "item_text_missing", {"text_field": name, "value": shown})
+
+
+def _hypothesis_parse(item: object) -> tuple[Hypothesis | None, _Problem | None]:
     if isinstance(item, str):
         item = {"hypothesis_text": item}
     if not isinstance(item, dict):
-        return None, f"not an object: {_describe(item)}"
+        return None, _not_object(item)
     text = item.get("hypothesis_text")
     if not isinstance(text, str) or not text.strip():
-        return None, f"hypothesis_text missing or not a string: {_describe(text)}"
+        return None, _text_missing("hypothesis_text", text)
     basis = item.get("basis")
     entity = item.get("entity")
     data = _extras(item, set(Hypothesis.model_fields)) | {
@@ -540,17 +762,17 @@ def _hypothesis_parse(item: object) -> tuple[Hypothesis | None, str]:
         "root_cause_kind": _kind_read(item.get("root_cause_kind")),
         "needed_evidence": _strings(item.get("needed_evidence")),
     }
-    return Hypothesis.model_validate(data), ""
+    return Hypothesis.model_validate(data), None
 
 
-def _action_parse(item: object) -> tuple[RecommendedAction | None, str]:
+def _action_parse(item: object) -> tuple[RecommendedAction | None, _Problem | None]:
     if isinstance(item, str):
         item = {"action_text": item}
     if not isinstance(item, dict):
-        return None, f"not an object: {_describe(item)}"
+        return None, _not_object(item)
     text = item.get("action_text")
     if not isinstance(text, str) or not text.strip():
-        return None, f"action_text missing or not a string: {_describe(text)}"
+        return None, _text_missing("action_text", text)
     reason = item.get("reason")
     bindings, _origins, _problems = _bindings_parse(item.get("evidence_bindings"), "action")
     data = _extras(item, set(RecommendedAction.model_fields)) | {
@@ -558,36 +780,45 @@ def _action_parse(item: object) -> tuple[RecommendedAction | None, str]:
         "reason": reason if isinstance(reason, str) else "",
         "evidence_bindings": bindings,
     }
-    return RecommendedAction.model_validate(data), ""
+    return RecommendedAction.model_validate(data), None
 
 
 def _items_parse(
-    obj: dict, key: str, parse: Callable[[object], tuple[Any, str]], dropped: list[Finding]
+    obj: dict,
+    key: str,
+    parse: Callable[[object], tuple[Any, _Problem | None]],
+    dropped: list[Finding],
 ) -> list:
     items = _as_list(obj.get(key))
     if items is None:
-        detail = f"{key} is not a list: {_describe(obj.get(key))}; read as empty"
-        dropped.append(finding(FindingCode.MALFORMED_ITEM, detail))
+        shown = _describe(obj.get(key))
+        detail = f"{key} is not a list: {shown}; read as empty"
+        problem = _Problem(detail, "items_not_list", {"field": key, "value": shown})
+        dropped.append(_problem_finding(FindingCode.MALFORMED_ITEM, problem))
         return []
     kept = []
     for index, item in enumerate(items):
         try:
-            value, problem = parse(item)
+            value, problem_ = parse(item)
         except Exception as exc:
-            value, problem = None, f"{type(exc).__name__}"
+            value, problem_ = None, _failed_problem(exc, type(exc).__name__, "item_failed")
         if value is None:
+            assert problem_ is not None
+            params: Params = {**problem_.params, "field": key, "item": index + 1}
+            text = f"{key}[{index}]: {problem_.text}; dropped"
             dropped.append(
-                finding(FindingCode.MALFORMED_ITEM, f"{key}[{index}]: {problem}; dropped")
+                _problem_finding(FindingCode.MALFORMED_ITEM, _Problem(text, problem_.code, params))
             )
         else:
             kept.append(value)
     return kept
 
 
-def _missing_info_parse(item: object) -> tuple[str | None, str]:
+def _missing_info_parse(item: object) -> tuple[str | None, _Problem | None]:
     if isinstance(item, str):
-        return (item, "") if item.strip() else (None, "empty string")
-    return None, f"not a string: {_describe(item)}"
+        return (item, None) if item.strip() else (None, _Problem("empty string", "item_empty"))
+    shown = _describe(item)
+    return None, _Problem(f"not a string: {shown}", "item_not_string", {"value": shown})
 
 
 def _version(obj: dict, dropped: list[Finding]) -> str:
@@ -600,25 +831,42 @@ def _version(obj: dict, dropped: list[Finding]) -> str:
         if "user_facing_answer" in obj or "diagnosis_summary" in obj:
             return EXECUTOR_V1
         return EXECUTOR_V2
-    detail = f"answer_version {_describe(version)} is unknown; read as {EXECUTOR_V2}"
-    dropped.append(finding(FindingCode.UNKNOWN_ANSWER_VERSION, detail))
+    shown = _describe(version)
+    detail = f"answer_version {shown} is unknown; read as {EXECUTOR_V2}"
+    dropped.append(
+        finding(
+            FindingCode.UNKNOWN_ANSWER_VERSION,
+            detail,
+            detail_code="answer_version_unknown",
+            value=shown,
+            read_as=EXECUTOR_V2,
+        )
+    )
     return EXECUTOR_V2
 
 
-def _unusable(status: ParseStatus, raw_object: dict | None, detail: str) -> ParsedExecutorOutput:
+def _unusable(
+    status: ParseStatus, raw_object: dict | None, problem: _Problem
+) -> ParsedExecutorOutput:
     return ParsedExecutorOutput(
         status=status,
         raw_object=raw_object,
         output=None,
-        dropped=[finding(FindingCode.UNUSABLE_OUTPUT, detail)],
+        dropped=[_problem_finding(FindingCode.UNUSABLE_OUTPUT, problem)],
     )
 
 
 def _executor_object_parse(obj: dict) -> ParsedExecutorOutput:
     raw_claims = obj.get("claims")
     if not isinstance(raw_claims, list):
-        detail = "claims is missing" if "claims" not in obj else "claims is not a list"
-        return _unusable(ParseStatus.SCHEMA_INVALID, obj, f"{detail}: {_describe(raw_claims)}")
+        shown = _describe(raw_claims)
+        if "claims" not in obj:
+            problem = _Problem(f"claims is missing: {shown}", "claims_missing")
+        else:
+            problem = _Problem(
+                f"claims is not a list: {shown}", "claims_not_list", {"value": shown}
+            )
+        return _unusable(ParseStatus.SCHEMA_INVALID, obj, problem)
     dropped: list[Finding] = []
     version = _version(obj, dropped)
     claims: list[Claim] = []
@@ -656,18 +904,11 @@ def executor_output_parse(raw: str | bytes | None) -> ParsedExecutorOutput:
     obj: dict | None = None
     try:
         status, value = json_object_extract(raw)
-        if status != EXTRACT_OK and (status == EXTRACT_UNTERMINATED or text_cut(raw)):
-            return _unusable(ParseStatus.TRUNCATED, None, _TRUNCATED_DETAIL)
-        if status == EXTRACT_EMPTY:
-            return _unusable(ParseStatus.EMPTY, None, "the output is empty")
-        if status != EXTRACT_OK:
-            return _unusable(ParseStatus.INVALID_JSON, None, "no JSON value found in the output")
-        if not isinstance(value, dict):
-            detail = f"the JSON value is a {type(value).__name__}, not an object"
-            return _unusable(ParseStatus.NOT_AN_OBJECT, None, detail)
-        obj = value
-        return _executor_object_parse(obj)
+        problem = _output_problem(raw, status, value)
+        if problem is not None:
+            return _unusable(problem[0], None, problem[1])
+        obj = value  # type: ignore[assignment]
+        return _executor_object_parse(obj)  # type: ignore[arg-type]
     except Exception as exc:
-        return _unusable(
-            ParseStatus.SCHEMA_INVALID, obj, f"internal parse error: {type(exc).__name__}"
-        )
+        text = f"internal parse error: {type(exc).__name__}"
+        return _unusable(ParseStatus.SCHEMA_INVALID, obj, _failed_problem(exc, text))

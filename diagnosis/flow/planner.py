@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
 from diagnosis.contracts import PlannerOutput
 from diagnosis.evidence import timeutil
-from diagnosis.flow.parsing import model_output_parse
+from diagnosis.flow.parsing import Params, Parsed, model_output_parse
 from diagnosis.llm.base import AgentProvider, CallRecorder, LLMError, PlannerRequest
 from diagnosis.services import rfc3339
 
@@ -21,6 +21,8 @@ class PlannerResult:
     detail: str
     plan: PlannerOutput | None
     window: dict[str, str]
+    detail_code: str = ""  # ``detail`` as a code when the plan did not parse (parsing.Parsed)
+    detail_params: Params = field(default_factory=dict)
 
 
 def time_parse(value: object) -> datetime | None:
@@ -50,13 +52,20 @@ def planner_stage(
     hinted_services: list[str],
 ) -> PlannerResult:
     """Ask the Planner; a failed or malformed plan is a recorded status and no plan."""
-    status, plan, detail = "error", None, ""
+    parsed: Parsed[PlannerOutput] = Parsed("error", None, "")
     try:
         parsed = model_output_parse(agent.plan(request, recorder=recorder), PlannerOutput)
-        status, plan, detail = parsed.status, parsed.output, parsed.detail
     except LLMError as exc:
-        status, detail = exc.status, str(exc)
+        parsed = Parsed(exc.status, None, str(exc))
+    plan = parsed.output
     if plan is not None and not plan.services and hinted_services:
         plan.services = hinted_services  # the requester named the services; the Planner none
     window = effective_window(plan=plan, hint=request.window, now=now)
-    return PlannerResult(status=status, detail=detail, plan=plan, window=window)
+    return PlannerResult(
+        status=parsed.status,
+        detail=parsed.detail,
+        plan=plan,
+        window=window,
+        detail_code=parsed.detail_code,
+        detail_params=parsed.detail_params,
+    )

@@ -29,6 +29,7 @@ from diagnosis.contracts import (
     Verdict,
     VerifierOutput,
 )
+from diagnosis.flow.parsing import evidence_numbers
 
 # What each routing note says, in the reader's language (parameters as RouteNote.params).
 ROUTE_NOTES: dict[str, Promise] = {
@@ -97,7 +98,7 @@ def _demoted_summary(gatekeeper: GatekeeperReport) -> list[dict[str, Any]]:
         for item in result.findings:
             if item.code == FindingCode.CLAIM_FACT_UNBOUND:
                 continue
-            where = f"binding {item.binding}: " if item.binding is not None else ""
+            where = f"{evidence_numbers([item.binding])}: " if item.binding is not None else ""
             problems.append(f"{item.code}: {where}{item.detail}".strip())
         entry: dict[str, Any] = {
             "claim_id": result.claim_id,

@@ -43,7 +43,7 @@ from diagnosis.flow.composer import ComposerResult, composer_stage
 from diagnosis.flow.composer_filter import FilterResult, composer_input_build
 from diagnosis.flow.executor import ExecutorResult, executor_stage
 from diagnosis.flow.gatekeeper import gatekeeper_stage
-from diagnosis.flow.parsing import ParsedExecutorOutput
+from diagnosis.flow.parsing import ParsedExecutorOutput, detail_coded
 from diagnosis.flow.planner import PlannerResult, planner_stage, time_parse
 from diagnosis.flow.router import RouteResult, route, scope_note
 from diagnosis.flow.scope import (
@@ -188,6 +188,7 @@ def _plan(run: _Run) -> PlannerResult:
     session.plan = {
         "status": planned.status,
         "detail": planned.detail[:500],
+        **detail_coded(planned),
         "plan": planned.plan.model_dump(mode="json") if planned.plan else None,
         "window": planned.window,
     }
@@ -333,6 +334,7 @@ def _attempt_record(
         {
             "status": verified.status,
             "detail": verified.detail[:1000],
+            **detail_coded(verified),
             "payload_keys": sorted(verified.payload.model_dump().keys()),
             "decision": verifier.decision.value if verifier else None,
             "routed_decision": routed.decision.value,

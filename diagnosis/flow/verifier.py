@@ -7,7 +7,7 @@ Executor's reasoning); the trace summary it reads is built by
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from django.conf import settings
@@ -20,7 +20,7 @@ from diagnosis.contracts import (
     VerifierPayload,
 )
 from diagnosis.flow import trace_summary
-from diagnosis.flow.parsing import ParsedExecutorOutput, model_output_parse
+from diagnosis.flow.parsing import Params, ParsedExecutorOutput, model_output_parse
 from diagnosis.llm.base import AgentProvider, CallRecorder, LLMError
 from diagnosis.models import DiagnosisSession
 
@@ -33,6 +33,9 @@ class VerifierResult:
     output: VerifierOutput | None
     detail: str
     payload: VerifierPayload
+    # ``detail`` as a code and its parameters when the answer did not parse (parsing.Parsed)
+    detail_code: str = ""
+    detail_params: Params = field(default_factory=dict)
 
 
 def text_bound(text: str, limit: int) -> str:
@@ -93,5 +96,10 @@ def verifier_stage(
     except LLMError as exc:
         return VerifierResult(status=exc.status, output=None, detail=str(exc), payload=payload)
     return VerifierResult(
-        status=parsed.status, output=parsed.output, detail=parsed.detail, payload=payload
+        status=parsed.status,
+        output=parsed.output,
+        detail=parsed.detail,
+        payload=payload,
+        detail_code=parsed.detail_code,
+        detail_params=parsed.detail_params,
     )

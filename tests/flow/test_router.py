@@ -146,4 +146,5 @@ def test_a_retry_names_each_unbound_fact_of_each_demoted_claim():
     assert demoted["claim_id"] == "claim-3"
     assert demoted["unbound_facts"] == ["900"]
     assert demoted["problems"][0] == "'900' is in no excerpt of claim-3"
-    assert demoted["problems"][1].startswith("excerpt_not_found: binding 1: trace-2")
+    # evidence is numbered from 1, as the pages number it (the finding's index is 1)
+    assert demoted["problems"][1].startswith("excerpt_not_found: evidence 2: trace-2")

@@ -7,9 +7,9 @@ import re
 import pytest
 from django.utils import translation
 
-from chat.templatetags.chat_tags import finding_detail
+from chat.templatetags.chat_tags import evidence_label, finding_detail
 from diagnosis.flow.gatekeeper.details import FINDING_DETAILS
-from diagnosis.flow.parsing import executor_output_parse
+from diagnosis.flow.parsing import PARSE_DETAILS, executor_output_parse
 from diagnosis.flow.run import gatekeeper_run
 from diagnosis.flow.verifier import verifier_payload_build
 
@@ -64,7 +64,7 @@ def stored(incident):
 
 def test_every_finding_the_gatekeeper_writes_is_stored_with_a_code_a_page_can_word(stored):
     codes = {f["detail_code"] for findings in stored.values() for f in findings}
-    assert codes == set(FINDING_DETAILS) - {
+    assert codes == set(FINDING_DETAILS) - set(PARSE_DETAILS) - {
         "excerpt_is_instruction",
         "unknown_claim_type",
         "gatekeeper_failed",
@@ -76,11 +76,13 @@ def test_every_finding_the_gatekeeper_writes_is_stored_with_a_code_a_page_can_wo
             assert isinstance(item.get("detail_params", {}), dict)
 
 
-def test_the_stored_english_detail_reads_as_it_always_did(stored):
+def test_the_stored_english_detail_numbers_evidence_from_one_as_the_pages_do(stored):
     assert stored["c-tool"][0]["detail"] == "binding says 'query_metrics', trace-1 is 'query_logs'"
-    assert stored["c-beside"][-1]["detail"].startswith("binding 1 is invalid")
-    assert stored["c-fact"][0]["detail"] == "'4242' is in no bound excerpt (binding 0)"
+    assert stored["c-beside"][-1]["detail"].startswith("evidence 2 is invalid")
+    assert stored["c-fact"][0]["detail"] == "'4242' is in no bound excerpt (evidence 1)"
+    # the parameters keep the index as the model wrote it; pages add one
     assert stored["c-fact"][0]["detail_params"] == {"fact": "4242", "bindings": [0]}
+    assert stored["c-beside"][-1]["binding"] is None and stored["c-tool"][0]["binding"] == 0
 
 
 def test_a_chinese_page_reads_each_finding_in_chinese_and_an_english_page_in_english(stored):
@@ -97,11 +99,21 @@ def test_a_chinese_page_reads_each_finding_in_chinese_and_an_english_page_in_eng
 
 def test_the_wording_numbers_evidence_from_one_and_names_a_status_by_its_label(stored):
     with translation.override("zh-hans"):
-        assert finding_detail(stored["c-beside"][-1]).startswith("证据 2 无效")
+        assert finding_detail(stored["c-beside"][-1]).startswith("其中 证据 2 无效")
         assert finding_detail(stored["c-fact"][0]) == "“4242”不在任何已绑定的摘录中（证据 1）"
         assert "“错误”" in finding_detail(stored["c-failed"][0])
     with translation.override("en"):
-        assert finding_detail(stored["c-beside"][-1]).startswith("Evidence 2 is invalid")
+        assert finding_detail(stored["c-beside"][-1]).startswith(
+            "of its bindings, evidence 2 is invalid"
+        )
+
+
+def test_an_english_sentence_names_evidence_in_lower_case_where_a_heading_capitalises_it(stored):
+    with translation.override("en"):
+        assert finding_detail(stored["c-fact"][0]) == "“4242” is in no bound excerpt (evidence 1)"
+        assert evidence_label(0) == "Evidence 1"
+    with translation.override("zh-hans"):
+        assert evidence_label(0) == "证据 1"
 
 
 def test_a_finding_stored_before_the_codes_or_with_an_unknown_code_is_not_worded():

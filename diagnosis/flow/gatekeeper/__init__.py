@@ -85,7 +85,12 @@ from diagnosis.flow.gatekeeper.excerpts import (
     excerpt_matches,
 )
 from diagnosis.flow.gatekeeper.instructions import excerpt_is_instruction
-from diagnosis.flow.parsing import ClaimNotes, ParsedExecutorOutput, detail_clip, finding
+from diagnosis.flow.parsing import (
+    ClaimNotes,
+    ParsedExecutorOutput,
+    evidence_numbers,
+    finding,
+)
 from diagnosis.models import DiagnosisSession, ToolInvocation
 
 __all__ = [
@@ -113,26 +118,6 @@ _MAX_DB_ID = 2**63 - 1
 # arguments the model writes as free text: they say what it looked for, not what was found
 _FREE_TEXT_ARGUMENTS = frozenset({"query"})
 _ARGUMENT_FACTS = frozenset({FactKind.IDENTIFIER, FactKind.SERVICE})
-
-_PARAM_MAX_CHARS = 120  # a name or text a detail quotes (the model may write any length)
-
-
-def _coded(
-    code: FindingCode | str,
-    detail: str,
-    binding: int | None = None,
-    *,
-    detail_code: str,
-    **params: str | int | list[int],
-) -> Finding:
-    """A finding whose English ``detail`` is also stored as a code and its parameters."""
-    bounded = {
-        name: detail_clip(value, _PARAM_MAX_CHARS) if isinstance(value, str) else value
-        for name, value in params.items()
-    }
-    return finding(code, detail, binding).model_copy(
-        update={"detail_code": detail_code, "detail_params": bounded}
-    )
 
 
 def _where(record: InvocationRecord, chunk: str | None) -> dict[str, str]:
@@ -305,7 +290,7 @@ class _Checker:
         tool_name = (binding.tool_name or "").strip()
         if tool_name and tool_name.lower() != record.tool_name.lower():
             findings.append(
-                _coded(
+                finding(
                     FindingCode.TOOL_NAME_MISMATCH,
                     f"binding says {tool_name!r}, {record.trace_ref} is {record.tool_name!r}",
                     index,
@@ -317,7 +302,7 @@ class _Checker:
             )
         if record.status != STATUS_OK:
             findings.append(
-                _coded(
+                finding(
                     FindingCode.INVOCATION_FAILED,
                     f"{record.trace_ref} ({record.tool_name}) ended with status {record.status!r}",
                     index,
@@ -334,7 +319,7 @@ class _Checker:
             where = f"chunk {chunk!r} of {record.trace_ref}"
         if not result.matched:
             findings.append(
-                _coded(
+                finding(
                     result.code or "",
                     f"{where}: {result.detail}",
                     index,
@@ -349,7 +334,7 @@ class _Checker:
         )
         if phrase:
             findings.append(
-                _coded(
+                finding(
                     FindingCode.EXCERPT_IS_INSTRUCTION,
                     f"{where}: the excerpt reads as an instruction or a verdict ({phrase!r}), "
                     "not as evidence",
@@ -371,7 +356,7 @@ class _Checker:
         if source_type == SourceType.TOOL_TRACE.value:
             record = self.by_trace.get(source_id)
             unknown = f"no invocation of this session has trace_ref {source_id!r}"
-            return [_Target(record, None)] if record else [], _coded(
+            return [_Target(record, None)] if record else [], finding(
                 FindingCode.UNKNOWN_SOURCE_ID,
                 unknown,
                 index,
@@ -383,7 +368,7 @@ class _Checker:
                 f"chunk {source_id!r} was not returned by a lookup_knowledge invocation "
                 "of this session"
             )
-            return list(self.chunks().get(source_id, [])), _coded(
+            return list(self.chunks().get(source_id, [])), finding(
                 FindingCode.UNKNOWN_SOURCE_ID,
                 unknown,
                 index,
@@ -391,7 +376,7 @@ class _Checker:
                 source_id=source_id,
             )
         detail = f"source_type {binding.source_type!r} is not tool_trace or lookup_evidence_block"
-        return None, _coded(
+        return None, finding(
             FindingCode.UNKNOWN_SOURCE_TYPE,
             detail,
             index,
@@ -408,7 +393,7 @@ class _Checker:
                 cited_here.add(inv_id)
             elif inv_id in self.foreign:
                 findings.append(
-                    _coded(
+                    finding(
                         FindingCode.INVOCATION_NOT_IN_SESSION,
                         f"invocation {inv_id} belongs to another session",
                         index,
@@ -418,7 +403,7 @@ class _Checker:
                 )
             else:
                 findings.append(
-                    _coded(
+                    finding(
                         FindingCode.UNKNOWN_SOURCE_ID,
                         f"invocation {inv_id} does not exist",
                         index,
@@ -445,7 +430,7 @@ class _Checker:
             for inv_id in sorted(cited_here - target_ids):
                 other = self.by_id[inv_id]
                 findings.append(
-                    _coded(
+                    finding(
                         FindingCode.SOURCE_ID_MISMATCH,
                         f"source_id {source_id!r} is not invocation {inv_id} "
                         f"({other.trace_ref}, {other.tool_name})",
@@ -503,22 +488,18 @@ class _Checker:
                 )
             )
             if where is None:
-                shown = ", ".join(sorted({f"binding {v.index}" for v in valid})) or "no binding"
-                findings.append(
-                    Finding(
-                        code=FindingCode.CLAIM_FACT_UNBOUND.value,
-                        detail=f"{fact.text!r} is in no bound excerpt ({shown})",
-                        fact=fact.text,
-                        detail_code="claim_fact_unbound",
-                        detail_params={
-                            "fact": detail_clip(fact.text, _PARAM_MAX_CHARS),
-                            "bindings": sorted({v.index for v in valid}),
-                        },
-                    )
+                indexes = sorted({v.index for v in valid})
+                unbound = finding(
+                    FindingCode.CLAIM_FACT_UNBOUND,
+                    f"{fact.text!r} is in no bound excerpt ({evidence_numbers(indexes)})",
+                    detail_code="claim_fact_unbound",
+                    fact=fact.text,
+                    bindings=indexes,
                 )
+                findings.append(unbound.model_copy(update={"fact": fact.text}))
         if direct and not facts:
             findings.append(
-                _coded(
+                finding(
                     FindingCode.CLAIM_NOT_SPECIFIC,
                     "the claim names no service, number, time or identifier its evidence "
                     "could bind; a confirmed claim must name something concrete",
@@ -558,7 +539,7 @@ class _Checker:
         if not claim.evidence_bindings:
             demote = True
             findings.append(
-                _coded(
+                finding(
                     FindingCode.NO_BINDINGS,
                     "the claim has no evidence bindings",
                     detail_code="no_bindings",
@@ -595,7 +576,7 @@ def _claim_notes_findings(claim: Claim, notes: ClaimNotes, duplicate: bool) -> l
         f.code == FindingCode.UNKNOWN_CLAIM_TYPE.value for f in findings
     ):
         findings.append(
-            _coded(
+            finding(
                 FindingCode.UNKNOWN_CLAIM_TYPE,
                 f"claim_type {claim.claim_type!r}",
                 detail_code="unknown_claim_type",
@@ -604,7 +585,7 @@ def _claim_notes_findings(claim: Claim, notes: ClaimNotes, duplicate: bool) -> l
         )
     if duplicate:
         findings.append(
-            _coded(
+            finding(
                 FindingCode.DUPLICATE_CLAIM_ID,
                 f"an earlier claim already has id {claim.claim_id!r}; this one is demoted",
                 detail_code="duplicate_claim_id",
@@ -619,7 +600,7 @@ def _support_findings(kinds: list[str], invalid: list[int]) -> list[Finding]:
     findings: list[Finding] = []
     if _KIND_EVIDENCE not in kinds and kinds:
         findings.append(
-            _coded(
+            finding(
                 FindingCode.KNOWLEDGE_ONLY_BINDING,
                 "a direct claim needs a valid binding to query_metrics or query_logs; "
                 "runbook text cannot confirm what is happening now",
@@ -627,11 +608,10 @@ def _support_findings(kinds: list[str], invalid: list[int]) -> list[Finding]:
             )
         )
     if kinds and invalid:
-        shown = ", ".join(str(i) for i in invalid)
         findings.append(
-            _coded(
+            finding(
                 FindingCode.INVALID_BINDING_BESIDE_VALID,
-                f"binding {shown} is invalid: a confirmed claim is not trusted on the "
+                f"{evidence_numbers(invalid)} is invalid: a confirmed claim is not trusted on the "
                 "strength of its other bindings",
                 detail_code="invalid_binding_beside_valid",
                 bindings=list(invalid),
@@ -669,7 +649,7 @@ def _report(
 
 def _internal_error_report(parsed: object, exc: BaseException) -> GatekeeperReport:
     detail = f"the Gatekeeper failed ({type(exc).__name__}); every claim is demoted"
-    failed = _coded(
+    failed = finding(
         FindingCode.INTERNAL_ERROR,
         detail,
         detail_code="gatekeeper_failed",
@@ -723,7 +703,7 @@ def gatekeeper_check(
                     claim_id=str(claim.claim_id),
                     verdict=Verdict.DEMOTED,
                     findings=[
-                        _coded(
+                        finding(
                             FindingCode.INTERNAL_ERROR,
                             type(exc).__name__,
                             detail_code="claim_check_failed",

@@ -5,15 +5,21 @@ A finding stores its English ``detail`` (exports, the API, older rows) and, next
 own language (``chat.templatetags.chat_tags.finding_detail``). Parameters are the
 numbers, ids and names the detail names, as stored: ``binding``/``bindings`` are
 binding indexes as the model wrote them (pages number evidence from 1), ``where`` is
-derived from ``trace_ref`` and ``chunk``.
+derived from ``trace_ref`` and ``chunk``. The findings parsing writes (a malformed claim
+or binding, a dropped item, an unusable output) are worded here too (``PARSE_DETAILS``),
+so one catalogue words every finding a report holds.
 """
 
 from __future__ import annotations
 
 from django.utils.functional import Promise
 from django.utils.translation import gettext_lazy as _
+from django.utils.translation import pgettext
+
+from diagnosis.flow.parsing import PARSE_DETAILS
 
 FINDING_DETAILS: dict[str, Promise] = {
+    **PARSE_DETAILS,
     "tool_name_mismatch": _("证据写的工具是“%(tool)s”，%(trace_ref)s 实际是“%(actual)s”"),
     "invocation_failed": _("%(trace_ref)s（%(tool)s）结束时的状态是“%(status)s”"),
     "too_many_fragments": _("%(where)s：摘录有 %(fragments)s 个片段，最多允许 %(max)s 个"),
@@ -56,7 +62,7 @@ FINDING_DETAILS: dict[str, Promise] = {
         "运行手册的文字不能证实当前正在发生的事"
     ),
     "invalid_binding_beside_valid": _(
-        "%(bindings)s 无效：确认的论断不会因为它的其他证据绑定有效就被信任"
+        "其中 %(bindings)s 无效：确认的论断不会因为它的其他证据绑定有效就被信任"
     ),
     "gatekeeper_failed": _("证据校验出错（%(error)s），所有论断都被降级"),
     "claim_check_failed": _("检查这条论断时出错（%(error)s）"),
@@ -64,3 +70,16 @@ FINDING_DETAILS: dict[str, Promise] = {
 
 # The location a detail names: an invocation, or a knowledge chunk of one.
 WHERE_CHUNK = _("%(trace_ref)s 中的知识块 %(chunk)s")
+
+
+def evidence_in_sentence(index: object) -> str:
+    """A binding's index (as the model wrote it, from 0) as a sentence names it.
+
+    Evidence is numbered from 1 as the pages number it; in English a sentence says
+    "evidence 1" where a heading says "Evidence 1" (``chat_tags.evidence_label``).
+    """
+    try:
+        number = int(str(index)) + 1
+    except ValueError:
+        return str(index)
+    return pgettext("in a sentence", "证据 %(n)s") % {"n": number}
