@@ -16,8 +16,9 @@ import random
 import signal
 import sys
 import time
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -110,7 +111,9 @@ def _evaluation(trace_ids: dict[str, int]) -> tuple[dict, dict]:
 STAGES = ["queued", "planner", "executor", "gatekeeper", "verifier", "composer", "done"]
 
 
-def _sessions(*, user, environment, first: int, size: int, now) -> list[DiagnosisSession]:
+def _sessions(
+    *, user: Any, environment: Environment, first: int, size: int, now: datetime
+) -> list[DiagnosisSession]:
     """``size`` finished sessions numbered from ``first``, each a minute older."""
     return [
         DiagnosisSession(
@@ -132,7 +135,7 @@ def _sessions(*, user, environment, first: int, size: int, now) -> list[Diagnosi
     ]
 
 
-def _invocations(rows: list[DiagnosisSession], now) -> list[ToolInvocation]:
+def _invocations(rows: list[DiagnosisSession], now: datetime) -> list[ToolInvocation]:
     """Three tool calls per session: one query_logs, two query_metrics."""
     return [
         ToolInvocation(
@@ -151,7 +154,9 @@ def _invocations(rows: list[DiagnosisSession], now) -> list[ToolInvocation]:
     ]
 
 
-def _seed_batch(*, user, environment, first: int, size: int, now) -> None:
+def _seed_batch(
+    *, user: Any, environment: Environment, first: int, size: int, now: datetime
+) -> None:
     """One transaction: the sessions, their invocations, claims bound to them, events."""
     with transaction.atomic():
         rows = DiagnosisSession.objects.bulk_create(

@@ -28,6 +28,7 @@ import uuid
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 os.environ.setdefault("CELERY_BROKER_URL", "redis://127.0.0.1:6379/12")
@@ -40,9 +41,9 @@ from django.utils import timezone  # noqa: E402
 
 from bench._mini_pool import mini_pool_owner_environment  # noqa: E402
 from config.celery import app  # noqa: E402
-from diagnosis.models import DiagnosisSession  # noqa: E402
+from diagnosis.models import DiagnosisSession, Environment  # noqa: E402
 from diagnosis.services import diagnosis_submit, sessions_reap_stale  # noqa: E402
-from tests.support.crashes import crash_report, sessions_mid_flow  # noqa: E402
+from tests.support.crashes import CrashReport, crash_report, sessions_mid_flow  # noqa: E402
 from tests.support.openai_roles import role_responder  # noqa: E402
 from tests.support.openai_server import openai_server_running  # noqa: E402
 from tests.support.workers import wait_until, worker_env, worker_kill, worker_start  # noqa: E402
@@ -93,7 +94,12 @@ class Rounds:
 
 
 def _kill_rounds(
-    *, args: argparse.Namespace, env: dict, owner, environment, rng: random.Random
+    *,
+    args: argparse.Namespace,
+    env: dict[str, str],
+    owner: Any,
+    environment: Environment,
+    rng: random.Random,
 ) -> Rounds:
     """Submit, wait for a mid-flow session, SIGKILL its worker, start a replacement; then
     wait for redelivery to finish every session."""
@@ -142,7 +148,9 @@ def _kill_rounds(
     return rounds
 
 
-def _figures(*, args: argparse.Namespace, rounds: Rounds, reaped: int, report, wall: float):
+def _figures(
+    *, args: argparse.Namespace, rounds: Rounds, reaped: int, report: CrashReport, wall: float
+) -> dict[str, Any]:
     return {
         "kills": rounds.kills,
         "distinct_sessions_killed": len(rounds.killed),
