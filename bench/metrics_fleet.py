@@ -7,7 +7,9 @@ per service, one faulty service). Reported per size: sample lines read, series r
 metric files opened (must stay at the number of files), seconds, output characters and
 tokens (must stay flat), and whether the faulty service ranks first. With
 ``--prometheus`` the pack is also backfilled with promtool into a real Prometheus
-(loopback port) and the same sweep is made through it: one query_range per sweep.
+(loopback port) and the same sweep is made through it: one query_range per sweep, its
+seconds, and the CPU seconds this process spent on it (decoding and analysing; the rest of
+the wall time is Prometheus answering).
 """
 
 from __future__ import annotations
@@ -31,19 +33,24 @@ django.setup()  # the tool registry loads the models
 
 import httpx  # noqa: E402
 
-from diagnosis.evidence.common import Deadline, QueryWindow  # noqa: E402
+from diagnosis.evidence.common import BackendOutput, Deadline, QueryWindow  # noqa: E402
 from diagnosis.evidence.tools.query_metrics.query import metrics_query  # noqa: E402
 from diagnosis.tokens import estimate_tokens  # noqa: E402
 from tests.evidence.packbuilder import fleet_pack_write, fleet_service_name  # noqa: E402
+from tests.evidence.test_prometheus_backend import PrometheusServer  # noqa: E402
 
 FAULTY = 7
 
 
-def _sweep(files=None, prometheus_url=None):
+def _sweep(
+    files: tuple[Path, ...] | None = None, prometheus_url: str | None = None
+) -> tuple[BackendOutput, float, float]:
+    """One fleet-wide query_metrics: its output, wall seconds and this process's CPU seconds
+    (the CPU figure stays comparable on a loaded machine)."""
     window = QueryWindow.around(
         start=datetime(2026, 3, 2, 10, 0, tzinfo=UTC), end=datetime(2026, 3, 2, 10, 40, tzinfo=UTC)
     )
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), time.process_time()
     out = metrics_query(
         service=None,
         metric=None,
@@ -54,7 +61,7 @@ def _sweep(files=None, prometheus_url=None):
         files=files,
         prometheus_url=prometheus_url,
     )
-    return out, time.perf_counter() - started
+    return out, time.perf_counter() - started, time.process_time() - cpu
 
 
 def main() -> None:
@@ -64,7 +71,8 @@ def main() -> None:
     args = parser.parse_args()
     print(
         f"{'services':>8} {'lines':>9} {'series':>7} {'opens':>5} {'files s':>8} "
-        f"{'chars':>6} {'tokens':>6} {'first':>5} {'prom queries':>12} {'prom s':>7}"
+        f"{'chars':>6} {'tokens':>6} {'first':>5} {'prom queries':>12} {'prom s':>7} "
+        f"{'prom cpu s':>10}"
     )
     for count in (int(n) for n in args.services.split(",")):
         root = Path(tempfile.mkdtemp(prefix="rootproof-fleet-"))
@@ -81,15 +89,13 @@ def main() -> None:
 
         Path.open = counting_open  # type: ignore[method-assign]
         try:
-            out, seconds = _sweep(files=files)
+            out, seconds, _ = _sweep(files=files)
         finally:
             Path.open = real_open  # type: ignore[method-assign]
         fleet = out.summary["fleet"]
         first = fleet["services_ranked"][0]["service"] == fleet_service_name(FAULTY)
-        prom_queries, prom_seconds = "-", "-"
+        prom_queries, prom_seconds, prom_cpu = "-", "-", "-"
         if args.prometheus:
-            from tests.evidence.test_prometheus_backend import PrometheusServer
-
             server = PrometheusServer(pack, root / "prometheus")
             try:
                 calls: list[str] = []
@@ -101,17 +107,18 @@ def main() -> None:
 
                 httpx.get = counting_get  # type: ignore[assignment]
                 try:
-                    live, live_seconds = _sweep(prometheus_url=server.url)
+                    live, live_seconds, live_cpu = _sweep(prometheus_url=server.url)
                 finally:
                     httpx.get = real_get  # type: ignore[assignment]
-                assert live.summary["fleet"] == fleet, "Prometheus and files disagree"
+                assert live.output == out.output, "Prometheus and files disagree"
                 prom_queries, prom_seconds = str(len(calls)), f"{live_seconds:.2f}"
+                prom_cpu = f"{live_cpu:.2f}"
             finally:
                 server.stop()
         print(
             f"{count:>8} {lines:>9} {fleet['series']:>7} {len(opened):>5} {seconds:>8.2f} "
             f"{len(out.output):>6} {estimate_tokens(out.output):>6} {'yes' if first else 'NO':>5} "
-            f"{prom_queries:>12} {prom_seconds:>7}"
+            f"{prom_queries:>12} {prom_seconds:>7} {prom_cpu:>10}"
         )
 
 
