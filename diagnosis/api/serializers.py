@@ -507,8 +507,8 @@ class DiagnosisDetailSerializer(ReadThroughSerializer, DiagnosisSummarySerialize
     executor_proposals = ExecutorProposalsSerializer(
         source="claims", help_text="What the Executor proposed, before filtering (unverified)."
     )
-    # Null before the Verifier ran: the lookup through a missing record gives null.
     routing = RoutingSerializer(source="evaluation.verifier_evaluation", allow_null=True)
+    # Null before the Verifier (or the Composer) ran: a lookup through a missing record is null.
     composer = ComposerSerializer(
         source="evaluation.verifier_evaluation.composer_output", allow_null=True
     )

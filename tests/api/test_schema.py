@@ -5,33 +5,49 @@ run cannot revoke for itself: a generated ``key_id`` that names it is aimed at a
 instead, so the run's credentials stay valid to its last request. Alertmanager operations
 authenticate with the receiver's token. The run is bounded (examples per operation, steps
 per scenario, a per-example deadline) so that it stays a small part of CI.
+
+``object_level_authorization`` needs a second identity: a second run over the API-key
+operations has two users, each with a key, named in a Web Fuzzing Commons auth document
+(``schemathesis_peers.json``) as peers. The owner runs the scenarios; every object the
+owner created or listed and then read is read again as the peer, who must not get it.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
-from datetime import timedelta
+from datetime import datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
 import schemathesis
+from django.utils import timezone
 from hypothesis import HealthCheck
 from hypothesis import settings as hypothesis_settings
 from rest_framework.test import APIClient
 from schemathesis.checks import CHECKS, load_all_checks
+from schemathesis.core.failures import FailureGroup
 from schemathesis.core.parameters import ParameterLocation
 from schemathesis.generation.case import Case
+from schemathesis.openapi.checks import ObjectLevelAuthorizationViolation
 
 from config.wsgi import application
 from diagnosis.alerts.services import alert_receiver_create
+from diagnosis.api import base, serializers, services
 from diagnosis.api.services import api_key_create
 from diagnosis.api.urls import OPERATIONS
-from diagnosis.models import ApiKey, Environment
+from diagnosis.models import ApiKey, DiagnosisSession, Environment
 from tests.api.conftest import completed_session_make
 
-SCHEMA = schemathesis.openapi.from_wsgi("/api/schema/?format=json", application)
+SCHEMA_URL = "/api/schema/?format=json"
+SCHEMA = schemathesis.openapi.from_wsgi(SCHEMA_URL, application)
 RECEIVER = "prod-am"
 WEBHOOK_PREFIX = "/api/v1/integrations/"
+PEERS_DOCUMENT = Path(__file__).parent / "schemathesis_peers.json"
+PEERS_CONFIG = schemathesis.config.SchemathesisConfig.from_dict(
+    {"auth": {"wfc": {"path": str(PEERS_DOCUMENT), "user": "owner", "peers": ["owner", "peer"]}}}
+)
 # Filled by the fixture for each test: the keys and the receiver token of its world.
 CREDENTIALS: dict[str, Any] = {}
 BOUNDS = {
@@ -145,12 +161,93 @@ def test_every_operation_conforms_to_the_schema(case: Case, world: None) -> None
     case.call_and_validate()
 
 
-def test_sequences_of_linked_operations_conform_to_the_schema(world: None) -> None:
-    class Scenario(SCHEMA.as_state_machine()):  # type: ignore[misc]
+def _scenarios(schema: Any) -> Any:
+    class Scenario(schema.as_state_machine()):  # type: ignore[misc]
         def before_call(self, case: Case) -> None:
             _aim(case)
 
-    Scenario.run(settings=STATEFUL)
+    return Scenario
+
+
+def test_sequences_of_linked_operations_conform_to_the_schema(world: None) -> None:
+    _scenarios(SCHEMA).run(settings=STATEFUL)
+
+
+def _document_keys() -> dict[str, str]:
+    """The bearer key of each identity of the peers' auth document."""
+    document = json.loads(PEERS_DOCUMENT.read_text(encoding="utf-8"))
+    return {
+        entry["name"]: entry["fixedHeaders"][0]["value"].removeprefix("Bearer ")
+        for entry in document["auth"]
+    }
+
+
+class _StoppedClock:
+    """``timezone`` for the serializers with a clock that does not move.
+
+    The peer check compares the owner's body and the peer's field by field; a queued
+    diagnosis's ``elapsed_seconds`` grows between the two reads and would make every
+    leaked body look like another object.
+    """
+
+    moment = timezone.now()
+
+    @classmethod
+    def now(cls) -> datetime:
+        return cls.moment
+
+
+@pytest.fixture
+def peers(transactional_db, settings, monkeypatch, django_user_model) -> Iterator[None]:
+    """Two users, each with a finished session and the key the auth document names."""
+    from diagnosis import tasks
+
+    monkeypatch.setattr(tasks.diagnosis_run_task, "delay", lambda *a, **k: None)
+    monkeypatch.setattr(serializers, "timezone", _StoppedClock)
+    settings.API_RATE_LIMIT = "100000/min"
+    settings.DIAGNOSIS_DEFAULT_ENVIRONMENT = "shop"
+    environment = Environment.objects.create(slug="shop", name="Shop")
+    keys, decoys = {}, {}
+    for name, key in _document_keys().items():
+        user = django_user_model.objects.create_user(username=name, password=f"pw-{name}-1")
+        completed_session_make(owner=user, environment=environment)
+        decoys[name] = api_key_create(owner=user, name="decoy").api_key
+        prefix = key.removeprefix("rp_").partition("_")[0]
+        with monkeypatch.context() as fixed:
+            fixed.setattr(services, "api_key_generate", lambda p=prefix, k=key: (p, k))
+            keys[name] = api_key_create(owner=user, name="schemathesis").api_key
+    CREDENTIALS.update(key_id=keys["owner"].pk, decoy_id=decoys["owner"].pk)
+    yield
+    assert all(ApiKey.objects.get(pk=k.pk).is_active for k in keys.values()), "a run key revoked"
+    CREDENTIALS.clear()
+
+
+def _peers_schema() -> Any:
+    """The API-key operations, run as the owner with the peer at hand.
+
+    Loaded per test: the check probes each operation once per run and remembers it.
+    """
+    schema = schemathesis.openapi.from_wsgi(SCHEMA_URL, application, config=PEERS_CONFIG)
+    return schema.exclude(path_regex=f"^{WEBHOOK_PREFIX}")
+
+
+def test_one_user_never_reads_what_another_user_created_or_listed(peers: None) -> None:
+    _scenarios(_peers_schema()).run(settings=STATEFUL)
+
+
+def _any_owners_diagnosis(*, user: Any, public_id: Any) -> DiagnosisSession | None:
+    return DiagnosisSession.objects.filter(public_id=public_id).first()  # no owner check
+
+
+def test_the_peer_run_fails_on_an_api_that_shows_one_users_diagnosis_to_another(
+    peers: None, monkeypatch
+) -> None:
+    monkeypatch.setattr(base, "diagnosis_get_for_user", _any_owners_diagnosis)
+    with pytest.raises(FailureGroup) as found:
+        _scenarios(_peers_schema()).run(settings=STATEFUL)
+    (violation,) = found.value.exceptions
+    assert isinstance(violation, ObjectLevelAuthorizationViolation)
+    assert "`peer` received the `DiagnosisDetail` that `owner` owns" in violation.message
 
 
 @pytest.mark.django_db
