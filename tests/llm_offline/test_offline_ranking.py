@@ -83,45 +83,41 @@ def _ranked(calls: list[Call], edges: list[tuple[str, str]]) -> list[str]:
     return [s.service for s in ranked if s.graph_score > 0]
 
 
+def _slow(
+    service: str,
+    base: float,
+    level: float,
+    score: float,
+    *,
+    change: str = "2026-03-02T10:20:00Z",
+    quantile: str = "0.99",
+    samples_every: int = 1,
+) -> dict[str, Any]:
+    """A latency quantile that rose from ``base`` to ``level`` seconds at ``change``."""
+    return _series(
+        service,
+        "latency_seconds",
+        labels={"quantile": quantile},
+        base=base,
+        level=level,
+        change=change,
+        score=score,
+        samples_every=samples_every,
+    )
+
+
 def test_a_callee_dated_one_coarse_sample_after_its_caller_still_explains_it() -> None:
     # 5-minute samples on a 2-minute grid: web's shift shows at 10:22, search's (sampled
     # in the next 5-minute period and moved to the next grid point) at 10:28. The tool
     # sees each sample fill two grid points.
+    early, late = "2026-03-02T10:22:00Z", "2026-03-02T10:28:00Z"
     calls = [
         _call(
             "2m",
             [
-                _series("web", "latency_seconds", base=0.3, level=0.9, change=None, score=0),
-                _series(
-                    "web",
-                    "latency_seconds",
-                    labels={"quantile": "0.99"},
-                    base=0.3,
-                    level=0.8,
-                    change="2026-03-02T10:22:00Z",
-                    score=30,
-                    samples_every=2,
-                ),
-                _series(
-                    "search",
-                    "latency_seconds",
-                    labels={"quantile": "0.99"},
-                    base=0.05,
-                    level=0.6,
-                    change="2026-03-02T10:28:00Z",
-                    score=90,
-                    samples_every=2,
-                ),
-                _series(
-                    "cart",
-                    "latency_seconds",
-                    labels={"quantile": "0.99"},
-                    base=0.1,
-                    level=0.3,
-                    change="2026-03-02T10:22:00Z",
-                    score=12,
-                    samples_every=2,
-                ),
+                _slow("web", 0.3, 0.8, 30, change=early, samples_every=2),
+                _slow("search", 0.05, 0.6, 90, change=late, samples_every=2),
+                _slow("cart", 0.1, 0.3, 12, change=early, samples_every=2),
             ],
         )
     ]
@@ -169,39 +165,18 @@ def test_a_callee_failing_the_few_requests_it_still_served_does_not_take_the_cal
 def test_a_slow_idle_function_explaining_only_its_idle_wrappers_does_not_outrank_a_busy_callee():
     # fn's few requests got slow, and so did the two wrappers that invoke it (same
     # requests); search serves most of the system's traffic and slowed too.
-    onset = "2026-03-02T10:20:00Z"
-
-    def slow(service: str, base: float, level: float, score: float) -> dict[str, Any]:
-        return _series(
-            service,
-            "latency_seconds",
-            labels={"quantile": "0.5"},
-            base=base,
-            level=level,
-            change=onset,
-            score=score,
-        )
-
     calls = [
         _call(
             "1m",
             [
                 _traffic("web", 700),
-                slow("fn", 0.38, 2.97, 90),
+                _slow("fn", 0.38, 2.97, 90, quantile="0.5"),
                 _traffic("fn", 6),
-                slow("fn-wrapper", 0.48, 3.02, 120),
+                _slow("fn-wrapper", 0.48, 3.02, 120, quantile="0.5"),
                 _traffic("fn-wrapper", 6),
-                slow("fn-trigger", 0.48, 3.5, 160),
+                _slow("fn-trigger", 0.48, 3.5, 160, quantile="0.5"),
                 _traffic("fn-trigger", 6),
-                _series(
-                    "search",
-                    "latency_seconds",
-                    labels={"quantile": "0.99"},
-                    base=0.036,
-                    level=0.5,
-                    change=onset,
-                    score=140,
-                ),
+                _slow("search", 0.036, 0.5, 140),
                 _traffic("search", 1134),
             ],
         )
