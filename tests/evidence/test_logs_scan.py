@@ -124,6 +124,12 @@ def _awkward_lines() -> list[str]:
                     ensure_ascii=False,
                 )
             )
+        elif kind == 20:  # times inside string values: colons and zeros that are not numbers
+            out.append(_line(at, "pay1", "INFO", "timer 3", clock="10:05:03", n=0, t=": 01"))
+        elif kind == 21:  # not JSON: a negative number with a leading zero
+            out.append(_line(at, "pay1", "INFO", "neg 4")[:-1] + ', "n": -012}')
+        elif kind == 22:  # not JSON: a stray quote after the message
+            out.append(_line(at, "pay1", "INFO", "stray 5")[:-1] + ', "k": "a"b"}')
     out.append(_line(WINDOW.start, "pay1", "INFO", "exactly at the window start 1"))
     out.append(_line(WINDOW.end, "pay1", "INFO", "exactly at the window end 1"))
     out.append(_line(WINDOW.baseline_start, "pay1", "INFO", "exactly at the baseline start 1"))
@@ -311,3 +317,34 @@ def test_bytes_that_are_not_utf8_are_counted_as_text_mode_reading_replaces_them(
     expected = _scan([path], counting=False, monkeypatch=monkeypatch)
     assert _scan([path], counting=True, monkeypatch=monkeypatch) == expected
     assert "\ufffd" in expected[1]
+
+
+def test_times_and_numbers_in_fields_after_the_message_are_counted_without_reading_lines(
+    tmp_path, monkeypatch
+):
+    # Structured loggers add fields such as a clock time (colons and leading zeros inside a
+    # string) beside numbers; neither makes a line need json.loads.
+    start = WINDOW.start + timedelta(minutes=1)
+    lines = [
+        _line(
+            start + timedelta(seconds=i),
+            "pay1",
+            "ERROR" if i % 3 else "INFO",
+            f"request took {i % 90}ms",
+            clock=f"10:0{i % 10}:0{i % 7}",
+            elapsed=i % 13,
+            ratio=0.5,
+        )
+        for i in range(1500)
+    ]
+    path = tmp_path / "apps.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    expected = _scan([path], counting=False, monkeypatch=monkeypatch)
+    line_by_line = []
+    monkeypatch.setattr(
+        logscan._Aggregator, "add_jsonl_line", lambda self, *args: line_by_line.append(args)
+    )
+    monkeypatch.setattr(logscan, "_workers", lambda: 1)
+    assert _scan([path], counting=True, monkeypatch=monkeypatch) == expected
+    assert not line_by_line
+    assert expected[2]["total_window"] == 1500

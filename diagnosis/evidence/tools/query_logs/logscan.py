@@ -46,7 +46,7 @@ from diagnosis.evidence.formats import (
     log_time_parse,
     plain_line_parse,
 )
-from diagnosis.evidence.tools.query_logs import clustering
+from diagnosis.evidence.tools.query_logs import _blockscan, clustering
 from diagnosis.evidence.tools.query_logs.clustering import LogClusterer, TemplateStats, sample_text
 from diagnosis.evidence.tools.query_logs.filter import LogFilter
 from diagnosis.evidence.tools.query_logs.linescan import (
@@ -70,12 +70,17 @@ _LAYOUTS = (
     (b'{"ts": "', b'", "service": "', b'", "level": "', b'", "message": "'),
     (b'{"ts":"', b'","service":"', b'","level":"', b'","message":"'),
 )
-_STAMP_DIGITS = np.array([0, 1, 2, 3, 5, 6, 8, 9, 11, 12, 14, 15, 17, 18])
-_STAMP_PUNCT = np.array([4, 7, 10, 13, 16])
-_STAMP_PUNCT_BYTES = np.frombuffer(b"--T::", _U8)
-_MESSAGE_DIGITS = np.arange(256, dtype=_U8)
-_MESSAGE_DIGITS[48:58] = ord("1")
 _MAX_EXACT_MICROS = 2**53
+# Lines the fast path leaves to the line-by-line code: escapes, control bytes, fewer than
+# 16 quotes, the four keys not as a layout writes them, a ts value that is not a UTC stamp
+# (YYYY-MM-DDTHH:MM:SS, then Z or a fraction of 1 to 9 digits and Z).
+_NOT_FAST = (
+    _blockscan.FLAG_CONTROL
+    | _blockscan.FLAG_BACKSLASH
+    | _blockscan.FLAG_SHORT
+    | _blockscan.FLAG_LAYOUT
+    | _blockscan.FLAG_STAMP
+)
 
 
 @dataclass(slots=True)
@@ -276,66 +281,6 @@ def _line_starts(path: Path, size: int, pieces: int) -> list[int]:
     return offsets
 
 
-def _gather(arr: np.ndarray, at: np.ndarray, width: int) -> np.ndarray:
-    """Rows of ``width`` items from each offset (a row that would pass the end ends there).
-
-    Only rows of lines that qualify are read for what they hold, and those lie inside.
-    """
-    windows = np.lib.stride_tricks.sliding_window_view(arr, width)
-    return windows[np.minimum(at, len(arr) - width)]
-
-
-def _words(buf: bytes | bytearray) -> np.ndarray:
-    """The 8 bytes from each offset of ``buf`` as one little-endian integer (an unaligned view)."""
-    count = max(len(buf) - 7, 0)
-    return np.ndarray((count,), dtype="<u8", buffer=buf, strides=(1,))
-
-
-def _equals_at(words: np.ndarray, at: np.ndarray, needle: bytes) -> np.ndarray:
-    """Whether ``needle`` (1 to 16 bytes) occurs at each offset (past the end: False or any).
-
-    Compared as two overlapping 8-byte integers (one, masked, for a shorter needle); as
-    in ``_gather``, only lines that qualify need a true answer, and theirs lie inside.
-    """
-    last = len(words) - 1
-    if len(needle) < 8:
-        mask = (1 << (8 * len(needle))) - 1
-        head = int.from_bytes(needle, "little")
-        return (words[np.minimum(at, last)] & np.uint64(mask)) == head
-    out = words[np.minimum(at, last)] == int.from_bytes(needle[:8], "little")
-    tail = int.from_bytes(needle[-8:], "little")
-    out &= words[np.minimum(at + len(needle) - 8, last)] == tail
-    return out
-
-
-def _layout_keys(
-    words: np.ndarray, at: tuple[np.ndarray, ...], layout: tuple[bytes, ...]
-) -> np.ndarray:
-    """Whether the service, level and message keys of ``layout`` close the quotes ``at``."""
-    out = _equals_at(words, at[0], layout[1])
-    for offsets, needle in zip(at[1:], layout[2:], strict=True):
-        out &= _equals_at(words, offsets, needle)
-    return out
-
-
-def _marked(starts: np.ndarray, at: np.ndarray, lines: int) -> np.ndarray:
-    """Which lines hold one of the offsets ``at``."""
-    out = np.zeros(lines, dtype=bool)
-    if len(at):
-        out[np.searchsorted(starts, at, side="right") - 1] = True
-    return out
-
-
-def _alternating(bounds: np.ndarray, size: int) -> np.ndarray:
-    """A byte mask: out before ``bounds[0]``, in from there to ``bounds[1]``, out again..."""
-    # The bounds come as a few sorted runs: a stable sort (timsort) merges them.
-    bounds = np.sort(bounds, kind="stable")
-    counts = np.diff(bounds, prepend=0, append=size)
-    labels = np.zeros(len(counts), dtype=bool)
-    labels[1::2] = True
-    return np.repeat(labels, counts)
-
-
 class _FastBlock:
     """The lines of one block in the common JSON layout, found with array operations.
 
@@ -347,57 +292,22 @@ class _FastBlock:
     """
 
     def __init__(self, buf: bytearray, head_seconds: Callable[[np.ndarray], np.ndarray]) -> None:
-        arr = np.frombuffer(buf, _U8)
-        self.buf, self.arr = buf, arr
-        controls = np.flatnonzero(arr < 32)
-        newline = arr[controls] == 10
-        nl = controls[newline]
-        starts = np.empty_like(nl)
-        starts[0] = 0
-        starts[1:] = nl[:-1] + 1
-        lines = self.lines = len(nl)
-        self.starts, self.ends = starts, nl
+        self.buf, self.arr = buf, np.frombuffer(buf, _U8)
+        index = _blockscan.block_index(buf, _LAYOUTS)
+        starts, nl, quotes, codes, micros = (np.frombuffer(a, np.int64) for a in index[:5])
+        self.starts, self.ends, self.lines = starts, nl, len(nl)
+        q = self.q = quotes.reshape(-1, 16)
+        self.flags = np.frombuffer(index[5], _U8)
         ok = (nl - starts) >= 60
-        ok &= ~_marked(starts, controls[~newline], lines)
-        ok &= ~_marked(starts, np.flatnonzero(arr == 92), lines)
-        words = _words(buf)
-        ok &= _equals_at(words, starts, _LAYOUTS[0][0]) | _equals_at(words, starts, _LAYOUTS[1][0])
-        quotes = self.quotes = np.flatnonzero(arr == 34)
-        first_quote = np.searchsorted(quotes, starts)
-        self.first_quote = first_quote
-        ok &= first_quote + 16 <= len(quotes)
-        if len(quotes) < 16:
-            quotes = np.concatenate([quotes, np.full(16, len(arr) - 1, dtype=quotes.dtype)])
-        q = _gather(quotes, first_quote, 16)
-        ok &= q[:, 15] < nl
-        keys_at = (q[:, 3], q[:, 7], q[:, 11])
-        ok &= _layout_keys(words, keys_at, _LAYOUTS[0]) | _layout_keys(words, keys_at, _LAYOUTS[1])
+        ok &= (self.flags & _NOT_FAST) == 0
         ok &= q[:, 7] > q[:, 6] + 1  # a service is not empty
-        # The stamp: YYYY-MM-DDTHH:MM:SS, then Z, or a fraction of 1 to 9 digits and Z.
-        ts_start, ts_end = q[:, 2] + 1, q[:, 3]
-        ts_len = ts_end - ts_start
-        head = _gather(arr, ts_start, 30)
-        digits = head[:, _STAMP_DIGITS]
-        ok &= ((digits >= 48) & (digits <= 57)).all(axis=1)
-        ok &= (head[:, _STAMP_PUNCT] == _STAMP_PUNCT_BYTES).all(axis=1)
-        ok &= arr[np.maximum(ts_end - 1, 0)] == ord("Z")
-        fraction_digits = ts_len - 21
-        fraction = head[:, 20:29].astype(np.int64) - 48
-        in_fraction = np.arange(9) < fraction_digits[:, None]
-        ok &= (ts_len == 20) | (
-            (ts_len >= 22)
-            & (ts_len <= 30)
-            & (head[:, 19] == ord("."))
-            & (((fraction >= 0) & (fraction <= 9)) | ~in_fraction).all(axis=1)
-        )
-        seconds = head_seconds(digits.astype(np.int64) - 48)
+        # The stamp's date and time to the second (cached per distinct second), then its
+        # microseconds; a float holds the sum exactly below 2**53.
+        seconds = head_seconds(codes)
         ok &= seconds != _INVALID
-        weights = 10 ** np.arange(5, -1, -1, dtype=np.int64)
-        micro = (np.where(in_fraction[:, :6], fraction[:, :6], 0) * weights).sum(axis=1)
-        micros = np.where(ok, seconds, 0) * 1_000_000 + micro
-        ok &= np.abs(micros) < _MAX_EXACT_MICROS
-        self.ts = micros / 1e6
-        self.q = q
+        total = np.where(ok, seconds, 0) * 1_000_000 + micros
+        ok &= np.abs(total) < _MAX_EXACT_MICROS
+        self.ts = total / 1e6
         self.ok = ok
 
 
@@ -410,11 +320,10 @@ _TAIL = re.compile(
 
 
 def _epoch_seconds(cache: dict[int, int]) -> Callable[[np.ndarray], np.ndarray]:
-    """Unix seconds of stamp heads given as their 14 digit values (``_INVALID``: no time)."""
-    weights = 10 ** np.arange(13, -1, -1, dtype=np.int64)
+    """Unix seconds of stamp heads given as their 14 digits read as one number
+    (``_INVALID``: no time)."""
 
-    def convert(digits: np.ndarray) -> np.ndarray:
-        codes = digits @ weights
+    def convert(codes: np.ndarray) -> np.ndarray:
         # Stamps mostly come in order: the runs of one second, else a sort.
         if len(codes) and (codes[1:] >= codes[:-1]).all():
             starts = np.flatnonzero(np.diff(codes, prepend=codes[0] - 1))
@@ -445,22 +354,13 @@ def _fast_block(agg: _Aggregator, buf: bytearray, base: int, heads: dict[int, in
     """Count a block's lines; returns how many lines it held."""
     spec = agg.spec
     block = _FastBlock(buf, _epoch_seconds(heads))
-    arr, q, ts, ok, starts = block.arr, block.q, block.ts, block.ok, block.starts
+    ts, ok, starts = block.ts, block.ok, block.starts
     in_range = (ts >= spec.baseline_start) & (ts <= spec.window_end)
     # A line outside the range is skipped unread, as there, unless a later "ts" field
     # (which json.loads would take) might bring it in.
-    quotes = block.quotes
-    ts_keys = quotes[:-3][(arr[quotes[:-3] + 1] == 116) & (arr[quotes[:-3] + 2] == 115)]
-    ts_keys = ts_keys[arr[ts_keys + 3] == 34]
-    ts_line = np.searchsorted(starts, ts_keys, side="right") - 1
-    later_ts = np.zeros(block.lines, dtype=bool)
-    later_ts[ts_line[ts_keys > q[ts_line, 15]]] = True
-    skipped = ok & ~in_range & ~later_ts
-    msg_start, msg_end = q[:, 14] + 1, q[:, 15]
-    plain = ok & in_range
-    hex_at = np.flatnonzero(arr == 120)  # "0x"
-    hex_at = hex_at[arr[np.maximum(hex_at - 1, 0)] == 48] - 1
-    plain &= _marked_in(starts, hex_at, msg_start, msg_end, block.lines)
+    skipped = ok & ~in_range & ((block.flags & _blockscan.FLAG_LATER_TS) == 0)
+    # "0x" in a message: its masking does not follow from the digit shape alone.
+    plain = ok & in_range & ((block.flags & _blockscan.FLAG_HEX) == 0)
     rows = np.flatnonzero(plain)
     slow = ~plain & ~skipped
     if len(rows):
@@ -471,70 +371,22 @@ def _fast_block(agg: _Aggregator, buf: bytearray, base: int, heads: dict[int, in
     return block.lines
 
 
-def _leading_zeros(arr: np.ndarray) -> np.ndarray:
-    """Offsets of the zero of each ``:0``, ``: 0``, ``:-0`` or ``: -0`` followed by a digit
-    (a number with a leading zero: not JSON)."""
-    size = len(arr)
-    colons = np.flatnonzero(arr == 58)
+def _line_keys(block: _FastBlock, rows: np.ndarray) -> tuple[np.ndarray, list[bytes]]:
+    """Each row's line key as a number, and the keys in the order they first occur.
 
-    def byte(offset: int) -> np.ndarray:
-        return arr[np.minimum(colons + offset, size - 1)]
-
-    found = []
-    for space in (0, 1):
-        for minus in (0, 1):
-            zero = 1 + space + minus
-            hit = (byte(zero) == 48) & (byte(zero + 1) >= 48) & (byte(zero + 1) <= 57)
-            hit &= colons + zero + 1 < size
-            if space:
-                hit &= byte(1) == 32
-            if minus:
-                hit &= byte(1 + space) == 45
-            found.append(colons[hit] + zero)
-    return np.concatenate(found)
-
-
-def _marked_in(
-    starts: np.ndarray, at: np.ndarray, low: np.ndarray, high: np.ndarray, lines: int
-) -> np.ndarray:
-    """Lines none of whose offsets ``at`` lie in their own span ``[low, high)``."""
-    out = np.ones(lines, dtype=bool)
-    if len(at):
-        line = np.searchsorted(starts, at, side="right") - 1
-        inside = (at >= low[line]) & (at < high[line])
-        out[line[inside]] = False
-    return out
-
-
-def _line_keys(block: _FastBlock, rows: np.ndarray) -> list[bytes]:
-    """Each row's line key: from its service to its end, every digit as 1, the contents of
+    A key runs from the line's service to its end, every digit as 1, the contents of
     string values after the message emptied (``_as_written`` gives the service and level
-    back as written)."""
-    arr, q, ends = block.arr, block.q, block.ends
-    size = len(arr)
-    service_start = q[rows, 6] + 1
-    line_end = ends[rows] + 1
-    # Value strings after the message: quote pairs whose opening quote follows ": ".
-    quotes = block.quotes
-    first = block.first_quote[rows] + 16
-    last = np.searchsorted(quotes, ends[rows])
-    even = ((last - first) % 2) == 0
-    pairs = np.where(even, np.maximum(last - first, 0) // 2, 0)
-    pair_starts = np.cumsum(pairs) - pairs
-    open_index = np.repeat(first, pairs) + 2 * (
-        np.arange(int(pairs.sum())) - np.repeat(pair_starts, pairs)
+    back as written).
+    """
+    q = block.q[rows]
+    ids, keys = _blockscan.line_keys(
+        block.buf,
+        len(rows),
+        np.ascontiguousarray(q[:, 6] + 1),
+        np.ascontiguousarray(q[:, 15]),
+        np.ascontiguousarray(block.ends[rows]),
     )
-    opening, closing = quotes[open_index], quotes[open_index + 1]
-    # A value's opening quote follows its key's colon, with or without a space.
-    before = arr[opening - 1]
-    is_value = (before == 58) | ((before == 32) & (arr[opening - 2] == 58))
-    # Kept: from the service to the line's end, less the contents of the value strings.
-    keep = _alternating(
-        np.concatenate([service_start, opening[is_value] + 1, closing[is_value], line_end]), size
-    )
-    keys = arr[keep].tobytes().translate(_ALL_DIGITS).split(b"\n")
-    keys.pop()
-    return keys
+    return np.frombuffer(ids, np.int32), keys
 
 
 def _shape_rows(agg: _Aggregator, block: _FastBlock, rows: np.ndarray, base: int) -> np.ndarray:
@@ -546,24 +398,16 @@ def _shape_rows(agg: _Aggregator, block: _FastBlock, rows: np.ndarray, base: int
     """
     spec = agg.spec
     arr, q = block.arr, block.q
-    keys = _line_keys(block, rows)
-    # Numbered in the order they first occur (bytes keep their hash: each is hashed once).
-    index = {key: number for number, key in enumerate(dict.fromkeys(keys))}
-    ids = np.fromiter(map(index.__getitem__, keys), dtype=np.int64, count=len(rows))
+    ids, keys = _line_keys(block, rows)
     # Keys write every digit as 1, which would hide a number with a leading zero (not
-    # JSON) in the fields after the message: where a key's fields hold a number, such
-    # lines go line by line.
-    counted = np.ones(len(rows), dtype=bool)
-    if any(b'":1' in key or b'":-1' in key or b'": 1' in key or b'": -1' in key for key in index):
-        zeros = _leading_zeros(block.arr)
-        tails = _marked_in(block.starts, zeros, q[:, 15], block.ends, block.lines)
-        counted &= tails[rows]
+    # JSON) in the fields after the message: such lines go line by line.
+    counted = (block.flags[rows] & _blockscan.FLAG_LEADING_ZERO) == 0
     order = np.argsort(ids, kind="stable")
     members_by_id = np.split(order, np.flatnonzero(np.diff(ids[order])) + 1)
     ts = block.ts[rows]
     in_window = ts >= spec.window_start
     log_filter = spec.log_filter
-    for key, all_members in zip(index, members_by_id, strict=True):
+    for key, all_members in zip(keys, members_by_id, strict=True):
         members = all_members[counted[all_members]]
         if not len(members):
             continue
@@ -618,7 +462,6 @@ def _as_written(
         yield service, level, np.array(part, dtype=members.dtype)
 
 
-_ALL_DIGITS = bytes.maketrans(b"0123456789", b"1111111111")
 _TAIL_VALID: dict[bytes, bool] = {}
 
 

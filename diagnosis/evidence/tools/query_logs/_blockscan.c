@@ -1,0 +1,502 @@
+/*
+ * The byte-level half of query_logs' counting scan (see logscan.py), in one pass per job:
+ *
+ *   block_index(buf)  -> where each line starts and ends, its first 16 quotes, and flags
+ *                        saying which lines the fast path must leave to the line-by-line code;
+ *   line_keys(buf, service_start, message_end, line_end)
+ *                     -> each given line's key (from its service to its end, every digit as
+ *                        1, the contents of string values after the message emptied) as a
+ *                        number, and the distinct keys in the order they first occur.
+ *
+ * The rules are the ones logscan.py states; it decides everything else with numpy. No
+ * Python object is touched while a block is read, so the GIL is released meanwhile.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <string.h>
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
+
+#define QUOTES 16
+
+enum {
+    FLAG_CONTROL = 1,       /* a byte below 32 other than the newline */
+    FLAG_BACKSLASH = 2,     /* an escape: json.loads must read the line */
+    FLAG_SHORT = 4,         /* fewer than 16 quotes */
+    FLAG_LATER_TS = 8,      /* a "ts" key after the message (json.loads would take it) */
+    FLAG_HEX = 16,          /* "0x" inside the message */
+    FLAG_LEADING_ZERO = 32, /* a number after the message written with a leading zero */
+    FLAG_LAYOUT = 64,       /* the four keys are not where a layout puts them */
+    FLAG_STAMP = 128        /* the ts value is not YYYY-MM-DDTHH:MM:SS[.1-9 digits]Z */
+};
+
+#define LAYOUTS_MAX 4
+
+/* The four fields' keys as a layout writes them: the line's start, then what follows the
+ * closing quotes of the ts, service and level values. */
+typedef struct {
+    int count;
+    const char *part[LAYOUTS_MAX][4];
+    Py_ssize_t len[LAYOUTS_MAX][4];
+} Layouts;
+
+/* 1: newline, 2: other control byte, 3: quote, 4: backslash, 5: colon, 6: zero. */
+static unsigned char byte_class[256];
+
+static void byte_class_init(void) {
+    for (int c = 0; c < 32; c++) byte_class[c] = 2;
+    byte_class['\n'] = 1;
+    byte_class['"'] = 3;
+    byte_class['\\'] = 4;
+    byte_class[':'] = 5;
+    byte_class['0'] = 6;
+}
+
+static inline int is_digit(unsigned char c) { return c >= '0' && c <= '9'; }
+
+/* The offset of the next byte from ``i`` that matters in the line's current part: a
+ * control byte, quote or backslash anywhere, a zero inside the message, a colon after it. */
+static inline Py_ssize_t next_byte(const unsigned char *s, Py_ssize_t i, Py_ssize_t size,
+                                   int zeros, int colons) {
+#ifdef __SSE2__
+    const __m128i quote = _mm_set1_epi8('"'), backslash = _mm_set1_epi8('\\');
+    const __m128i below = _mm_set1_epi8(31);
+    const __m128i zero = _mm_set1_epi8(zeros ? '0' : '"');
+    const __m128i colon = _mm_set1_epi8(colons ? ':' : '"');
+    for (; i + 16 <= size; i += 16) {
+        __m128i x = _mm_loadu_si128((const __m128i *)(s + i));
+        __m128i hit = _mm_or_si128(_mm_cmpeq_epi8(x, quote), _mm_cmpeq_epi8(x, backslash));
+        hit = _mm_or_si128(hit, _mm_cmpeq_epi8(_mm_min_epu8(x, below), x));
+        hit = _mm_or_si128(hit, _mm_or_si128(_mm_cmpeq_epi8(x, zero), _mm_cmpeq_epi8(x, colon)));
+        int bits = _mm_movemask_epi8(hit);
+        if (bits) return i + __builtin_ctz((unsigned)bits);
+    }
+#endif
+    for (; i < size; i++) {
+        unsigned char kind = byte_class[s[i]];
+        if (kind && kind < 5) return i;
+        if ((kind == 5 && colons) || (kind == 6 && zeros)) return i;
+    }
+    return size;
+}
+
+/* A number with a leading zero right after the colon at ``at``: ":0D", ": 0D", ":-0D", ": -0D". */
+static inline int leading_zero_at(const unsigned char *s, Py_ssize_t at, Py_ssize_t end) {
+    Py_ssize_t i = at + 1;
+    if (i < end && s[i] == ' ') i++;
+    if (i < end && s[i] == '-') i++;
+    return i + 1 < end && s[i] == '0' && is_digit(s[i + 1]);
+}
+
+static inline int bytes_at(const unsigned char *s, Py_ssize_t at, Py_ssize_t end,
+                           const char *needle, Py_ssize_t len) {
+    return at + len <= end && memcmp(s + at, needle, (size_t)len) == 0;
+}
+
+/* Whether the line from ``start`` begins as some layout does and, for some layout, has its
+ * service, level and message keys right after the ts, service and level values. */
+static int layout_fits(const unsigned char *s, Py_ssize_t start, Py_ssize_t end,
+                       const int64_t *q, const Layouts *layouts) {
+    int begins = 0, keys = 0;
+    for (int k = 0; k < layouts->count; k++) {
+        const char *const *part = layouts->part[k];
+        const Py_ssize_t *len = layouts->len[k];
+        begins |= bytes_at(s, start, end, part[0], len[0]);
+        keys |= bytes_at(s, q[3], end, part[1], len[1]) && bytes_at(s, q[7], end, part[2], len[2]) &&
+                bytes_at(s, q[11], end, part[3], len[3]);
+    }
+    return begins && keys;
+}
+
+/* The ts value between quotes ``q[2]`` and ``q[3]``: its 14 digits as one number and its
+ * microseconds (a finer fraction is cut); 0 when it is not a UTC stamp as written here. */
+static int stamp_read(const unsigned char *s, const int64_t *q, int64_t *code, int64_t *micros) {
+    static const int digit_at[14] = {0, 1, 2, 3, 5, 6, 8, 9, 11, 12, 14, 15, 17, 18};
+    static const char punct[5] = {'-', '-', 'T', ':', ':'};
+    static const int punct_at[5] = {4, 7, 10, 13, 16};
+    const unsigned char *t = s + q[2] + 1;
+    Py_ssize_t len = q[3] - (q[2] + 1);
+    if (!(len == 20 || (len >= 22 && len <= 30)) || t[len - 1] != 'Z') return 0;
+    int64_t value = 0;
+    for (int k = 0; k < 14; k++) {
+        if (!is_digit(t[digit_at[k]])) return 0;
+        value = value * 10 + (t[digit_at[k]] - '0');
+    }
+    for (int k = 0; k < 5; k++)
+        if (t[punct_at[k]] != punct[k]) return 0;
+    int64_t fraction = 0;
+    if (len >= 22) {
+        if (t[19] != '.') return 0;
+        for (Py_ssize_t k = 20; k < len - 1; k++) {
+            if (!is_digit(t[k])) return 0;
+            if (k < 26) fraction += (t[k] - '0') * (int64_t[]){100000, 10000, 1000, 100, 10, 1}[k - 20];
+        }
+    }
+    *code = value;
+    *micros = fraction;
+    return 1;
+}
+
+typedef struct {
+    int64_t *starts, *ends, *quotes, *codes, *micros;
+    unsigned char *flags;
+} Index;
+
+/* Line ``n``, from ``start``; returns the offset of its newline. */
+static Py_ssize_t line_index(const unsigned char *s, Py_ssize_t start, Py_ssize_t size,
+                             const Layouts *layouts, Index *ix, Py_ssize_t n) {
+    int64_t *q = ix->quotes + n * QUOTES;
+    int found = 0;
+    int in_string = 0; /* after the 16th quote: inside a string value */
+    unsigned char f = 0;
+    Py_ssize_t i = start;
+    for (;; i++) {
+        i = next_byte(s, i, size, found == QUOTES - 1, found == QUOTES);
+        if (i >= size) break;
+        unsigned char kind = byte_class[s[i]];
+        if (kind == 1) break;
+        if (kind == 2) {
+            f |= FLAG_CONTROL;
+        } else if (kind == 3) {
+            if (found < QUOTES) {
+                q[found++] = i;
+            } else {
+                in_string = !in_string;
+                if (i + 3 < size && s[i + 1] == 't' && s[i + 2] == 's' && s[i + 3] == '"')
+                    f |= FLAG_LATER_TS;
+            }
+        } else if (kind == 4) {
+            f |= FLAG_BACKSLASH;
+        } else if (kind == 5) {
+            if (!in_string && leading_zero_at(s, i, size)) f |= FLAG_LEADING_ZERO;
+        } else if (kind == 6) {
+            if (i + 1 < size && s[i + 1] == 'x') f |= FLAG_HEX;
+        }
+    }
+    ix->codes[n] = ix->micros[n] = 0;
+    if (found < QUOTES) {
+        f |= FLAG_SHORT | FLAG_LAYOUT | FLAG_STAMP;
+        for (int k = found; k < QUOTES; k++) q[k] = i; /* in bounds for the array code */
+    } else {
+        if (!layout_fits(s, start, i, q, layouts)) f |= FLAG_LAYOUT;
+        if (!stamp_read(s, q, &ix->codes[n], &ix->micros[n])) f |= FLAG_STAMP;
+    }
+    ix->flags[n] = f;
+    ix->starts[n] = start;
+    ix->ends[n] = i;
+    return i;
+}
+
+static PyObject *bytes_sized(Py_ssize_t size, char **data) {
+    PyObject *out = PyBytes_FromStringAndSize(NULL, size);
+    if (out != NULL) *data = PyBytes_AS_STRING(out);
+    return out;
+}
+
+static int layouts_parse(PyObject *seq, Layouts *layouts) {
+    PyObject *items = PySequence_Fast(seq, "layouts must be a sequence");
+    if (items == NULL) return -1;
+    Py_ssize_t count = PySequence_Fast_GET_SIZE(items);
+    int ok = count > 0 && count <= LAYOUTS_MAX;
+    layouts->count = (int)count;
+    for (Py_ssize_t k = 0; ok && k < count; k++) {
+        PyObject *layout = PySequence_Fast_GET_ITEM(items, k);
+        ok = PyTuple_Check(layout) && PyTuple_GET_SIZE(layout) == 4;
+        for (int p = 0; ok && p < 4; p++) {
+            PyObject *part = PyTuple_GET_ITEM(layout, p);
+            ok = PyBytes_Check(part) && PyBytes_GET_SIZE(part) > 0;
+            if (ok) {
+                layouts->part[k][p] = PyBytes_AS_STRING(part);
+                layouts->len[k][p] = PyBytes_GET_SIZE(part);
+            }
+        }
+    }
+    Py_DECREF(items); /* the bytes stay alive: the caller holds the tuple */
+    if (!ok) PyErr_SetString(PyExc_ValueError, "layouts: 1 to 4 tuples of 4 non-empty bytes");
+    return ok ? 0 : -1;
+}
+
+static PyObject *block_index(PyObject *Py_UNUSED(self), PyObject *args) {
+    Py_buffer view;
+    PyObject *layouts_o;
+    Layouts layouts;
+    if (!PyArg_ParseTuple(args, "y*O", &view, &layouts_o)) return NULL;
+    if (layouts_parse(layouts_o, &layouts) < 0) {
+        PyBuffer_Release(&view);
+        return NULL;
+    }
+    const unsigned char *s = view.buf;
+    Py_ssize_t size = view.len, lines = 0;
+    for (const unsigned char *at = s, *stop = s + size;
+         (at = memchr(at, '\n', (size_t)(stop - at))) != NULL; at++)
+        lines++;
+    char *p[6] = {NULL};
+    const Py_ssize_t widths[6] = {8, 8, 8 * QUOTES, 8, 8, 1};
+    PyObject *out[6] = {NULL};
+    int failed = 0;
+    for (int k = 0; k < 6; k++) {
+        out[k] = bytes_sized(lines * widths[k], &p[k]);
+        failed |= out[k] == NULL;
+    }
+    if (failed) {
+        for (int k = 0; k < 6; k++) Py_XDECREF(out[k]);
+        PyBuffer_Release(&view);
+        return NULL;
+    }
+    Index ix = {(int64_t *)p[0], (int64_t *)p[1], (int64_t *)p[2],
+                (int64_t *)p[3], (int64_t *)p[4], (unsigned char *)p[5]};
+    Py_BEGIN_ALLOW_THREADS
+    Py_ssize_t start = 0;
+    for (Py_ssize_t n = 0; n < lines; n++) start = line_index(s, start, size, &layouts, &ix, n) + 1;
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&view);
+    return Py_BuildValue("(NNNNNN)", out[0], out[1], out[2], out[3], out[4], out[5]);
+}
+
+/* --- line keys ------------------------------------------------------------------------- */
+
+typedef struct {
+    uint64_t hash;
+    Py_ssize_t at, len; /* the key's bytes in the keys buffer */
+    int32_t id;         /* -1: empty slot */
+} Slot;
+
+typedef struct {
+    Slot *slots;
+    Py_ssize_t mask, used;
+    unsigned char *bytes;
+    Py_ssize_t bytes_len, bytes_cap;
+    Py_ssize_t *key_at, *key_len; /* by id */
+} Table;
+
+static uint64_t key_hash(const unsigned char *s, Py_ssize_t len) {
+    uint64_t h = 0x9E3779B97F4A7C15ull ^ (uint64_t)len;
+    Py_ssize_t i = 0;
+    for (; i + 8 <= len; i += 8) {
+        uint64_t w;
+        memcpy(&w, s + i, 8);
+        h = (h ^ w) * 0xFF51AFD7ED558CCDull;
+        h ^= h >> 32;
+    }
+    uint64_t w = 0;
+    memcpy(&w, s + i, (size_t)(len - i));
+    h = (h ^ w) * 0xC4CEB9FE1A85EC53ull;
+    return h ^ (h >> 29);
+}
+
+static int table_grow(Table *t) {
+    Py_ssize_t cap = (t->mask + 1) * 2;
+    Slot *slots = PyMem_RawMalloc(sizeof(Slot) * cap);
+    Py_ssize_t *at = PyMem_RawRealloc(t->key_at, sizeof(Py_ssize_t) * cap);
+    if (at != NULL) t->key_at = at;
+    Py_ssize_t *len = PyMem_RawRealloc(t->key_len, sizeof(Py_ssize_t) * cap);
+    if (len != NULL) t->key_len = len;
+    if (slots == NULL || at == NULL || len == NULL) {
+        PyMem_RawFree(slots);
+        return -1;
+    }
+    for (Py_ssize_t k = 0; k < cap; k++) slots[k].id = -1;
+    for (Py_ssize_t k = 0; k <= t->mask; k++) {
+        Slot old = t->slots[k];
+        if (old.id < 0) continue;
+        Py_ssize_t j = (Py_ssize_t)(old.hash & (uint64_t)(cap - 1));
+        while (slots[j].id >= 0) j = (j + 1) & (cap - 1);
+        slots[j] = old;
+    }
+    PyMem_RawFree(t->slots);
+    t->slots = slots;
+    t->mask = cap - 1;
+    return 0;
+}
+
+/* The id of the key just written at the end of the keys buffer (kept if new). */
+static int32_t table_intern(Table *t, Py_ssize_t at, Py_ssize_t len) {
+    const unsigned char *key = t->bytes + at;
+    uint64_t h = key_hash(key, len);
+    Py_ssize_t j = (Py_ssize_t)(h & (uint64_t)t->mask);
+    for (;; j = (j + 1) & t->mask) {
+        Slot *slot = &t->slots[j];
+        if (slot->id < 0) break;
+        if (slot->hash == h && slot->len == len && memcmp(t->bytes + slot->at, key, len) == 0) {
+            t->bytes_len = at; /* already known: drop the copy */
+            return slot->id;
+        }
+    }
+    if ((t->used + 1) * 2 > t->mask + 1) {
+        if (table_grow(t) < 0) return -2;
+        return table_intern(t, at, len);
+    }
+    int32_t id = (int32_t)t->used++;
+    t->slots[j] = (Slot){h, at, len, id};
+    t->key_at[id] = at;
+    t->key_len[id] = len;
+    return id;
+}
+
+static int bytes_reserve(Table *t, Py_ssize_t more) {
+    if (t->bytes_len + more <= t->bytes_cap) return 0;
+    Py_ssize_t cap = (t->bytes_len + more) * 2;
+    unsigned char *bytes = PyMem_RawRealloc(t->bytes, cap);
+    if (bytes == NULL) return -1;
+    t->bytes = bytes;
+    t->bytes_cap = cap;
+    return 0;
+}
+
+/* Whether the quotes in (message_end, line_end) pair up (only then are values emptied). */
+static int quotes_pair_up(const unsigned char *s, Py_ssize_t from, Py_ssize_t to) {
+    int count = 0;
+    for (Py_ssize_t i = from; i < to; i++) count += s[i] == '"';
+    return count % 2 == 0;
+}
+
+/* Writes one line's key at the end of the keys buffer; returns its length. */
+static Py_ssize_t key_write(Table *t, const unsigned char *s, Py_ssize_t from,
+                            Py_ssize_t message_end, Py_ssize_t line_end) {
+    unsigned char *out = t->bytes + t->bytes_len;
+    Py_ssize_t n = 0;
+    for (Py_ssize_t i = from; i <= message_end; i++) {
+        unsigned char c = s[i];
+        out[n++] = is_digit(c) ? '1' : c;
+    }
+    int empty_values = quotes_pair_up(s, message_end + 1, line_end);
+    int opening = 1;
+    for (Py_ssize_t i = message_end + 1; i < line_end; i++) {
+        unsigned char c = s[i];
+        out[n++] = is_digit(c) ? '1' : c;
+        if (c != '"') continue;
+        if (opening && empty_values &&
+            (s[i - 1] == ':' || (s[i - 1] == ' ' && s[i - 2] == ':'))) {
+            /* a value string: keep its quotes, not what is between them */
+            Py_ssize_t close = i + 1;
+            while (close < line_end && s[close] != '"') close++;
+            if (close < line_end) {
+                out[n++] = '"';
+                i = close;
+                continue; /* the closing quote ends the pair */
+            }
+        }
+        opening = !opening;
+    }
+    return n;
+}
+
+static PyObject *keys_list(Table *t) {
+    PyObject *keys = PyList_New(t->used);
+    if (keys == NULL) return NULL;
+    for (Py_ssize_t k = 0; k < t->used; k++) {
+        PyObject *key = PyBytes_FromStringAndSize((const char *)t->bytes + t->key_at[k],
+                                                  t->key_len[k]);
+        if (key == NULL) {
+            Py_DECREF(keys);
+            return NULL;
+        }
+        PyList_SET_ITEM(keys, k, key);
+    }
+    return keys;
+}
+
+static int int64_view(PyObject *obj, Py_buffer *view, Py_ssize_t rows) {
+    if (PyObject_GetBuffer(obj, view, PyBUF_C_CONTIGUOUS) < 0) return -1;
+    if (view->len != rows * 8) {
+        PyBuffer_Release(view);
+        PyErr_SetString(PyExc_ValueError, "offset arrays must be int64 and of equal length");
+        return -1;
+    }
+    return 0;
+}
+
+static PyObject *line_keys(PyObject *Py_UNUSED(self), PyObject *args) {
+    Py_buffer view, from_v, message_v, end_v;
+    PyObject *from_o, *message_o, *end_o;
+    Py_ssize_t rows;
+    if (!PyArg_ParseTuple(args, "y*nOOO", &view, &rows, &from_o, &message_o, &end_o))
+        return NULL;
+    if (int64_view(from_o, &from_v, rows) < 0) goto fail_view;
+    if (int64_view(message_o, &message_v, rows) < 0) goto fail_from;
+    if (int64_view(end_o, &end_v, rows) < 0) goto fail_message;
+    const unsigned char *s = view.buf;
+    const int64_t *from = from_v.buf, *message_end = message_v.buf, *line_end = end_v.buf;
+    char *ids_p = NULL;
+    PyObject *ids = bytes_sized(rows * 4, &ids_p), *keys = NULL;
+    Table t = {0};
+    t.mask = 63;
+    t.slots = PyMem_RawMalloc(sizeof(Slot) * 64);
+    t.key_at = PyMem_RawMalloc(sizeof(Py_ssize_t) * 64);
+    t.key_len = PyMem_RawMalloc(sizeof(Py_ssize_t) * 64);
+    int failed = ids == NULL || !t.slots || !t.key_at || !t.key_len;
+    if (!failed) {
+        for (int k = 0; k < 64; k++) t.slots[k].id = -1;
+        int32_t *out = (int32_t *)ids_p;
+        Py_BEGIN_ALLOW_THREADS
+        for (Py_ssize_t r = 0; r < rows && !failed; r++) {
+            Py_ssize_t a = from[r], m = message_end[r], e = line_end[r];
+            if (a < 0 || m < a || e < m || e > view.len || bytes_reserve(&t, e - a + 1) < 0) {
+                failed = 1;
+                break;
+            }
+            Py_ssize_t at = t.bytes_len;
+            t.bytes_len += key_write(&t, s, a, m, e);
+            int32_t id = table_intern(&t, at, t.bytes_len - at);
+            if (id < 0) failed = 1;
+            out[r] = id;
+        }
+        Py_END_ALLOW_THREADS
+        if (!failed) keys = keys_list(&t);
+    }
+    PyMem_RawFree(t.slots), PyMem_RawFree(t.key_at), PyMem_RawFree(t.key_len);
+    PyMem_RawFree(t.bytes);
+    PyBuffer_Release(&end_v);
+    PyBuffer_Release(&message_v);
+    PyBuffer_Release(&from_v);
+    PyBuffer_Release(&view);
+    if (keys == NULL) {
+        Py_XDECREF(ids);
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "line offsets out of range");
+        return NULL;
+    }
+    return Py_BuildValue("(NN)", ids, keys);
+fail_message:
+    PyBuffer_Release(&message_v);
+fail_from:
+    PyBuffer_Release(&from_v);
+fail_view:
+    PyBuffer_Release(&view);
+    return NULL;
+}
+
+static PyMethodDef methods[] = {
+    {"block_index", block_index, METH_VARARGS,
+     "block_index(buf, layouts) -> (starts, ends, quotes, codes, micros, flags): per line "
+     "of a block of whole lines, int64 (quotes: 16 of them) and uint8 flags."},
+    {"line_keys", line_keys, METH_VARARGS,
+     "line_keys(buf, rows, service_start, message_end, line_end) -> (ids, keys): int32 per "
+     "row and the distinct keys in the order they first occur."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "_blockscan",
+    "The byte-level half of query_logs' counting scan (see logscan.py).", -1, methods,
+    NULL, NULL, NULL, NULL,
+};
+
+PyMODINIT_FUNC PyInit__blockscan(void) {
+    byte_class_init();
+    PyObject *m = PyModule_Create(&module);
+    if (m == NULL) return NULL;
+    if (PyModule_AddIntConstant(m, "FLAG_CONTROL", FLAG_CONTROL) < 0 ||
+        PyModule_AddIntConstant(m, "FLAG_BACKSLASH", FLAG_BACKSLASH) < 0 ||
+        PyModule_AddIntConstant(m, "FLAG_SHORT", FLAG_SHORT) < 0 ||
+        PyModule_AddIntConstant(m, "FLAG_LATER_TS", FLAG_LATER_TS) < 0 ||
+        PyModule_AddIntConstant(m, "FLAG_HEX", FLAG_HEX) < 0 ||
+        PyModule_AddIntConstant(m, "FLAG_LEADING_ZERO", FLAG_LEADING_ZERO) < 0 ||
+        PyModule_AddIntConstant(m, "FLAG_LAYOUT", FLAG_LAYOUT) < 0 ||
+        PyModule_AddIntConstant(m, "FLAG_STAMP", FLAG_STAMP) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}

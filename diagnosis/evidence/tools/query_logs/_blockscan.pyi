@@ -1,0 +1,26 @@
+"""Types of the C module ``_blockscan.c`` (the byte-level half of the counting scan)."""
+
+from collections.abc import Sequence
+
+from numpy.typing import NDArray
+
+FLAG_CONTROL: int
+FLAG_BACKSLASH: int
+FLAG_SHORT: int
+FLAG_LATER_TS: int
+FLAG_HEX: int
+FLAG_LEADING_ZERO: int
+FLAG_LAYOUT: int
+FLAG_STAMP: int
+
+def block_index(
+    buf: bytes | bytearray, layouts: Sequence[tuple[bytes, bytes, bytes, bytes]], /
+) -> tuple[bytes, bytes, bytes, bytes, bytes, bytes]: ...
+def line_keys(
+    buf: bytes | bytearray,
+    rows: int,
+    service_start: NDArray,
+    message_end: NDArray,
+    line_end: NDArray,
+    /,
+) -> tuple[bytes, list[bytes]]: ...
