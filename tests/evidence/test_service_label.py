@@ -94,14 +94,19 @@ def test_a_fleet_that_names_services_by_job_gives_the_evidence_of_the_pack_files
 
 
 @pytest.mark.prometheus
+@pytest.mark.parametrize(
+    "metric",
+    [
+        "max by (job) (pool_active)",  # the environment's own label, as Prometheus names it
+        "max by (service) (pool_active or cpu_usage)",  # service, as the model names it
+    ],
+)
 def test_a_promql_result_is_filtered_and_shown_by_service_and_says_which_label(
-    job_prometheus, owner
+    job_prometheus, owner, metric
 ):
     _, url = job_prometheus
     live_env = _live("jobs", prometheus_url=url, metrics_service_label="job")
-    row = _metrics(
-        _session(owner, live_env), {"metric": "max by (job) (pool_active)", "service": "pay"}
-    )
+    row = _metrics(_session(owner, live_env), {"metric": metric, "service": "pay"})
     assert row.status == "ok", row.output
     (series,) = row.summary["series"]
     assert series["labels"] == {"service": "pay"}
@@ -236,22 +241,6 @@ def test_promql_written_with_service_is_sent_with_the_environments_label(
     plain = _live("plain", prometheus_url="http://prom:9090")
     assert _metrics(_session(owner, plain), {"metric": written}).status == "no_data"
     assert asked == [sent, written]
-
-
-@pytest.mark.prometheus
-def test_promql_grouped_by_service_answers_per_service_in_a_fleet_labelled_by_job(
-    job_prometheus, owner
-):
-    _, url = job_prometheus
-    live_env = _live("jobs", prometheus_url=url, metrics_service_label="job")
-    row = _metrics(
-        _session(owner, live_env),
-        {"metric": "max by (service) (pool_active or cpu_usage)", "service": "pay"},
-    )
-    assert row.status == "ok", row.output
-    (series,) = row.summary["series"]
-    assert series["labels"] == {"service": "pay"}
-    assert series["window_max"] == 20
 
 
 def test_a_series_own_service_label_is_kept_apart_from_the_service_it_belongs_to():
