@@ -50,6 +50,9 @@ IDS = {
     "queued": uuid.UUID("00000000-0000-4000-8000-000000000005"),
 }
 CURSOR = re.compile(r"cursor=[^&\"]+")
+# Objects stored as JSON and passed through as they are: their key order is the database's
+# (PostgreSQL's jsonb sorts keys), not the API's, so they compare sorted.
+STORED_OBJECTS = {"window", "model_usage", "arguments", "summary", "data", "params"}
 
 
 def _dated(session: DiagnosisSession, *, minutes: int, public_id: uuid.UUID) -> None:
@@ -181,6 +184,8 @@ def _stable(value: Any, names: dict[tuple[str, int], str]) -> Any:
             item = "<now>"
         elif key == "elapsed_seconds" and value.get("finished_at") is None:
             item = "<since started>" if isinstance(item, float) else item
+        elif key in STORED_OBJECTS and isinstance(item, dict):
+            item = json.loads(json.dumps(item, sort_keys=True))
         stable[key] = _stable(item, names)
     return stable
 
