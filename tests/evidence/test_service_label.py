@@ -220,6 +220,10 @@ PROMQL_SENT = [
         'label_replace(up{pod=~"service-.*"}, "service", "$1", "pod", "(service)-.*")',
         'label_replace(up{pod=~"service-.*"}, "app", "$1", "pod", "(service)-.*")',
     ),
+    (
+        'label_replace(up{pod!=""} != 0, "service", "$1", "pod", "(.*)")',
+        'label_replace(up{pod!=""} != 0, "app", "$1", "pod", "(.*)")',
+    ),
     ('count_values("service", up) # by (service)', 'count_values("app", up) # by (service)'),
     ("sum(service) by (service)", "sum(service) by (app)"),  # a metric called service stays
 ]

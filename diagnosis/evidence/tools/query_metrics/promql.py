@@ -79,10 +79,11 @@ def promql_relabelled(expression: str, service_label: str) -> str:
         after = following.get(index)
         next_kind, next_text = tokens[after] if after is not None else ("", "")
         written = text
-        if top is not None and top.bracket == "{" and next_kind == "matcher":
+        in_braces = top is not None and top.bracket == "{"
+        if in_braces and kind in {"name", "string"} and next_kind == "matcher":
             if kind == "name":
                 text = label_to_backend(text, service_label)
-            elif kind == "string":  # Prometheus 3: a quoted label name
+            else:  # Prometheus 3: a quoted label name
                 text = _renamed_string(text, service_label)
         elif kind == "name" and top is not None and top.bracket == "(":
             if top.owner in _CLAUSES:
