@@ -164,8 +164,9 @@ def collection_paused() -> Iterator[None]:
 
     Decoding a query_range matrix and analysing its series allocate hundreds of thousands
     of small lists and tuples, none in a reference cycle; each burst of allocations
-    starts a collection that walks every tracked object again (about half the time of a
-    1,000-service sweep). Reference counting frees them either way. The collector is
+    starts a collection that walks every tracked object again (measured on a 1,000-service
+    matrix: the JSON decode 0.85 s with it, 0.25 s without). Reference counting frees them
+    either way. The collector is
     switched back on (when it was on) as the last of concurrent pauses ends.
     """
     with _PAUSES.lock:
