@@ -223,11 +223,27 @@ def test_more_distinct_messages_than_the_mask_cache_are_read_line_by_line(
     assert _scan([awkward_file], counting=True, monkeypatch=monkeypatch) == expected
 
 
-def test_a_daemon_process_scans_without_worker_processes(monkeypatch):
+def test_a_daemon_process_scans_in_threads_and_starts_no_process(awkward_file, monkeypatch):
+    # A Celery prefork child is a daemon: it may not start processes of its own.
+    expected = _scan([awkward_file], counting=False, monkeypatch=monkeypatch)
+
+    def no_processes(*args, **kwargs):
+        raise AssertionError("a daemon process started worker processes")
+
+    pools = []
+
+    class ThreadPool(logscan.ThreadPoolExecutor):
+        def __init__(self, max_workers: int, **kwargs) -> None:
+            pools.append(max_workers)
+            super().__init__(max_workers, **kwargs)
+
+    monkeypatch.setattr(logscan, "ProcessPoolExecutor", no_processes)
+    monkeypatch.setattr(logscan, "ThreadPoolExecutor", ThreadPool)
     monkeypatch.setattr(
         logscan.multiprocessing, "current_process", lambda: SimpleNamespace(daemon=True)
     )
-    assert logscan._workers() == 1
+    assert _scan([awkward_file], counting=True, monkeypatch=monkeypatch) == expected
+    assert pools == [2]  # the cores it may use (two here), as threads
 
 
 def test_a_scan_past_its_deadline_is_a_timeout(awkward_file, monkeypatch):

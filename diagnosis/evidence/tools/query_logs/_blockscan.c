@@ -1,12 +1,16 @@
 /*
  * The byte-level half of query_logs' counting scan (see logscan.py), in one pass per job:
  *
- *   block_index(buf)  -> where each line starts and ends, its first 16 quotes, and flags
- *                        saying which lines the fast path must leave to the line-by-line code;
- *   line_keys(buf, service_start, message_end, line_end)
- *                     -> each given line's key (from its service to its end, every digit as
- *                        1, the contents of string values after the message emptied) as a
- *                        number, and the distinct keys in the order they first occur.
+ *   block_index(buf, layouts)
+ *                     -> where each line starts and ends, its first 16 quotes, its ts value
+ *                        as Unix seconds and microseconds, and flags saying which lines the
+ *                        fast path must leave to the line-by-line code (escapes, control
+ *                        bytes, keys not where a layout puts them, a stamp that is not UTC);
+ *   line_keys(buf, quotes, ends, rows)
+ *                     -> the given lines' keys (from the service to the line's end, every
+ *                        digit as 1, the contents of string values after the message
+ *                        emptied): the distinct ones in the order they first occur, and
+ *                        the lines grouped by key.
  *
  * The rules are the ones logscan.py states; it decides everything else with numpy. No
  * Python object is touched while a block is read, so the GIL is released meanwhile.
@@ -56,31 +60,18 @@ static void byte_class_init(void) {
 
 static inline int is_digit(unsigned char c) { return c >= '0' && c <= '9'; }
 
-/* The offset of the next byte from ``i`` that matters in the line's current part: a
- * control byte, quote or backslash anywhere, a zero inside the message, a colon after it. */
-static inline Py_ssize_t next_byte(const unsigned char *s, Py_ssize_t i, Py_ssize_t size,
-                                   int zeros, int colons) {
 #ifdef __SSE2__
-    const __m128i quote = _mm_set1_epi8('"'), backslash = _mm_set1_epi8('\\');
-    const __m128i below = _mm_set1_epi8(31);
-    const __m128i zero = _mm_set1_epi8(zeros ? '0' : '"');
-    const __m128i colon = _mm_set1_epi8(colons ? ':' : '"');
-    for (; i + 16 <= size; i += 16) {
-        __m128i x = _mm_loadu_si128((const __m128i *)(s + i));
-        __m128i hit = _mm_or_si128(_mm_cmpeq_epi8(x, quote), _mm_cmpeq_epi8(x, backslash));
-        hit = _mm_or_si128(hit, _mm_cmpeq_epi8(_mm_min_epu8(x, below), x));
-        hit = _mm_or_si128(hit, _mm_or_si128(_mm_cmpeq_epi8(x, zero), _mm_cmpeq_epi8(x, colon)));
-        int bits = _mm_movemask_epi8(hit);
-        if (bits) return i + __builtin_ctz((unsigned)bits);
-    }
-#endif
-    for (; i < size; i++) {
-        unsigned char kind = byte_class[s[i]];
-        if (kind && kind < 5) return i;
-        if ((kind == 5 && colons) || (kind == 6 && zeros)) return i;
-    }
-    return size;
+/* Bit k set: byte k of ``x`` matters in the line's current part (a control byte, quote or
+ * backslash anywhere, a zero inside the message, a colon after it). */
+static inline unsigned bytes_that_matter(__m128i x, int zeros, int colons) {
+    __m128i hit = _mm_or_si128(_mm_cmpeq_epi8(x, _mm_set1_epi8('"')),
+                               _mm_cmpeq_epi8(x, _mm_set1_epi8('\\')));
+    hit = _mm_or_si128(hit, _mm_cmpeq_epi8(_mm_min_epu8(x, _mm_set1_epi8(31)), x));
+    if (zeros) hit = _mm_or_si128(hit, _mm_cmpeq_epi8(x, _mm_set1_epi8('0')));
+    if (colons) hit = _mm_or_si128(hit, _mm_cmpeq_epi8(x, _mm_set1_epi8(':')));
+    return (unsigned)_mm_movemask_epi8(hit);
 }
+#endif
 
 /* A number with a leading zero right after the colon at ``at``: ":0D", ": 0D", ":-0D", ": -0D". */
 static inline int leading_zero_at(const unsigned char *s, Py_ssize_t at, Py_ssize_t end) {
@@ -110,20 +101,42 @@ static int layout_fits(const unsigned char *s, Py_ssize_t start, Py_ssize_t end,
     return begins && keys;
 }
 
-/* The ts value between quotes ``q[2]`` and ``q[3]``: its 14 digits as one number and its
- * microseconds (a finer fraction is cut); 0 when it is not a UTC stamp as written here. */
-static int stamp_read(const unsigned char *s, const int64_t *q, int64_t *code, int64_t *micros) {
+/* Days from 1970-01-01 to a proleptic Gregorian date (H. Hinnant's days_from_civil). */
+static int64_t days_from_civil(int64_t y, int64_t m, int64_t d) {
+    y -= m <= 2;
+    const int64_t era = (y >= 0 ? y : y - 399) / 400;
+    const int64_t yoe = y - era * 400;
+    const int64_t doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
+    const int64_t doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    return era * 146097 + doe - 719468;
+}
+
+static int days_in_month(int64_t y, int64_t m) {
+    static const int days[12] = {31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
+    int leap = (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
+    return days[m - 1] + (m == 2 && leap);
+}
+
+static inline int64_t digits_value(const unsigned char *t, int from, int count) {
+    int64_t value = 0;
+    for (int k = from; k < from + count; k++) value = value * 10 + (t[k] - '0');
+    return value;
+}
+
+/* The ts value between quotes ``q[2]`` and ``q[3]`` as Unix seconds and microseconds (a
+ * finer fraction is cut), as datetime.fromisoformat(...).timestamp() reads it; 0 when it
+ * is not a UTC stamp as written here or not a moment datetime can hold. */
+static int stamp_read(const unsigned char *s, const int64_t *q, int64_t *seconds,
+                      int64_t *micros) {
     static const int digit_at[14] = {0, 1, 2, 3, 5, 6, 8, 9, 11, 12, 14, 15, 17, 18};
     static const char punct[5] = {'-', '-', 'T', ':', ':'};
     static const int punct_at[5] = {4, 7, 10, 13, 16};
+    static const int64_t scale[6] = {100000, 10000, 1000, 100, 10, 1};
     const unsigned char *t = s + q[2] + 1;
     Py_ssize_t len = q[3] - (q[2] + 1);
     if (!(len == 20 || (len >= 22 && len <= 30)) || t[len - 1] != 'Z') return 0;
-    int64_t value = 0;
-    for (int k = 0; k < 14; k++) {
+    for (int k = 0; k < 14; k++)
         if (!is_digit(t[digit_at[k]])) return 0;
-        value = value * 10 + (t[digit_at[k]] - '0');
-    }
     for (int k = 0; k < 5; k++)
         if (t[punct_at[k]] != punct[k]) return 0;
     int64_t fraction = 0;
@@ -131,62 +144,107 @@ static int stamp_read(const unsigned char *s, const int64_t *q, int64_t *code, i
         if (t[19] != '.') return 0;
         for (Py_ssize_t k = 20; k < len - 1; k++) {
             if (!is_digit(t[k])) return 0;
-            if (k < 26) fraction += (t[k] - '0') * (int64_t[]){100000, 10000, 1000, 100, 10, 1}[k - 20];
+            if (k < 26) fraction += (t[k] - '0') * scale[k - 20];
         }
     }
-    *code = value;
+    int64_t year = digits_value(t, 0, 4), month = digits_value(t, 5, 2);
+    int64_t day = digits_value(t, 8, 2), hour = digits_value(t, 11, 2);
+    int64_t minute = digits_value(t, 14, 2), second = digits_value(t, 17, 2);
+    if (year < 1 || month < 1 || month > 12 || day < 1 || day > days_in_month(year, month) ||
+        hour > 23 || minute > 59 || second > 59)
+        return 0;
+    *seconds = days_from_civil(year, month, day) * 86400 + hour * 3600 + minute * 60 + second;
     *micros = fraction;
     return 1;
 }
 
 typedef struct {
-    int64_t *starts, *ends, *quotes, *codes, *micros;
+    int64_t *starts, *ends, *quotes, *seconds, *micros;
     unsigned char *flags;
 } Index;
+
+typedef struct {
+    int64_t *q;
+    int found;     /* quotes so far (the first 16 are kept) */
+    int in_string; /* after the 16th quote: inside a string value */
+    unsigned char flags;
+} LineState;
+
+/* The byte at ``i``; returns 1 at the newline. */
+static inline int byte_take(const unsigned char *s, Py_ssize_t i, Py_ssize_t size, LineState *st) {
+    switch (byte_class[s[i]]) {
+    case 1:
+        return 1;
+    case 2:
+        st->flags |= FLAG_CONTROL;
+        break;
+    case 3:
+        if (st->found < QUOTES) {
+            st->q[st->found++] = i;
+        } else {
+            st->in_string = !st->in_string;
+            if (i + 3 < size && s[i + 1] == 't' && s[i + 2] == 's' && s[i + 3] == '"')
+                st->flags |= FLAG_LATER_TS;
+        }
+        break;
+    case 4:
+        st->flags |= FLAG_BACKSLASH;
+        break;
+    case 5: /* a colon after the message */
+        if (st->found == QUOTES && !st->in_string && leading_zero_at(s, i, size))
+            st->flags |= FLAG_LEADING_ZERO;
+        break;
+    case 6: /* a zero inside the message */
+        if (st->found == QUOTES - 1 && i + 1 < size && s[i + 1] == 'x') st->flags |= FLAG_HEX;
+        break;
+    }
+    return 0;
+}
+
+/* The offset of the newline that ends the line from ``start`` (read into ``st``). */
+static Py_ssize_t line_read(const unsigned char *s, Py_ssize_t start, Py_ssize_t size,
+                            LineState *st) {
+    Py_ssize_t i = start;
+#ifdef __SSE2__
+    for (; i + 16 <= size; i += 16) {
+        __m128i x = _mm_loadu_si128((const __m128i *)(s + i));
+        unsigned bits = bytes_that_matter(x, st->found == QUOTES - 1, st->found == QUOTES);
+        while (bits) {
+            int k = __builtin_ctz(bits);
+            int before = st->found;
+            if (byte_take(s, i + k, size, st)) return i + k;
+            if (st->found != before && st->found >= QUOTES - 1) /* into the message or past it */
+                bits = bytes_that_matter(x, st->found == QUOTES - 1, st->found == QUOTES) &
+                       ~((2u << k) - 1);
+            else
+                bits &= bits - 1;
+        }
+    }
+#endif
+    for (; i < size; i++)
+        if (byte_take(s, i, size, st)) return i;
+    return size;
+}
 
 /* Line ``n``, from ``start``; returns the offset of its newline. */
 static Py_ssize_t line_index(const unsigned char *s, Py_ssize_t start, Py_ssize_t size,
                              const Layouts *layouts, Index *ix, Py_ssize_t n) {
-    int64_t *q = ix->quotes + n * QUOTES;
-    int found = 0;
-    int in_string = 0; /* after the 16th quote: inside a string value */
-    unsigned char f = 0;
-    Py_ssize_t i = start;
-    for (;; i++) {
-        i = next_byte(s, i, size, found == QUOTES - 1, found == QUOTES);
-        if (i >= size) break;
-        unsigned char kind = byte_class[s[i]];
-        if (kind == 1) break;
-        if (kind == 2) {
-            f |= FLAG_CONTROL;
-        } else if (kind == 3) {
-            if (found < QUOTES) {
-                q[found++] = i;
-            } else {
-                in_string = !in_string;
-                if (i + 3 < size && s[i + 1] == 't' && s[i + 2] == 's' && s[i + 3] == '"')
-                    f |= FLAG_LATER_TS;
-            }
-        } else if (kind == 4) {
-            f |= FLAG_BACKSLASH;
-        } else if (kind == 5) {
-            if (!in_string && leading_zero_at(s, i, size)) f |= FLAG_LEADING_ZERO;
-        } else if (kind == 6) {
-            if (i + 1 < size && s[i + 1] == 'x') f |= FLAG_HEX;
-        }
-    }
-    ix->codes[n] = ix->micros[n] = 0;
-    if (found < QUOTES) {
+    LineState st = {ix->quotes + n * QUOTES, 0, 0, 0};
+    Py_ssize_t end = line_read(s, start, size, &st);
+    int64_t *q = st.q;
+    unsigned char f = st.flags;
+    ix->seconds[n] = ix->micros[n] = 0;
+    if (st.found < QUOTES) {
         f |= FLAG_SHORT | FLAG_LAYOUT | FLAG_STAMP;
-        for (int k = found; k < QUOTES; k++) q[k] = i; /* in bounds for the array code */
+        for (int k = st.found; k < QUOTES; k++) q[k] = end; /* in bounds for the array code */
     } else {
-        if (!layout_fits(s, start, i, q, layouts)) f |= FLAG_LAYOUT;
-        if (!stamp_read(s, q, &ix->codes[n], &ix->micros[n])) f |= FLAG_STAMP;
+        if (!layout_fits(s, start, end, q, layouts)) f |= FLAG_LAYOUT;
+        if (!stamp_read(s, q, &ix->seconds[n], &ix->micros[n])) f |= FLAG_STAMP;
     }
     ix->flags[n] = f;
     ix->starts[n] = start;
-    ix->ends[n] = i;
-    return i;
+    ix->ends[n] = end;
+    return end;
 }
 
 static PyObject *bytes_sized(Py_ssize_t size, char **data) {
@@ -345,10 +403,33 @@ static int bytes_reserve(Table *t, Py_ssize_t more) {
     return 0;
 }
 
-/* Whether the quotes in (message_end, line_end) pair up (only then are values emptied). */
+/* Bytes ``from``-``to`` of ``s`` into ``out`` with every ASCII digit as 1; returns the count. */
+static inline Py_ssize_t digits_as_one(unsigned char *out, const unsigned char *s, Py_ssize_t from,
+                                       Py_ssize_t to) {
+    Py_ssize_t n = 0, i = from;
+#ifdef __SSE2__
+    const __m128i zero = _mm_set1_epi8('0'), nine = _mm_set1_epi8(9), one = _mm_set1_epi8('1');
+    for (; i + 16 <= to; i += 16, n += 16) {
+        __m128i x = _mm_loadu_si128((const __m128i *)(s + i));
+        __m128i t = _mm_sub_epi8(x, zero);
+        __m128i digit = _mm_cmpeq_epi8(_mm_min_epu8(t, nine), t);
+        _mm_storeu_si128((__m128i *)(out + n),
+                         _mm_or_si128(_mm_and_si128(digit, one), _mm_andnot_si128(digit, x)));
+    }
+#endif
+    for (; i < to; i++) out[n++] = is_digit(s[i]) ? '1' : s[i];
+    return n;
+}
+
+static inline Py_ssize_t quote_after(const unsigned char *s, Py_ssize_t from, Py_ssize_t to) {
+    const unsigned char *at = memchr(s + from, '"', (size_t)(to - from));
+    return at == NULL ? to : at - s;
+}
+
+/* Whether the quotes in ``from``-``to`` pair up (only then are values emptied). */
 static int quotes_pair_up(const unsigned char *s, Py_ssize_t from, Py_ssize_t to) {
     int count = 0;
-    for (Py_ssize_t i = from; i < to; i++) count += s[i] == '"';
+    for (Py_ssize_t i = quote_after(s, from, to); i < to; i = quote_after(s, i + 1, to)) count++;
     return count % 2 == 0;
 }
 
@@ -356,25 +437,22 @@ static int quotes_pair_up(const unsigned char *s, Py_ssize_t from, Py_ssize_t to
 static Py_ssize_t key_write(Table *t, const unsigned char *s, Py_ssize_t from,
                             Py_ssize_t message_end, Py_ssize_t line_end) {
     unsigned char *out = t->bytes + t->bytes_len;
-    Py_ssize_t n = 0;
-    for (Py_ssize_t i = from; i <= message_end; i++) {
-        unsigned char c = s[i];
-        out[n++] = is_digit(c) ? '1' : c;
-    }
+    Py_ssize_t n = digits_as_one(out, s, from, message_end + 1);
     int empty_values = quotes_pair_up(s, message_end + 1, line_end);
     int opening = 1;
-    for (Py_ssize_t i = message_end + 1; i < line_end; i++) {
-        unsigned char c = s[i];
-        out[n++] = is_digit(c) ? '1' : c;
-        if (c != '"') continue;
+    for (Py_ssize_t i = message_end + 1; i < line_end;) {
+        Py_ssize_t quote = quote_after(s, i, line_end);
+        n += digits_as_one(out + n, s, i, quote);
+        if (quote == line_end) break;
+        out[n++] = '"';
+        i = quote + 1;
         if (opening && empty_values &&
-            (s[i - 1] == ':' || (s[i - 1] == ' ' && s[i - 2] == ':'))) {
+            (s[quote - 1] == ':' || (s[quote - 1] == ' ' && s[quote - 2] == ':'))) {
             /* a value string: keep its quotes, not what is between them */
-            Py_ssize_t close = i + 1;
-            while (close < line_end && s[close] != '"') close++;
+            Py_ssize_t close = quote_after(s, i, line_end);
             if (close < line_end) {
                 out[n++] = '"';
-                i = close;
+                i = close + 1;
                 continue; /* the closing quote ends the pair */
             }
         }
@@ -398,29 +476,72 @@ static PyObject *keys_list(Table *t) {
     return keys;
 }
 
-static int int64_view(PyObject *obj, Py_buffer *view, Py_ssize_t rows) {
+static int int64_view(PyObject *obj, Py_buffer *view) {
     if (PyObject_GetBuffer(obj, view, PyBUF_C_CONTIGUOUS) < 0) return -1;
-    if (view->len != rows * 8) {
+    if (view->len % 8) {
         PyBuffer_Release(view);
-        PyErr_SetString(PyExc_ValueError, "offset arrays must be int64 and of equal length");
+        PyErr_SetString(PyExc_ValueError, "offset arrays must be int64");
         return -1;
     }
     return 0;
 }
 
+/* Row positions grouped by key number (in row order within a group), and each group's size. */
+static PyObject *groups_order(const int32_t *ids, Py_ssize_t rows, Py_ssize_t keys,
+                              PyObject **sizes_out) {
+    char *order_p = NULL, *sizes_p = NULL;
+    PyObject *order = bytes_sized(rows * 8, &order_p);
+    PyObject *sizes = bytes_sized(keys * 8, &sizes_p);
+    Py_ssize_t *next = PyMem_RawCalloc(keys ? keys : 1, sizeof(Py_ssize_t));
+    if (order == NULL || sizes == NULL || next == NULL) {
+        Py_XDECREF(order), Py_XDECREF(sizes), PyMem_RawFree(next);
+        return PyErr_Occurred() ? NULL : PyErr_NoMemory();
+    }
+    int64_t *size = (int64_t *)sizes_p, *out = (int64_t *)order_p;
+    memset(size, 0, (size_t)keys * 8);
+    for (Py_ssize_t r = 0; r < rows; r++) size[ids[r]]++;
+    for (Py_ssize_t k = 1; k < keys; k++) next[k] = next[k - 1] + size[k - 1];
+    for (Py_ssize_t r = 0; r < rows; r++) out[next[ids[r]]++] = r;
+    PyMem_RawFree(next);
+    *sizes_out = sizes;
+    return order;
+}
+
+/* Each row's key number, written into ``out``; 0 when done, -1 on bad offsets or memory. */
+static int keys_number(Table *t, const unsigned char *s, Py_ssize_t size, const int64_t *quotes,
+                       Py_ssize_t lines, const int64_t *ends, const int64_t *rows,
+                       Py_ssize_t count, int32_t *out) {
+    for (Py_ssize_t r = 0; r < count; r++) {
+        int64_t row = rows[r];
+        if (row < 0 || row >= lines) return -1;
+        Py_ssize_t from = quotes[row * QUOTES + 6] + 1, message_end = quotes[row * QUOTES + 15];
+        Py_ssize_t line_end = ends[row];
+        if (from < 1 || message_end < from || line_end < message_end || line_end > size ||
+            bytes_reserve(t, line_end - from + 1) < 0)
+            return -1;
+        Py_ssize_t at = t->bytes_len;
+        t->bytes_len += key_write(t, s, from, message_end, line_end);
+        int32_t id = table_intern(t, at, t->bytes_len - at);
+        if (id < 0) return -1;
+        out[r] = id;
+    }
+    return 0;
+}
+
 static PyObject *line_keys(PyObject *Py_UNUSED(self), PyObject *args) {
-    Py_buffer view, from_v, message_v, end_v;
-    PyObject *from_o, *message_o, *end_o;
-    Py_ssize_t rows;
-    if (!PyArg_ParseTuple(args, "y*nOOO", &view, &rows, &from_o, &message_o, &end_o))
-        return NULL;
-    if (int64_view(from_o, &from_v, rows) < 0) goto fail_view;
-    if (int64_view(message_o, &message_v, rows) < 0) goto fail_from;
-    if (int64_view(end_o, &end_v, rows) < 0) goto fail_message;
-    const unsigned char *s = view.buf;
-    const int64_t *from = from_v.buf, *message_end = message_v.buf, *line_end = end_v.buf;
+    Py_buffer view, quotes_v, ends_v, rows_v;
+    PyObject *quotes_o, *ends_o, *rows_o, *result = NULL;
+    if (!PyArg_ParseTuple(args, "y*OOO", &view, &quotes_o, &ends_o, &rows_o)) return NULL;
+    if (int64_view(quotes_o, &quotes_v) < 0) goto release_view;
+    if (int64_view(ends_o, &ends_v) < 0) goto release_quotes;
+    if (int64_view(rows_o, &rows_v) < 0) goto release_ends;
+    Py_ssize_t lines = ends_v.len / 8, count = rows_v.len / 8;
+    if (quotes_v.len != lines * 8 * QUOTES) {
+        PyErr_SetString(PyExc_ValueError, "16 quotes a line");
+        goto release_rows;
+    }
     char *ids_p = NULL;
-    PyObject *ids = bytes_sized(rows * 4, &ids_p), *keys = NULL;
+    PyObject *ids = bytes_sized(count * 4, &ids_p);
     Table t = {0};
     t.mask = 63;
     t.slots = PyMem_RawMalloc(sizeof(Slot) * 64);
@@ -429,51 +550,41 @@ static PyObject *line_keys(PyObject *Py_UNUSED(self), PyObject *args) {
     int failed = ids == NULL || !t.slots || !t.key_at || !t.key_len;
     if (!failed) {
         for (int k = 0; k < 64; k++) t.slots[k].id = -1;
-        int32_t *out = (int32_t *)ids_p;
         Py_BEGIN_ALLOW_THREADS
-        for (Py_ssize_t r = 0; r < rows && !failed; r++) {
-            Py_ssize_t a = from[r], m = message_end[r], e = line_end[r];
-            if (a < 0 || m < a || e < m || e > view.len || bytes_reserve(&t, e - a + 1) < 0) {
-                failed = 1;
-                break;
-            }
-            Py_ssize_t at = t.bytes_len;
-            t.bytes_len += key_write(&t, s, a, m, e);
-            int32_t id = table_intern(&t, at, t.bytes_len - at);
-            if (id < 0) failed = 1;
-            out[r] = id;
-        }
+        failed = keys_number(&t, view.buf, view.len, quotes_v.buf, lines, ends_v.buf,
+                             rows_v.buf, count, (int32_t *)ids_p) < 0;
         Py_END_ALLOW_THREADS
-        if (!failed) keys = keys_list(&t);
+    }
+    PyObject *keys = failed ? NULL : keys_list(&t), *sizes = NULL;
+    PyObject *order = keys ? groups_order((int32_t *)ids_p, count, t.used, &sizes) : NULL;
+    Py_XDECREF(ids);
+    if (order != NULL) {
+        result = Py_BuildValue("(NNN)", keys, order, sizes);
+    } else {
+        Py_XDECREF(keys);
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "line offsets out of range");
     }
     PyMem_RawFree(t.slots), PyMem_RawFree(t.key_at), PyMem_RawFree(t.key_len);
     PyMem_RawFree(t.bytes);
-    PyBuffer_Release(&end_v);
-    PyBuffer_Release(&message_v);
-    PyBuffer_Release(&from_v);
+release_rows:
+    PyBuffer_Release(&rows_v);
+release_ends:
+    PyBuffer_Release(&ends_v);
+release_quotes:
+    PyBuffer_Release(&quotes_v);
+release_view:
     PyBuffer_Release(&view);
-    if (keys == NULL) {
-        Py_XDECREF(ids);
-        if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "line offsets out of range");
-        return NULL;
-    }
-    return Py_BuildValue("(NN)", ids, keys);
-fail_message:
-    PyBuffer_Release(&message_v);
-fail_from:
-    PyBuffer_Release(&from_v);
-fail_view:
-    PyBuffer_Release(&view);
-    return NULL;
+    return result;
 }
 
 static PyMethodDef methods[] = {
     {"block_index", block_index, METH_VARARGS,
-     "block_index(buf, layouts) -> (starts, ends, quotes, codes, micros, flags): per line "
+     "block_index(buf, layouts) -> (starts, ends, quotes, seconds, micros, flags): per line "
      "of a block of whole lines, int64 (quotes: 16 of them) and uint8 flags."},
     {"line_keys", line_keys, METH_VARARGS,
-     "line_keys(buf, rows, service_start, message_end, line_end) -> (ids, keys): int32 per "
-     "row and the distinct keys in the order they first occur."},
+     "line_keys(buf, quotes, ends, rows) -> (keys, order, sizes): the given rows' distinct "
+     "keys in the order they first occur, the rows' positions grouped by key (int64) and "
+     "each key's count of rows (int64)."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -17,10 +17,5 @@ def block_index(
     buf: bytes | bytearray, layouts: Sequence[tuple[bytes, bytes, bytes, bytes]], /
 ) -> tuple[bytes, bytes, bytes, bytes, bytes, bytes]: ...
 def line_keys(
-    buf: bytes | bytearray,
-    rows: int,
-    service_start: NDArray,
-    message_end: NDArray,
-    line_end: NDArray,
-    /,
-) -> tuple[bytes, list[bytes]]: ...
+    buf: bytes | bytearray, quotes: NDArray, ends: NDArray, rows: NDArray, /
+) -> tuple[list[bytes], bytes, bytes]: ...

@@ -29,8 +29,8 @@ import itertools
 import multiprocessing
 import os
 import re
-from collections.abc import Callable, Iterator
-from concurrent.futures import Future, ProcessPoolExecutor
+from collections.abc import Iterator
+from concurrent.futures import Executor, Future, ProcessPoolExecutor, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -291,27 +291,23 @@ class _FastBlock:
     the line-by-line code.
     """
 
-    def __init__(self, buf: bytearray, head_seconds: Callable[[np.ndarray], np.ndarray]) -> None:
+    def __init__(self, buf: bytearray) -> None:
         self.buf, self.arr = buf, np.frombuffer(buf, _U8)
         index = _blockscan.block_index(buf, _LAYOUTS)
-        starts, nl, quotes, codes, micros = (np.frombuffer(a, np.int64) for a in index[:5])
+        starts, nl, quotes, seconds, micros = (np.frombuffer(a, np.int64) for a in index[:5])
         self.starts, self.ends, self.lines = starts, nl, len(nl)
         q = self.q = quotes.reshape(-1, 16)
         self.flags = np.frombuffer(index[5], _U8)
         ok = (nl - starts) >= 60
         ok &= (self.flags & _NOT_FAST) == 0
         ok &= q[:, 7] > q[:, 6] + 1  # a service is not empty
-        # The stamp's date and time to the second (cached per distinct second), then its
-        # microseconds; a float holds the sum exactly below 2**53.
-        seconds = head_seconds(codes)
-        ok &= seconds != _INVALID
+        # The stamp in microseconds, which a float holds exactly below 2**53.
         total = np.where(ok, seconds, 0) * 1_000_000 + micros
         ok &= np.abs(total) < _MAX_EXACT_MICROS
         self.ts = total / 1e6
         self.ok = ok
 
 
-_INVALID = np.iinfo(np.int64).min
 # Flat fields after the message, as either layout writes them (JSON takes either space).
 _TAIL = re.compile(
     r'(?:, ?"(?!(?:ts|service|level|message)")[^"]*": ?'
@@ -319,41 +315,10 @@ _TAIL = re.compile(
 )
 
 
-def _epoch_seconds(cache: dict[int, int]) -> Callable[[np.ndarray], np.ndarray]:
-    """Unix seconds of stamp heads given as their 14 digits read as one number
-    (``_INVALID``: no time)."""
-
-    def convert(codes: np.ndarray) -> np.ndarray:
-        # Stamps mostly come in order: the runs of one second, else a sort.
-        if len(codes) and (codes[1:] >= codes[:-1]).all():
-            starts = np.flatnonzero(np.diff(codes, prepend=codes[0] - 1))
-            unique = codes[starts]
-            inverse = np.repeat(np.arange(len(starts)), np.diff(starts, append=len(codes)))
-        else:
-            unique, inverse = np.unique(codes, return_inverse=True)
-        out = np.empty(len(unique), dtype=np.int64)
-        for i, code in enumerate(unique.tolist()):
-            seconds = cache.get(code)
-            if seconds is None:
-                text = f"{code:014d}"
-                stamp = (
-                    f"{text[0:4]}-{text[4:6]}-{text[6:8]}T{text[8:10]}:{text[10:12]}:{text[12:14]}Z"
-                )
-                try:
-                    seconds = int(datetime.fromisoformat(stamp).timestamp())
-                except ValueError:
-                    seconds = int(_INVALID)
-                cache[code] = seconds
-            out[i] = seconds
-        return out[inverse.reshape(-1)]
-
-    return convert
-
-
-def _fast_block(agg: _Aggregator, buf: bytearray, base: int, heads: dict[int, int]) -> int:
+def _fast_block(agg: _Aggregator, buf: bytearray, base: int) -> int:
     """Count a block's lines; returns how many lines it held."""
     spec = agg.spec
-    block = _FastBlock(buf, _epoch_seconds(heads))
+    block = _FastBlock(buf)
     ts, ok, starts = block.ts, block.ok, block.starts
     in_range = (ts >= spec.baseline_start) & (ts <= spec.window_end)
     # A line outside the range is skipped unread, as there, unless a later "ts" field
@@ -371,22 +336,19 @@ def _fast_block(agg: _Aggregator, buf: bytearray, base: int, heads: dict[int, in
     return block.lines
 
 
-def _line_keys(block: _FastBlock, rows: np.ndarray) -> tuple[np.ndarray, list[bytes]]:
-    """Each row's line key as a number, and the keys in the order they first occur.
+def _line_keys(block: _FastBlock, rows: np.ndarray) -> tuple[list[bytes], list[np.ndarray]]:
+    """The distinct line keys of ``rows`` in the order they first occur, and each key's
+    members (positions in ``rows``, in file order).
 
     A key runs from the line's service to its end, every digit as 1, the contents of
     string values after the message emptied (``_as_written`` gives the service and level
     back as written).
     """
-    q = block.q[rows]
-    ids, keys = _blockscan.line_keys(
-        block.buf,
-        len(rows),
-        np.ascontiguousarray(q[:, 6] + 1),
-        np.ascontiguousarray(q[:, 15]),
-        np.ascontiguousarray(block.ends[rows]),
+    keys, order, sizes = _blockscan.line_keys(
+        block.buf, block.q, block.ends, np.ascontiguousarray(rows, dtype=np.int64)
     )
-    return np.frombuffer(ids, np.int32), keys
+    bounds = np.cumsum(np.frombuffer(sizes, np.int64))[:-1]
+    return keys, np.split(np.frombuffer(order, np.int64), bounds)
 
 
 def _shape_rows(agg: _Aggregator, block: _FastBlock, rows: np.ndarray, base: int) -> np.ndarray:
@@ -398,12 +360,10 @@ def _shape_rows(agg: _Aggregator, block: _FastBlock, rows: np.ndarray, base: int
     """
     spec = agg.spec
     arr, q = block.arr, block.q
-    ids, keys = _line_keys(block, rows)
+    keys, members_by_id = _line_keys(block, rows)
     # Keys write every digit as 1, which would hide a number with a leading zero (not
     # JSON) in the fields after the message: such lines go line by line.
     counted = (block.flags[rows] & _blockscan.FLAG_LEADING_ZERO) == 0
-    order = np.argsort(ids, kind="stable")
-    members_by_id = np.split(order, np.flatnonzero(np.diff(ids[order])) + 1)
     ts = block.ts[rows]
     in_window = ts >= spec.window_start
     log_filter = spec.log_filter
@@ -540,11 +500,10 @@ def chunk_scan(
     """
     agg = _Aggregator(spec)
     base = number * LINE_SLOTS
-    heads: dict[int, int] = {}
     service = path.stem
     for buf in _byte_blocks(path, start, end, spec.deadline):
         if jsonl and b"\r" not in buf and len(buf) >= 64:
-            base += _fast_block(agg, buf, base, heads)
+            base += _fast_block(agg, buf, base)
             continue
         text = text_decode(buf)
         lines = text.split("\n")[:-1]
@@ -576,13 +535,20 @@ def _chunks(
 
 
 def _workers() -> int:
-    """Processes to scan with: the cores this process may use, none from a daemon process."""
-    if multiprocessing.current_process().daemon:
-        return 1  # a Celery prefork child may not start processes of its own
+    """Processes or threads to scan with: the cores this process may use."""
     try:
         return max(1, len(os.sched_getaffinity(0)))
     except AttributeError:  # not Linux
         return os.cpu_count() or 1
+
+
+def _pool(workers: int) -> Executor:
+    """Worker processes, or threads in a daemon process (a Celery prefork child may not
+    start processes of its own): the byte-level scan releases the GIL, so threads share
+    the cores too."""
+    if multiprocessing.current_process().daemon:
+        return ThreadPoolExecutor(max_workers=workers, thread_name_prefix="logscan")
+    return ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("fork"))
 
 
 def _groups_run(
@@ -593,9 +559,7 @@ def _groups_run(
         for number, (path, start, end, jsonl) in enumerate(tasks):
             yield chunk_scan(path=path, start=start, end=end, number=number, spec=spec, jsonl=jsonl)
         return
-    pool = ProcessPoolExecutor(
-        max_workers=min(workers, len(tasks)), mp_context=multiprocessing.get_context("fork")
-    )
+    pool = _pool(min(workers, len(tasks)))
     try:
         futures: list[Future[Groups | None]] = [
             pool.submit(
@@ -611,7 +575,7 @@ def _groups_run(
                     f"the backend did not answer within {spec.deadline.seconds:g}s"
                 ) from None
     except BaseException:
-        # A worker past the deadline stops at its next block by itself.
+        # A worker (process or thread) past the deadline stops at its next block by itself.
         pool.shutdown(wait=False, cancel_futures=True)
         raise
     pool.shutdown(wait=True)
