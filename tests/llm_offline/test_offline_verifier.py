@@ -191,6 +191,13 @@ def test_unparsable_output_is_retried_and_a_schema_invalid_retry_is_rejected():
     assert third["decision"] == "LOW_CONFID"
 
 
+def test_the_retry_asked_for_unparsable_output_names_the_reason_in_words():
+    output, _ = _verify([], {}, status=ParseStatus.TRUNCATED)
+    instructions = output["retry_request"]["instructions"]
+    assert "输出被截断" in instructions
+    assert "truncated" not in instructions  # the stored status code is not the reason
+
+
 ENTRY_ERRORS = (
     "trace-1",
     "query_metrics",

@@ -37,6 +37,7 @@ from diagnosis.contracts import (
     VerifierOutput,
     VerifierPayload,
 )
+from diagnosis.flow.parsing import PARSE_STATUS_WORDS
 from diagnosis.i18n import language_override
 
 PARSED = {ParseStatus.PARSED_V2, ParseStatus.PARSED_V1}
@@ -135,9 +136,7 @@ def _texts() -> dict[str, str]:
             "请补充查询相关服务的指标和日志，并只用工具输出中逐字出现的摘录作为证据；"
             "声明中的每个数值、时间和名称都要出现在它引用的摘录里"
         ),
-        "parse_retry": _(
-            "Executor 输出无法解析（{status}），请输出合法的 executor_evidence_v2 JSON"
-        ),
+        "parse_retry": _("Executor 输出无法解析：{status}。请输出合法的 executor_evidence_v2 JSON"),
         "none": _("没有可核验的声明"),
     }
 
@@ -453,7 +452,7 @@ def _unparsed_decision(payload: VerifierPayload) -> tuple[Decision, RetryRequest
     if payload.retry_context is None:
         return Decision.RETRY, RetryRequest(
             missing_evidence=_missing_evidence(payload),
-            instructions=_texts()["parse_retry"].format(status=status.value),
+            instructions=_texts()["parse_retry"].format(status=PARSE_STATUS_WORDS[status.value]),
         )
     if status == ParseStatus.SCHEMA_INVALID:
         return Decision.REJECT, None
