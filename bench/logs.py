@@ -60,11 +60,22 @@ _TEXTS = {
 }
 
 
-def _line(rng: random.Random, ts: datetime, chinese: bool) -> str:
+# How each file's lines are written: English as Python's json.dumps spaces it; Chinese as a
+# Go or Node service writes JSON (compact, UTF-8 as it is); Chinese as Python's json.dumps
+# writes it by default (spaced, every CJK character a \uXXXX escape).
+STYLES = {
+    "en": (False, {"separators": (", ", ": "), "ensure_ascii": False}),
+    "zh": (True, {"separators": (",", ":"), "ensure_ascii": False}),
+    "zh-escaped": (True, {"separators": (", ", ": "), "ensure_ascii": True}),
+}
+
+
+def _line(rng: random.Random, ts: datetime, style: str) -> str:
     service = SERVICES[rng.randrange(4)]
     order = f"O2603{rng.randrange(10**7):07d}"
     trace = f"{rng.getrandbits(128):032x}"
     roll = rng.random()
+    chinese, dumps = STYLES[style]
     texts = _TEXTS[chinese]
     if ts >= INCIDENT and service == "payment-service" and roll < 0.3:
         level = "ERROR"
@@ -83,13 +94,11 @@ def _line(rng: random.Random, ts: datetime, chinese: bool) -> str:
     stamp = ts.strftime("%Y-%m-%dT%H:%M:%S.") + f"{ts.microsecond // 1000:03d}Z"
     return json.dumps(
         {"ts": stamp, "service": service, "level": level, "message": message, "trace_id": trace},
-        ensure_ascii=False,
-        # The Chinese file as a Go or Node service writes JSON: compact, UTF-8 as it is.
-        separators=(",", ":") if chinese else (", ", ": "),
+        **dumps,
     )
 
 
-def file_generate(path: Path, size_mb: int, chinese: bool = False) -> Path:
+def file_generate(path: Path, size_mb: int, style: str = "en") -> Path:
     target = size_mb * 1024 * 1024
     if path.exists() and abs(path.stat().st_size - target) < 1024 * 1024:
         return path
@@ -102,7 +111,7 @@ def file_generate(path: Path, size_mb: int, chinese: bool = False) -> Path:
     with path.open("w", encoding="utf-8") as handle:
         batch = []
         while written < target:
-            line = _line(rng, ts, chinese) + "\n"
+            line = _line(rng, ts, style) + "\n"
             batch.append(line)
             written += len(line)
             ts = min(ts + step, END)
@@ -156,7 +165,10 @@ def grep_run(path: Path, pattern: str) -> tuple[float, float]:
 
 def measure(size_mb: int) -> list[dict]:
     english = file_generate(Path(f"/tmp/rootproof-bench-{size_mb}mb.jsonl"), size_mb)
-    chinese = file_generate(Path(f"/tmp/rootproof-bench-{size_mb}mb-zh.jsonl"), size_mb, True)
+    chinese = file_generate(Path(f"/tmp/rootproof-bench-{size_mb}mb-zh.jsonl"), size_mb, "zh")
+    escaped = file_generate(
+        Path(f"/tmp/rootproof-bench-{size_mb}mb-zh-escaped.jsonl"), size_mb, "zh-escaped"
+    )
     rows = []
     for label, path, query, pattern, window_minutes, in_daemon in (
         ("all lines clustered", english, None, "service", 40, False),
@@ -166,6 +178,7 @@ def measure(size_mb: int) -> list[dict]:
         # Window and baseline cover 25 of the file's 160 minutes: the rest is skipped.
         ("5-minute window", english, None, "service", 5, False),
         ("Chinese, compact JSON", chinese, None, "service", 40, False),
+        ("Chinese, \\u escapes", escaped, None, "service", 40, False),
     ):
         actual_mb = path.stat().st_size / 1024 / 1024
         child = subprocess.run(

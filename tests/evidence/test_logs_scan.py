@@ -130,6 +130,16 @@ def _awkward_lines() -> list[str]:
             out.append(_line(at, "pay1", "INFO", "neg 4")[:-1] + ', "n": -012}')
         elif kind == 22:  # not JSON: a stray quote after the message
             out.append(_line(at, "pay1", "INFO", "stray 5")[:-1] + ', "k": "a"b"}')
+            # JSON escapes in the message, as json.dumps writes them by default (ensure_ascii),
+            # and some it does not write: a letter or an x after a zero written as escapes
+            for message, escape in (
+                (f"订单 {i} 超时\t重试 第{i % 4}次 路径 a/b \\ c", ("a/b", "a\\/b")),
+                (f"stack\n  at line {i % 9}", None),  # a newline the line-by-line code rewrites
+                (f"LETTER letter and 😀 emoji {i % 3}", ("LETTER", "\\u0041")),
+                (f'quoted "v{1 + i % 2}" ZERO_X{i % 5}', ("ZERO_X", "0\\u0078")),
+            ):
+                line = _line(at, "pay2", "WARN", message)
+                out.append(line.replace(*escape) if escape else line)
     out.append(_line(WINDOW.start, "pay1", "INFO", "exactly at the window start 1"))
     out.append(_line(WINDOW.end, "pay1", "INFO", "exactly at the window end 1"))
     out.append(_line(WINDOW.baseline_start, "pay1", "INFO", "exactly at the baseline start 1"))
@@ -363,4 +373,38 @@ def test_times_and_numbers_in_fields_after_the_message_are_counted_without_readi
     monkeypatch.setattr(logscan, "_workers", lambda: 1)
     assert _scan([path], counting=True, monkeypatch=monkeypatch) == expected
     assert not line_by_line
+    assert expected[2]["total_window"] == 1500
+
+
+def test_messages_written_with_json_escapes_are_counted_without_reading_lines(
+    tmp_path, monkeypatch
+):
+    # Python's json.dumps writes CJK text as \uXXXX escapes by default (ensure_ascii), and
+    # quotes and backslashes in any message as \" and \\.
+    start = WINDOW.start + timedelta(minutes=1)
+    lines = [
+        json.dumps(
+            {
+                "ts": _stamp(start + timedelta(seconds=i)),
+                "service": ["payment-service", "order-service"][i % 2],
+                "level": "ERROR",
+                "message": f'数据库连接池耗尽 v{1 + i % 2} 等待 {i % 40} 个 "pool-{i % 3}" C:\\tmp',
+                "trace_id": f"{i:032x}",
+            }
+        )
+        for i in range(1500)
+    ]
+    assert "\\u6570" in lines[0] and '\\"pool-0\\"' in lines[0]
+    path = tmp_path / "apps.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    expected = _scan([path], counting=False, monkeypatch=monkeypatch)
+    line_by_line = []
+    monkeypatch.setattr(
+        logscan._Aggregator, "add_jsonl_line", lambda self, *args: line_by_line.append(args)
+    )
+    monkeypatch.setattr(logscan, "_workers", lambda: 1)
+    got = _scan([path], counting=True, monkeypatch=monkeypatch)
+    assert got == expected
+    assert not line_by_line
+    assert '数据库连接池耗尽 v1 等待 4 个 "pool-1" C:\\tmp' in got[1]  # a sample, unescaped
     assert expected[2]["total_window"] == 1500

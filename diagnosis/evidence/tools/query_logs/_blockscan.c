@@ -33,7 +33,8 @@ enum {
     FLAG_HEX = 16,          /* "0x" inside the message */
     FLAG_LEADING_ZERO = 32, /* a number after the message written with a leading zero */
     FLAG_LAYOUT = 64,       /* the four keys are not where a layout puts them */
-    FLAG_STAMP = 128        /* the ts value is not YYYY-MM-DDTHH:MM:SS[.1-9 digits]Z */
+    FLAG_STAMP = 128,       /* the ts value is not YYYY-MM-DDTHH:MM:SS[.1-9 digits]Z */
+    FLAG_ESCAPED = 256      /* the message holds JSON escapes (each one well formed) */
 };
 
 #define LAYOUTS_MAX 4
@@ -160,18 +161,38 @@ static int stamp_read(const unsigned char *s, const int64_t *q, int64_t *seconds
 
 typedef struct {
     int64_t *starts, *ends, *quotes, *seconds, *micros;
-    unsigned char *flags;
+    uint16_t *flags;
 } Index;
 
 typedef struct {
     int64_t *q;
-    int found;     /* quotes so far (the first 16 are kept) */
-    int in_string; /* after the 16th quote: inside a string value */
-    unsigned char flags;
+    int found;          /* quotes so far (the first 16 are kept) */
+    int in_string;      /* after the 16th quote: inside a string value */
+    uint16_t flags;
+    Py_ssize_t skip_to; /* the bytes of an escape in the message, read with its backslash */
 } LineState;
+
+static inline int is_hex(unsigned char c) {
+    return is_digit(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
+}
+
+/* The length of the well-formed JSON escape at ``i`` (a backslash), 0 when it is not one. */
+static inline Py_ssize_t escape_length(const unsigned char *s, Py_ssize_t i, Py_ssize_t size) {
+    if (i + 1 >= size) return 0;
+    switch (s[i + 1]) {
+    case '"': case '\\': case '/': case 'b': case 'f': case 'n': case 'r': case 't':
+        return 2;
+    case 'u':
+        if (i + 5 < size && is_hex(s[i + 2]) && is_hex(s[i + 3]) && is_hex(s[i + 4]) &&
+            is_hex(s[i + 5]))
+            return 6;
+    }
+    return 0;
+}
 
 /* The byte at ``i``; returns 1 at the newline. */
 static inline int byte_take(const unsigned char *s, Py_ssize_t i, Py_ssize_t size, LineState *st) {
+    if (i < st->skip_to) return 0; /* inside an escape: never a newline, quote or control */
     switch (byte_class[s[i]]) {
     case 1:
         return 1;
@@ -187,9 +208,17 @@ static inline int byte_take(const unsigned char *s, Py_ssize_t i, Py_ssize_t siz
                 st->flags |= FLAG_LATER_TS;
         }
         break;
-    case 4:
-        st->flags |= FLAG_BACKSLASH;
+    case 4: {
+        /* inside the message a well-formed escape is read here; anywhere else json.loads reads */
+        Py_ssize_t length = st->found == QUOTES - 1 ? escape_length(s, i, size) : 0;
+        if (length) {
+            st->flags |= FLAG_ESCAPED;
+            st->skip_to = i + length;
+        } else {
+            st->flags |= FLAG_BACKSLASH;
+        }
         break;
+    }
     case 5: /* a colon after the message */
         if (st->found == QUOTES && !st->in_string && leading_zero_at(s, i, size))
             st->flags |= FLAG_LEADING_ZERO;
@@ -229,10 +258,10 @@ static Py_ssize_t line_read(const unsigned char *s, Py_ssize_t start, Py_ssize_t
 /* Line ``n``, from ``start``; returns the offset of its newline. */
 static Py_ssize_t line_index(const unsigned char *s, Py_ssize_t start, Py_ssize_t size,
                              const Layouts *layouts, Index *ix, Py_ssize_t n) {
-    LineState st = {ix->quotes + n * QUOTES, 0, 0, 0};
+    LineState st = {ix->quotes + n * QUOTES, 0, 0, 0, 0};
     Py_ssize_t end = line_read(s, start, size, &st);
     int64_t *q = st.q;
-    unsigned char f = st.flags;
+    uint16_t f = st.flags;
     ix->seconds[n] = ix->micros[n] = 0;
     if (st.found < QUOTES) {
         f |= FLAG_SHORT | FLAG_LAYOUT | FLAG_STAMP;
@@ -291,7 +320,7 @@ static PyObject *block_index(PyObject *Py_UNUSED(self), PyObject *args) {
          (at = memchr(at, '\n', (size_t)(stop - at))) != NULL; at++)
         lines++;
     char *p[6] = {NULL};
-    const Py_ssize_t widths[6] = {8, 8, 8 * QUOTES, 8, 8, 1};
+    const Py_ssize_t widths[6] = {8, 8, 8 * QUOTES, 8, 8, 2};
     PyObject *out[6] = {NULL};
     int failed = 0;
     for (int k = 0; k < 6; k++) {
@@ -304,7 +333,7 @@ static PyObject *block_index(PyObject *Py_UNUSED(self), PyObject *args) {
         return NULL;
     }
     Index ix = {(int64_t *)p[0], (int64_t *)p[1], (int64_t *)p[2],
-                (int64_t *)p[3], (int64_t *)p[4], (unsigned char *)p[5]};
+                (int64_t *)p[3], (int64_t *)p[4], (uint16_t *)p[5]};
     Py_BEGIN_ALLOW_THREADS
     Py_ssize_t start = 0;
     for (Py_ssize_t n = 0; n < lines; n++) start = line_index(s, start, size, &layouts, &ix, n) + 1;
@@ -433,11 +462,30 @@ static int quotes_pair_up(const unsigned char *s, Py_ssize_t from, Py_ssize_t to
     return count % 2 == 0;
 }
 
+/* Bytes ``from``-``to`` as ``digits_as_one`` writes them, JSON escapes copied as they are
+ * (the hex digits of a u-escape are no digits of the message). */
+static Py_ssize_t escaped_as_one(unsigned char *out, const unsigned char *s, Py_ssize_t from,
+                                 Py_ssize_t to) {
+    Py_ssize_t n = 0;
+    for (Py_ssize_t i = from; i < to;) {
+        const unsigned char *at = memchr(s + i, '\\', (size_t)(to - i));
+        Py_ssize_t escape = at == NULL ? to : at - s;
+        n += digits_as_one(out + n, s, i, escape);
+        if (escape == to) break;
+        Py_ssize_t length = escape_length(s, escape, to);
+        if (!length) length = 1;
+        memcpy(out + n, s + escape, (size_t)length);
+        n += length;
+        i = escape + length;
+    }
+    return n;
+}
+
 /* Writes one line's key at the end of the keys buffer; returns its length. */
 static Py_ssize_t key_write(Table *t, const unsigned char *s, Py_ssize_t from,
                             Py_ssize_t message_end, Py_ssize_t line_end) {
     unsigned char *out = t->bytes + t->bytes_len;
-    Py_ssize_t n = digits_as_one(out, s, from, message_end + 1);
+    Py_ssize_t n = escaped_as_one(out, s, from, message_end + 1);
     int empty_values = quotes_pair_up(s, message_end + 1, line_end);
     int opening = 1;
     for (Py_ssize_t i = message_end + 1; i < line_end;) {
@@ -580,7 +628,7 @@ release_view:
 static PyMethodDef methods[] = {
     {"block_index", block_index, METH_VARARGS,
      "block_index(buf, layouts) -> (starts, ends, quotes, seconds, micros, flags): per line "
-     "of a block of whole lines, int64 (quotes: 16 of them) and uint8 flags."},
+     "of a block of whole lines, int64 (quotes: 16 of them) and uint16 flags."},
     {"line_keys", line_keys, METH_VARARGS,
      "line_keys(buf, quotes, ends, rows) -> (keys, order, sizes): the given rows' distinct "
      "keys in the order they first occur, the rows' positions grouped by key (int64) and "
@@ -605,7 +653,8 @@ PyMODINIT_FUNC PyInit__blockscan(void) {
         PyModule_AddIntConstant(m, "FLAG_HEX", FLAG_HEX) < 0 ||
         PyModule_AddIntConstant(m, "FLAG_LEADING_ZERO", FLAG_LEADING_ZERO) < 0 ||
         PyModule_AddIntConstant(m, "FLAG_LAYOUT", FLAG_LAYOUT) < 0 ||
-        PyModule_AddIntConstant(m, "FLAG_STAMP", FLAG_STAMP) < 0) {
+        PyModule_AddIntConstant(m, "FLAG_STAMP", FLAG_STAMP) < 0 ||
+        PyModule_AddIntConstant(m, "FLAG_ESCAPED", FLAG_ESCAPED) < 0) {
         Py_DECREF(m);
         return NULL;
     }

@@ -12,6 +12,7 @@ FLAG_HEX: int
 FLAG_LEADING_ZERO: int
 FLAG_LAYOUT: int
 FLAG_STAMP: int
+FLAG_ESCAPED: int
 
 def block_index(
     buf: bytes | bytearray, layouts: Sequence[tuple[bytes, bytes, bytes, bytes]], /

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import bisect
 import itertools
+import json
 import multiprocessing
 import os
 import re
@@ -71,9 +72,10 @@ _LAYOUTS = (
     (b'{"ts":"', b'","service":"', b'","level":"', b'","message":"'),
 )
 _MAX_EXACT_MICROS = 2**53
-# Lines the fast path leaves to the line-by-line code: escapes, control bytes, fewer than
-# 16 quotes, the four keys not as a layout writes them, a ts value that is not a UTC stamp
-# (YYYY-MM-DDTHH:MM:SS, then Z or a fraction of 1 to 9 digits and Z).
+# Lines the fast path leaves to the line-by-line code: escapes outside the message (or ill
+# formed ones in it), control bytes, fewer than 16 quotes, the four keys not as a layout
+# writes them, a ts value that is not a UTC stamp (YYYY-MM-DDTHH:MM:SS, then Z or a
+# fraction of 1 to 9 digits and Z).
 _NOT_FAST = (
     _blockscan.FLAG_CONTROL
     | _blockscan.FLAG_BACKSLASH
@@ -297,7 +299,7 @@ class _FastBlock:
         starts, nl, quotes, seconds, micros = (np.frombuffer(a, np.int64) for a in index[:5])
         self.starts, self.ends, self.lines = starts, nl, len(nl)
         q = self.q = quotes.reshape(-1, 16)
-        self.flags = np.frombuffer(index[5], _U8)
+        self.flags = np.frombuffer(index[5], np.uint16)
         ok = (nl - starts) >= 60
         ok &= (self.flags & _NOT_FAST) == 0
         ok &= q[:, 7] > q[:, 6] + 1  # a service is not empty
@@ -375,9 +377,9 @@ def _shape_rows(agg: _Aggregator, block: _FastBlock, rows: np.ndarray, base: int
         if parsed is None:
             counted[members] = False
             continue
-        recipe = agg.masker.recipe(parsed[2])
-        if recipe is None or (not isinstance(recipe, str) and recipe[2] is None):
-            counted[members] = False  # not UTF-8, or masks each message itself: line by line
+        recipe, raw_offsets = _recipe_of(agg.masker, parsed[2])
+        if recipe is None:
+            counted[members] = False  # see _recipe_of: line by line
             continue
         for service_bytes, level_bytes, written in _as_written(block, rows, members, parsed):
             service = service_bytes.decode("utf-8", "replace")
@@ -388,9 +390,9 @@ def _shape_rows(agg: _Aggregator, block: _FastBlock, rows: np.ndarray, base: int
                 key3 = (service, level, recipe)
                 _group_add(agg, block, rows, written, key3, base, in_window, ts)
                 continue
-            template, _pick, positions = recipe
+            template = recipe[0]
             msg_start = q[rows[written], 14] + 1
-            kept = arr[msg_start[:, None] + np.array(positions)]
+            kept = arr[msg_start[:, None] + np.array(raw_offsets)]
             if (kept == kept[0]).all():  # the usual case: the same digits on every line
                 key3 = (service, level, template % tuple(chr(b) for b in kept[0].tolist()))
                 _group_add(agg, block, rows, written, key3, base, in_window, ts)
@@ -401,6 +403,72 @@ def _shape_rows(agg: _Aggregator, block: _FastBlock, rows: np.ndarray, base: int
                 key3 = (service, level, template % tuple(chr(b) for b in combo))
                 _group_add(agg, block, rows, written[which == c], key3, base, in_window, ts)
     return counted
+
+
+def _recipe_of(masker: MessageMasker, shape: bytes) -> tuple[Any, tuple[int, ...]]:
+    """How lines of this message shape mask, and the raw offsets of the digits that survive.
+
+    (None, ()) when they must be read line by line: not UTF-8, a masking that takes each
+    message itself, or an escape ``_unescaped_shape`` does not read.
+    """
+    raw_at: list[int] | None = None
+    if b"\\" in shape:
+        unescaped = _unescaped_shape(shape)
+        if unescaped is None:
+            return None, ()
+        shape, raw_at = unescaped
+    recipe = masker.recipe(shape)
+    if recipe is None or isinstance(recipe, str):
+        return recipe, ()
+    offsets = recipe[2]
+    if offsets is None:
+        return None, ()
+    return recipe, offsets if raw_at is None else tuple(raw_at[i] for i in offsets)
+
+
+# The JSON escapes a message may hold and still be counted by its shape: \" \\ \/ \t and a
+# \uXXXX of a character beyond ASCII (CJK text from json.dumps' default ensure_ascii). Any
+# other (a newline the line-by-line code rewrites, a letter or digit written as an escape,
+# half of a surrogate pair) sends the lines to that code.
+_ESCAPE = re.compile(rb'\\(?:u([0-9a-fA-F]{4})|(["\\/t]))')
+_ESCAPED = {b'"': b'"', b"\\": b"\\", b"/": b"/", b"t": b"\t"}
+
+
+def _unescaped_shape(shape: bytes) -> tuple[bytes, list[int]] | None:
+    """A message shape written with JSON escapes as the shape of its text (UTF-8), and the
+    raw offset each byte of that comes from; None for an escape ``_ESCAPE`` does not take."""
+    out = bytearray()
+    raw_at: list[int] = []
+    at = 0
+    for match in _ESCAPE.finditer(shape):
+        literal = shape[at : match.start()]
+        if b"\\" in literal:
+            return None
+        out += literal
+        raw_at.extend(range(at, match.start()))
+        code = match.group(1)
+        if code is not None:
+            number = int(code, 16)
+            if number < 0x80 or 0xD800 <= number <= 0xDFFF:
+                return None
+            text = chr(number).encode("utf-8")
+        else:
+            text = _ESCAPED[match.group(2)]
+        out += text
+        raw_at.extend([match.start()] * len(text))
+        at = match.end()
+    if b"\\" in shape[at:]:
+        return None
+    out += shape[at:]
+    raw_at.extend(range(at, len(shape)))
+    return bytes(out), raw_at
+
+
+def _message_text(raw: bytes | bytearray) -> str:
+    """A message's text as json.loads gives it (its escapes are ones ``_ESCAPE`` takes)."""
+    if b"\\" in raw:
+        return json.loads(b'"' + bytes(raw) + b'"')
+    return raw.decode("utf-8", "replace")
 
 
 def _as_written(
@@ -423,6 +491,8 @@ def _as_written(
 
 
 _TAIL_VALID: dict[bytes, bool] = {}
+# A JSON string's contents, up to its closing quote (escapes are read whole).
+_STRING_BODY = re.compile(rb'(?:[^"\\]|\\.)*', re.DOTALL)
 
 
 def _key_parse(key: bytes) -> tuple[bytes, bytes, bytes] | None:
@@ -432,7 +502,9 @@ def _key_parse(key: bytes) -> tuple[bytes, bytes, bytes] | None:
         if rest.startswith(level_key[1:]):
             level, _, rest = rest[len(level_key) - 1 :].partition(b'"')
             if rest.startswith(message_key[1:]):
-                shape, _, tail = rest[len(message_key) - 1 :].partition(b'"')
+                body = _STRING_BODY.match(rest, len(message_key) - 1)
+                assert body is not None  # the pattern matches the empty string too
+                shape, tail = body.group(), rest[body.end() + 1 :]
                 return (service, level, shape) if _tail_valid(tail) else None
     return None
 
@@ -485,7 +557,7 @@ def _group_add(
             q = block.q[row]
             buf = block.buf
             ts_text = buf[q[2] + 1 : q[3]].decode("ascii")
-            message = buf[q[14] + 1 : q[15]].decode("utf-8", "replace")
+            message = _message_text(buf[q[14] + 1 : q[15]])
             sample = f"{ts_text} {service} {level or '-'} {message}"
             _sample_keep(samples, base + row, sample, spec.limit)
 
