@@ -6,7 +6,8 @@ STAMP := $(VENV)/.installed-stamp
 
 .PHONY: demo test lint format install
 
-$(STAMP): pyproject.toml
+# The C half of the log scan is compiled at install: a change to it reinstalls.
+$(STAMP): pyproject.toml diagnosis/evidence/tools/query_logs/_blockscan.c
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q -U pip
 	$(BIN)/pip install -q -e '.[dev]'

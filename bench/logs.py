@@ -113,7 +113,7 @@ def file_generate(path: Path, size_mb: int, style: str = "en") -> Path:
         while written < target:
             line = _line(rng, ts, style) + "\n"
             batch.append(line)
-            written += len(line)
+            written += len(line.encode("utf-8"))  # bytes: a CJK character is three
             ts = min(ts + step, END)
             if len(batch) == 10_000:
                 handle.write("".join(batch))

@@ -38,12 +38,16 @@ enum {
 };
 
 #define LAYOUTS_MAX 4
+#define LAYOUT_PART_MAX 32
+/* Bumped whenever a function's arguments or results change: logscan.py checks it on import,
+ * so a build left from an older checkout fails loudly instead of misreading. */
+#define ABI_VERSION 5
 
 /* The four fields' keys as a layout writes them: the line's start, then what follows the
  * closing quotes of the ts, service and level values. */
 typedef struct {
     int count;
-    const char *part[LAYOUTS_MAX][4];
+    char part[LAYOUTS_MAX][4][LAYOUT_PART_MAX]; /* copied: read while the GIL is released */
     Py_ssize_t len[LAYOUTS_MAX][4];
 } Layouts;
 
@@ -93,7 +97,7 @@ static int layout_fits(const unsigned char *s, Py_ssize_t start, Py_ssize_t end,
                        const int64_t *q, const Layouts *layouts) {
     int begins = 0, keys = 0;
     for (int k = 0; k < layouts->count; k++) {
-        const char *const *part = layouts->part[k];
+        const char(*part)[LAYOUT_PART_MAX] = layouts->part[k];
         const Py_ssize_t *len = layouts->len[k];
         begins |= bytes_at(s, start, end, part[0], len[0]);
         keys |= bytes_at(s, q[3], end, part[1], len[1]) && bytes_at(s, q[7], end, part[2], len[2]) &&
@@ -293,15 +297,16 @@ static int layouts_parse(PyObject *seq, Layouts *layouts) {
         ok = PyTuple_Check(layout) && PyTuple_GET_SIZE(layout) == 4;
         for (int p = 0; ok && p < 4; p++) {
             PyObject *part = PyTuple_GET_ITEM(layout, p);
-            ok = PyBytes_Check(part) && PyBytes_GET_SIZE(part) > 0;
+            Py_ssize_t len = PyBytes_Check(part) ? PyBytes_GET_SIZE(part) : 0;
+            ok = len > 0 && len <= LAYOUT_PART_MAX;
             if (ok) {
-                layouts->part[k][p] = PyBytes_AS_STRING(part);
-                layouts->len[k][p] = PyBytes_GET_SIZE(part);
+                memcpy(layouts->part[k][p], PyBytes_AS_STRING(part), (size_t)len);
+                layouts->len[k][p] = len;
             }
         }
     }
-    Py_DECREF(items); /* the bytes stay alive: the caller holds the tuple */
-    if (!ok) PyErr_SetString(PyExc_ValueError, "layouts: 1 to 4 tuples of 4 non-empty bytes");
+    Py_DECREF(items);
+    if (!ok) PyErr_SetString(PyExc_ValueError, "layouts: 1 to 4 tuples of 4 bytes of 1 to 32");
     return ok ? 0 : -1;
 }
 
@@ -451,6 +456,7 @@ static inline Py_ssize_t digits_as_one(unsigned char *out, const unsigned char *
 }
 
 static inline Py_ssize_t quote_after(const unsigned char *s, Py_ssize_t from, Py_ssize_t to) {
+    if (from >= to) return to;
     const unsigned char *at = memchr(s + from, '"', (size_t)(to - from));
     return at == NULL ? to : at - s;
 }
@@ -525,8 +531,10 @@ static PyObject *keys_list(Table *t) {
 }
 
 static int int64_view(PyObject *obj, Py_buffer *view) {
-    if (PyObject_GetBuffer(obj, view, PyBUF_C_CONTIGUOUS) < 0) return -1;
-    if (view->len % 8) {
+    if (PyObject_GetBuffer(obj, view, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) return -1;
+    const char *format = view->format ? view->format : "B";
+    if (*format == '<' || *format == '=' || *format == '@') format++;
+    if (view->itemsize != 8 || (strcmp(format, "q") != 0 && strcmp(format, "l") != 0)) {
         PyBuffer_Release(view);
         PyErr_SetString(PyExc_ValueError, "offset arrays must be int64");
         return -1;
@@ -555,7 +563,8 @@ static PyObject *groups_order(const int32_t *ids, Py_ssize_t rows, Py_ssize_t ke
     return order;
 }
 
-/* Each row's key number, written into ``out``; 0 when done, -1 on bad offsets or memory. */
+/* Each row's key number, written into ``out``; 0 when done, -1 on bad offsets, -2 when out
+ * of memory. */
 static int keys_number(Table *t, const unsigned char *s, Py_ssize_t size, const int64_t *quotes,
                        Py_ssize_t lines, const int64_t *ends, const int64_t *rows,
                        Py_ssize_t count, int32_t *out) {
@@ -564,13 +573,13 @@ static int keys_number(Table *t, const unsigned char *s, Py_ssize_t size, const 
         if (row < 0 || row >= lines) return -1;
         Py_ssize_t from = quotes[row * QUOTES + 6] + 1, message_end = quotes[row * QUOTES + 15];
         Py_ssize_t line_end = ends[row];
-        if (from < 1 || message_end < from || line_end < message_end || line_end > size ||
-            bytes_reserve(t, line_end - from + 1) < 0)
+        if (from < 1 || message_end < from || line_end <= message_end || line_end > size)
             return -1;
+        if (bytes_reserve(t, line_end - from + 1) < 0) return -2;
         Py_ssize_t at = t->bytes_len;
         t->bytes_len += key_write(t, s, from, message_end, line_end);
         int32_t id = table_intern(t, at, t->bytes_len - at);
-        if (id < 0) return -1;
+        if (id < 0) return -2;
         out[r] = id;
     }
     return 0;
@@ -595,14 +604,15 @@ static PyObject *line_keys(PyObject *Py_UNUSED(self), PyObject *args) {
     t.slots = PyMem_RawMalloc(sizeof(Slot) * 64);
     t.key_at = PyMem_RawMalloc(sizeof(Py_ssize_t) * 64);
     t.key_len = PyMem_RawMalloc(sizeof(Py_ssize_t) * 64);
-    int failed = ids == NULL || !t.slots || !t.key_at || !t.key_len;
+    int failed = ids == NULL || !t.slots || !t.key_at || !t.key_len ? -2 : 0;
     if (!failed) {
         for (int k = 0; k < 64; k++) t.slots[k].id = -1;
         Py_BEGIN_ALLOW_THREADS
         failed = keys_number(&t, view.buf, view.len, quotes_v.buf, lines, ends_v.buf,
-                             rows_v.buf, count, (int32_t *)ids_p) < 0;
+                             rows_v.buf, count, (int32_t *)ids_p);
         Py_END_ALLOW_THREADS
     }
+    if (failed == -2 && !PyErr_Occurred()) PyErr_NoMemory();
     PyObject *keys = failed ? NULL : keys_list(&t), *sizes = NULL;
     PyObject *order = keys ? groups_order((int32_t *)ids_p, count, t.used, &sizes) : NULL;
     Py_XDECREF(ids);
@@ -646,7 +656,8 @@ PyMODINIT_FUNC PyInit__blockscan(void) {
     byte_class_init();
     PyObject *m = PyModule_Create(&module);
     if (m == NULL) return NULL;
-    if (PyModule_AddIntConstant(m, "FLAG_CONTROL", FLAG_CONTROL) < 0 ||
+    if (PyModule_AddIntConstant(m, "ABI_VERSION", ABI_VERSION) < 0 ||
+        PyModule_AddIntConstant(m, "FLAG_CONTROL", FLAG_CONTROL) < 0 ||
         PyModule_AddIntConstant(m, "FLAG_BACKSLASH", FLAG_BACKSLASH) < 0 ||
         PyModule_AddIntConstant(m, "FLAG_SHORT", FLAG_SHORT) < 0 ||
         PyModule_AddIntConstant(m, "FLAG_LATER_TS", FLAG_LATER_TS) < 0 ||

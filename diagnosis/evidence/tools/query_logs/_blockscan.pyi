@@ -4,6 +4,7 @@ from collections.abc import Sequence
 
 from numpy.typing import NDArray
 
+ABI_VERSION: int
 FLAG_CONTROL: int
 FLAG_BACKSLASH: int
 FLAG_SHORT: int

@@ -4,13 +4,14 @@
 ``AGGREGATE_MIN_BYTES`` it counts instead of clustering line by line, with the same result:
 
 1. **Count by masked line.** Each chunk of a file (in worker processes when the machine has
-   cores and the input is big) groups its lines by (service, level, masked message) and
-   keeps, per group, the window and baseline counts, first/last seen, the first sample
-   lines and where the group first occurs. Lines in ``json.dumps`` layout, or in its
-   compact form without the spaces, are read in blocks with numpy (field offsets from the
-   quote positions, a line's timestamp from its digits, the masking from the message's
-   digit shape, see ``MessageMasker``); every other line is parsed as the line-by-line
-   scan parses it.
+   cores and the input is big; in threads inside a daemon process such as a Celery prefork
+   child) groups its lines by (service, level, masked message) and keeps, per group, the
+   window and baseline counts, first/last seen, the first sample lines and where the group
+   first occurs. Lines in ``json.dumps`` layout, or in its compact form without the spaces,
+   are read block by block: the C module ``_blockscan`` finds each line's bounds, quotes,
+   stamp and flags in one pass, and its line key (the digit shape of the message, see
+   ``MessageMasker``) in another; numpy and a loop over the distinct keys do the rest.
+   Every other line is parsed as the line-by-line scan parses it.
 2. **Learn the templates.** The distinct masked messages, in the order they first occur,
    go through drain3 exactly as the line-by-line scan feeds them, so each group lands in
    the template (or stays unclustered) where that scan would put its lines.
@@ -19,7 +20,7 @@
 Step 2 equals the line-by-line scan while the distinct masked messages fit its mask cache
 (``clustering.MASK_CACHE_SIZE``): past that, that scan re-learns messages in an order only it can
 give, so such inputs are read line by line after all. Memory is bounded by the number of
-groups and one block per process, not by the file size.
+groups and one block per process or thread, not by the file size.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ import json
 import multiprocessing
 import os
 import re
+import threading
 from collections.abc import Iterator
 from concurrent.futures import Executor, Future, ProcessPoolExecutor, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
@@ -39,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from django.conf import settings
 
 from diagnosis.evidence.common import Deadline, QueryWindow, ToolTimeout
 from diagnosis.evidence.formats import (
@@ -57,6 +60,14 @@ from diagnosis.evidence.tools.query_logs.linescan import (
     text_decode,
 )
 from diagnosis.evidence.tools.query_logs.masking import MessageMasker
+
+# The C module's interface this code was written for (see ABI_VERSION in _blockscan.c).
+_BLOCKSCAN_ABI = 5
+if getattr(_blockscan, "ABI_VERSION", None) != _BLOCKSCAN_ABI:
+    raise ImportError(
+        f"{_blockscan.__file__} was built from another version of _blockscan.c: "
+        "rebuild it with `make install` (or `pip install -e .`)"
+    )
 
 AGGREGATE_MIN_BYTES = 16 << 20
 PARALLEL_MIN_BYTES = 96 << 20
@@ -563,17 +574,26 @@ def _group_add(
 
 
 def chunk_scan(
-    *, path: Path, start: int, end: int, number: int, spec: ScanSpec, jsonl: bool
+    *,
+    path: Path,
+    start: int,
+    end: int,
+    number: int,
+    spec: ScanSpec,
+    jsonl: bool,
+    stop: threading.Event | None = None,
 ) -> Groups | None:
-    """The groups of one chunk of one file (runs in a worker process or in-process).
+    """The groups of one chunk of one file (in a worker process or thread, or in-process).
 
     None as soon as the chunk alone holds more distinct masked messages than the mask
-    cache: the whole input is then read line by line.
+    cache (the whole input is then read line by line), or once ``stop`` is set.
     """
     agg = _Aggregator(spec)
     base = number * LINE_SLOTS
     service = path.stem
     for buf in _byte_blocks(path, start, end, spec.deadline):
+        if stop is not None and stop.is_set():
+            return None
         if jsonl and b"\r" not in buf and len(buf) >= 64:
             base += _fast_block(agg, buf, base)
             continue
@@ -607,20 +627,26 @@ def _chunks(
 
 
 def _workers() -> int:
-    """Processes or threads to scan with: the cores this process may use."""
+    """Processes or threads one scan uses: ``LOG_SCAN_WORKERS``, else the cores this
+    process may use."""
+    if settings.LOG_SCAN_WORKERS:
+        return int(settings.LOG_SCAN_WORKERS)
     try:
         return max(1, len(os.sched_getaffinity(0)))
     except AttributeError:  # not Linux
         return os.cpu_count() or 1
 
 
-def _pool(workers: int) -> Executor:
+def _pool(workers: int) -> tuple[Executor, threading.Event | None]:
     """Worker processes, or threads in a daemon process (a Celery prefork child may not
     start processes of its own): the byte-level scan releases the GIL, so threads share
-    the cores too."""
+    the cores too. A thread pool comes with the event that stops its scans early (a
+    worker process stops at the deadline)."""
     if multiprocessing.current_process().daemon:
-        return ThreadPoolExecutor(max_workers=workers, thread_name_prefix="logscan")
-    return ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("fork"))
+        pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="logscan")
+        return pool, threading.Event()
+    context = multiprocessing.get_context("fork")
+    return ProcessPoolExecutor(max_workers=workers, mp_context=context), None
 
 
 def _groups_run(
@@ -631,11 +657,19 @@ def _groups_run(
         for number, (path, start, end, jsonl) in enumerate(tasks):
             yield chunk_scan(path=path, start=start, end=end, number=number, spec=spec, jsonl=jsonl)
         return
-    pool = _pool(min(workers, len(tasks)))
+    pool, stop = _pool(min(workers, len(tasks)))
+    stopped = {} if stop is None else {"stop": stop}
     try:
         futures: list[Future[Groups | None]] = [
             pool.submit(
-                chunk_scan, path=path, start=start, end=end, number=number, spec=spec, jsonl=jsonl
+                chunk_scan,
+                path=path,
+                start=start,
+                end=end,
+                number=number,
+                spec=spec,
+                jsonl=jsonl,
+                **stopped,
             )
             for number, (path, start, end, jsonl) in enumerate(tasks)
         ]
@@ -647,7 +681,10 @@ def _groups_run(
                     f"the backend did not answer within {spec.deadline.seconds:g}s"
                 ) from None
     except BaseException:
-        # A worker (process or thread) past the deadline stops at its next block by itself.
+        # Not read to the end (a timeout, too many messages, an error): threads stop at their
+        # next block; a worker process stops there at the deadline.
+        if stop is not None:
+            stop.set()
         pool.shutdown(wait=False, cancel_futures=True)
         raise
     pool.shutdown(wait=True)
