@@ -30,6 +30,7 @@ from diagnosis.contracts import (
     VerifierEvaluation,
 )
 from diagnosis.flow.gatekeeper import excerpt_locate
+from diagnosis.flow.parsing import executor_proposals_parse
 from diagnosis.models import DiagnosisSession, ToolInvocation
 
 EXCERPT_CONTEXT_LINES = 2  # lines shown before and after an excerpt in its output
@@ -382,14 +383,14 @@ def session_claims(*, session: DiagnosisSession) -> SessionClaims:
         placements=verifier.placements,
         by_trace={inv.trace_ref: inv for inv in invocations},
     )
-    missing = structured.get("missing_info")
+    hypotheses, actions, missing = executor_proposals_parse(structured)
     return SessionClaims(
         claims=tuple(
             _session_claim(claim, verdicts=verdicts) for claim in _dicts(structured.get("claims"))
         ),
-        hypotheses=valid_items(Hypothesis, structured.get("hypotheses")),
-        actions=valid_items(RecommendedAction, structured.get("recommended_actions")),
-        missing_info=tuple(str(m) for m in missing) if isinstance(missing, list) else (),
+        hypotheses=tuple(hypotheses),
+        actions=tuple(actions),
+        missing_info=tuple(missing),
         disagreements=tuple(verifier.disagreements),
         invocations=invocations,
     )

@@ -899,6 +899,21 @@ def _executor_object_parse(obj: dict) -> ParsedExecutorOutput:
     )
 
 
+def executor_proposals_parse(
+    obj: object,
+) -> tuple[list[Hypothesis], list[RecommendedAction], list[str]]:
+    """The hypotheses, actions and missing info of a stored Executor answer, read as the flow
+    read them when it ran (a malformed item is dropped, a loose one coerced alike)."""
+    if not isinstance(obj, dict):
+        return [], [], []
+    dropped: list[Finding] = []
+    return (
+        _items_parse(obj, "hypotheses", _hypothesis_parse, dropped),
+        _items_parse(obj, "recommended_actions", _action_parse, dropped),
+        _items_parse(obj, "missing_info", _missing_info_parse, dropped),
+    )
+
+
 def executor_output_parse(raw: str | bytes | None) -> ParsedExecutorOutput:
     """Parse the Executor's raw answer into ``executor_evidence_v2`` (or v1). Never raises."""
     obj: dict | None = None

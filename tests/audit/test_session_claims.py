@@ -50,3 +50,25 @@ def test_an_excerpt_in_fragments_is_shown_from_its_first_to_its_last_fragment():
     assert [line.number for line in lines] == [2, 3, 4, 5, 6, 7, 8, 9]
     assert [line.text for line in lines if line.marked] == ["line 3", "line 6"]
     assert excerpt_lines(output=output, spans=[]) == ()
+
+
+def test_proposals_read_as_the_flow_read_them_when_it_ran(make_session):
+    # A model's loose items (null basis, a number for an entity, a bare string, a null in
+    # missing info) are coerced or dropped as the Executor's parser did in the run.
+    session = make_session()
+    structured = session.executor_structured_output
+    structured["hypotheses"] = [
+        {"hypothesis_text": "pool too small", "basis": None, "entity": 5},
+        "the database is slow",
+        {"basis": "no text"},
+    ]
+    structured["recommended_actions"] = [{"action_text": "raise the pool size", "reason": None}]
+    structured["missing_info"] = ["db metrics", None, "  "]
+    session.executor_structured_output = structured
+    claims = session_claims(session=session)
+    assert [(h.hypothesis_text, h.basis, h.entity) for h in claims.hypotheses] == [
+        ("pool too small", "", None),
+        ("the database is slow", "", None),
+    ]
+    assert [(a.action_text, a.reason) for a in claims.actions] == [("raise the pool size", "")]
+    assert claims.missing_info == ("db metrics",)
