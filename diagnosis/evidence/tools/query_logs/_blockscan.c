@@ -86,9 +86,21 @@ static inline int leading_zero_at(const unsigned char *s, Py_ssize_t at, Py_ssiz
     return i + 1 < end && s[i] == '0' && is_digit(s[i + 1]);
 }
 
+static inline uint64_t word_at(const void *p) {
+    uint64_t w;
+    memcpy(&w, p, 8);
+    return w;
+}
+
+/* Whether ``needle`` (1 to 32 bytes) is at ``at``, within the line that ends at ``end``. A
+ * needle of 8 to 16 bytes is compared as two overlapping 8-byte words. */
 static inline int bytes_at(const unsigned char *s, Py_ssize_t at, Py_ssize_t end,
                            const char *needle, Py_ssize_t len) {
-    return at + len <= end && memcmp(s + at, needle, (size_t)len) == 0;
+    if (at + len > end) return 0;
+    if (len >= 8 && len <= 16)
+        return word_at(s + at) == word_at(needle) &&
+               word_at(s + at + len - 8) == word_at(needle + len - 8);
+    return memcmp(s + at, needle, (size_t)len) == 0;
 }
 
 /* Whether the line from ``start`` begins as some layout does and, for some layout, has its
@@ -195,7 +207,8 @@ static inline Py_ssize_t escape_length(const unsigned char *s, Py_ssize_t i, Py_
 }
 
 /* The byte at ``i``; returns 1 at the newline. */
-static inline int byte_take(const unsigned char *s, Py_ssize_t i, Py_ssize_t size, LineState *st) {
+static inline __attribute__((always_inline)) int byte_take(const unsigned char *s, Py_ssize_t i,
+                                                           Py_ssize_t size, LineState *st) {
     if (i < st->skip_to) return 0; /* inside an escape: never a newline, quote or control */
     switch (byte_class[s[i]]) {
     case 1:
@@ -455,16 +468,12 @@ static inline Py_ssize_t digits_as_one(unsigned char *out, const unsigned char *
     return n;
 }
 
-static inline Py_ssize_t quote_after(const unsigned char *s, Py_ssize_t from, Py_ssize_t to) {
-    if (from >= to) return to;
-    const unsigned char *at = memchr(s + from, '"', (size_t)(to - from));
-    return at == NULL ? to : at - s;
-}
-
 /* Whether the quotes in ``from``-``to`` pair up (only then are values emptied). */
-static int quotes_pair_up(const unsigned char *s, Py_ssize_t from, Py_ssize_t to) {
+static inline int quotes_pair_up(const unsigned char *s, Py_ssize_t from, Py_ssize_t to) {
     int count = 0;
-    for (Py_ssize_t i = quote_after(s, from, to); i < to; i = quote_after(s, i + 1, to)) count++;
+    for (const unsigned char *at = s + from, *stop = s + to;
+         at < stop && (at = memchr(at, '"', (size_t)(stop - at))) != NULL; at++)
+        count++;
     return count % 2 == 0;
 }
 
@@ -487,30 +496,33 @@ static Py_ssize_t escaped_as_one(unsigned char *out, const unsigned char *s, Py_
     return n;
 }
 
-/* Writes one line's key at the end of the keys buffer; returns its length. */
+/* Writes one line's key at the end of the keys buffer; returns its length. The fields after
+ * the message (short, as a rule) are read byte by byte. */
 static Py_ssize_t key_write(Table *t, const unsigned char *s, Py_ssize_t from,
                             Py_ssize_t message_end, Py_ssize_t line_end) {
     unsigned char *out = t->bytes + t->bytes_len;
     Py_ssize_t n = escaped_as_one(out, s, from, message_end + 1);
     int empty_values = quotes_pair_up(s, message_end + 1, line_end);
-    int opening = 1;
-    for (Py_ssize_t i = message_end + 1; i < line_end;) {
-        Py_ssize_t quote = quote_after(s, i, line_end);
-        n += digits_as_one(out + n, s, i, quote);
-        if (quote == line_end) break;
-        out[n++] = '"';
-        i = quote + 1;
-        if (opening && empty_values &&
-            (s[quote - 1] == ':' || (s[quote - 1] == ' ' && s[quote - 2] == ':'))) {
-            /* a value string: keep its quotes, not what is between them */
-            Py_ssize_t close = quote_after(s, i, line_end);
-            if (close < line_end) {
-                out[n++] = '"';
-                i = close + 1;
-                continue; /* the closing quote ends the pair */
-            }
+    int opening = 1, in_value = 0;
+    for (Py_ssize_t i = message_end + 1; i < line_end; i++) {
+        unsigned char c = s[i];
+        if (c != '"') {
+            if (!in_value) out[n++] = is_digit(c) ? '1' : c;
+            continue;
         }
-        opening = !opening;
+        out[n++] = '"';
+        if (in_value) { /* the closing quote of a value string */
+            in_value = 0;
+            continue;
+        }
+        /* a value string: keep its quotes, not what is between them */
+        if (opening && empty_values && (s[i - 1] == ':' || (s[i - 1] == ' ' && s[i - 2] == ':'))) {
+            in_value = 1;
+            const unsigned char *close = memchr(s + i + 1, '"', (size_t)(line_end - i - 1));
+            if (close != NULL) i = close - s - 1; /* next: the closing quote */
+        } else {
+            opening = !opening;
+        }
     }
     return n;
 }
