@@ -102,3 +102,25 @@ def test_a_process_that_turned_the_collector_off_keeps_it_off(monkeypatch):
         assert not gc.isenabled()
     finally:
         gc.enable()
+
+
+def test_an_aggregation_is_named_by_the_promql_as_written_not_as_relabelled(monkeypatch):
+    # In an environment whose services are labelled "app", the model writes `service`; the
+    # query sent says `app`, but the series it gets back is named as the model wrote it.
+    matrix = json.loads(json.dumps(MATRIX))
+    del matrix["data"]["result"][0]["metric"]["__name__"]
+    matrix["data"]["result"][0]["metric"] = {"app": "pay"}
+    _answering(monkeypatch, 200, matrix)
+    output = metrics_query(
+        service=None,
+        metric="max by (service) (pool_active)",
+        labels={},
+        window=WINDOW,
+        step=None,
+        deadline=Deadline.after(10),
+        prometheus_url="http://prometheus:9090",
+        service_label="app",
+    )
+    assert output.status == "ok"
+    assert "max by (service) (pool_active)" in output.output
+    assert "max by (app)" not in output.output

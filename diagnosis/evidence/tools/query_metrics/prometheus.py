@@ -27,9 +27,12 @@ def metrics_from_prometheus(
     grid: Grid,
     deadline: Deadline,
     service_label: str = SERVICE_LABEL,
+    shown_as: str | None = None,
 ) -> tuple[list[RawSeries], list[str]]:
     """One ``/api/v1/query_range`` call on the grid; the series as Prometheus evaluated them,
-    their ``service_label`` label read as ``service`` (``labels_from_backend``).
+    their ``service_label`` label read as ``service`` (``labels_from_backend``). A series
+    without a metric name (an aggregation) is named ``shown_as`` (the expression as the
+    caller wrote it), else the query sent.
 
     ``limit`` asks Prometheus (3.x; older versions ignore it) for at most one series more
     than MAX_SERIES_READ, so a fleet-wide selector cannot return the whole TSDB.
@@ -56,7 +59,7 @@ def metrics_from_prometheus(
         deadline=deadline,
     )
     with collection_paused():
-        series = _series_read(response, base_url=base_url, query=query)
+        series = _series_read(response, base_url=base_url, query=query, shown_as=shown_as)
         for item in series:
             item.labels = labels_from_backend(item.labels, service_label)
     series.sort(key=lambda s: (s.name, sorted(s.labels.items())))
@@ -67,7 +70,9 @@ def metrics_from_prometheus(
     return series, notes
 
 
-def _series_read(response: httpx.Response, *, base_url: str, query: str) -> list[RawSeries]:
+def _series_read(
+    response: httpx.Response, *, base_url: str, query: str, shown_as: str | None
+) -> list[RawSeries]:
     """The range matrix of a ``query_range`` answer as raw series (labels as Prometheus
     names them); an error answer or another result type is a ToolFailure."""
     try:
@@ -90,7 +95,7 @@ def _series_read(response: httpx.Response, *, base_url: str, query: str) -> list
     series = []
     for item in data.get("result") or []:
         labels = dict(item.get("metric") or {})
-        name = labels.pop("__name__", "") or query
+        name = labels.pop("__name__", "") or shown_as or query
         points = [(float(t), float(v)) for t, v in item.get("values") or []]
         series.append(RawSeries(name=name, labels=labels, points=points))
     return series

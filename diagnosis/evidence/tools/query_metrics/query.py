@@ -89,6 +89,7 @@ def _from_prometheus(
         grid=grid,
         deadline=deadline,
         service_label=service_label,
+        shown_as=metric or "",
     )
     if service_label != SERVICE_LABEL:
         notes.append(
