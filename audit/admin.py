@@ -30,7 +30,6 @@ from audit.models import AuditEvent, ClaimReview, Review
 from audit.selectors import session_audit_view, sessions_for_audit, user_can_review
 from audit.services import knowledge_document_save, sessions_export_archive
 from audit.templatetags.audit_tags import (
-    PARSE_STATUS_LABELS,
     code_label,
     intcomma_plain,
     pretty_text,
@@ -39,6 +38,7 @@ from audit.views import claim_cards
 from chat.models import Conversation
 from diagnosis.alerts.services import alert_receiver_token_rotate
 from diagnosis.api.services import api_key_create, api_key_revoke
+from diagnosis.flow.parsing import PARSE_STATUS_WORDS
 from diagnosis.models import (
     AlertGroupStart,
     AlertmanagerReceiver,
@@ -188,7 +188,7 @@ class ParseStatusFilter(admin.SimpleListFilter):
     parameter_name = "executor_output_parse_status__exact"
 
     def lookups(self, request: HttpRequest, model_admin: admin.ModelAdmin) -> Any:
-        return list(PARSE_STATUS_LABELS.items())
+        return list(PARSE_STATUS_WORDS.items())
 
     def queryset(self, request: HttpRequest, queryset: QuerySet) -> QuerySet:
         if self.value():

@@ -33,8 +33,6 @@ register.filter("evidence_in_sentence", evidence_in_sentence)
 # chat's lists; only the codes the chat never shows are named here.
 VERDICT_LABELS = {"accepted": _("通过"), "demoted": _("降级")}
 
-PARSE_STATUS_LABELS = PARSE_STATUS_WORDS
-
 # Findings of a whole report that the chat (which shows claims) never shows.
 REPORT_FINDING_LABELS = {
     **FINDING_LABELS,
@@ -45,7 +43,7 @@ REPORT_FINDING_LABELS = {
 # How a stage's model output ended (Planner, Verifier, Composer): the model call's status,
 # else how its output parsed, else the Composer's own outcomes.
 STAGE_STATUS_LABELS = {
-    **PARSE_STATUS_LABELS,
+    **PARSE_STATUS_WORDS,
     **dict(LLMCall.Status.choices),
     "malformed": _("输出格式错误"),
     "guard_failed": _("未通过守卫检查"),
@@ -73,7 +71,7 @@ CODE_LABELS: dict[str, Mapping[str, object]] = {
     "verdict": VERDICT_LABELS,
     "classification": CLASSIFICATION_LABELS,
     "placement": PLACEMENT_LABELS,
-    "parse_status": PARSE_STATUS_LABELS,
+    "parse_status": PARSE_STATUS_WORDS,
     "finding": REPORT_FINDING_LABELS,
     "decision": DECISION_LABELS,
     "claim_type": CLAIM_TYPE_LABELS,
