@@ -311,23 +311,31 @@ def _cjk_lines(count: int, separators: tuple[str, str] = (", ", ": ")) -> list[s
     ]
 
 
+def _counted_without_reading_lines(lines: list[str], tmp_path: Path, monkeypatch) -> tuple:
+    """The counting scan's output for these lines, after checking it equals the line-by-line
+    scan's and that no line needed reading one by one."""
+    path = tmp_path / "apps.jsonl"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    expected = _scan([path], counting=False, monkeypatch=monkeypatch)
+    line_by_line = []
+    with monkeypatch.context() as patch:
+        patch.setattr(
+            logscan._Aggregator, "add_jsonl_line", lambda self, *args: line_by_line.append(args)
+        )
+        patch.setattr(logscan, "_workers", lambda: 1)
+        got = _scan([path], counting=True, monkeypatch=monkeypatch)
+    assert got == expected
+    assert not line_by_line
+    return got
+
+
 @pytest.mark.parametrize("separators", [(", ", ": "), (",", ":")])
 def test_lines_in_other_scripts_are_counted_without_reading_them_line_by_line(
     tmp_path, monkeypatch, separators
 ):
-    path = tmp_path / "apps.jsonl"
-    path.write_text("\n".join(_cjk_lines(2000, separators)) + "\n", encoding="utf-8")
-    expected = _scan([path], counting=False, monkeypatch=monkeypatch)
-    line_by_line = []
-    monkeypatch.setattr(
-        logscan._Aggregator, "add_jsonl_line", lambda self, *args: line_by_line.append(args)
-    )
-    monkeypatch.setattr(logscan, "_workers", lambda: 1)
-    got = _scan([path], counting=True, monkeypatch=monkeypatch)
-    assert got == expected
-    assert not line_by_line
+    got = _counted_without_reading_lines(_cjk_lines(2000, separators), tmp_path, monkeypatch)
     assert "数据库连接池耗尽 v1 等待" in got[1] and "数据库连接池耗尽 v2 等待" in got[1]
-    assert expected[2]["total_window"] == 2000
+    assert got[2]["total_window"] == 2000
 
 
 def test_bytes_that_are_not_utf8_are_counted_as_text_mode_reading_replaces_them(
@@ -363,17 +371,8 @@ def test_times_and_numbers_in_fields_after_the_message_are_counted_without_readi
         )
         for i in range(1500)
     ]
-    path = tmp_path / "apps.jsonl"
-    path.write_text("\n".join(lines) + "\n")
-    expected = _scan([path], counting=False, monkeypatch=monkeypatch)
-    line_by_line = []
-    monkeypatch.setattr(
-        logscan._Aggregator, "add_jsonl_line", lambda self, *args: line_by_line.append(args)
-    )
-    monkeypatch.setattr(logscan, "_workers", lambda: 1)
-    assert _scan([path], counting=True, monkeypatch=monkeypatch) == expected
-    assert not line_by_line
-    assert expected[2]["total_window"] == 1500
+    got = _counted_without_reading_lines(lines, tmp_path, monkeypatch)
+    assert got[2]["total_window"] == 1500
 
 
 def test_messages_written_with_json_escapes_are_counted_without_reading_lines(
@@ -395,16 +394,6 @@ def test_messages_written_with_json_escapes_are_counted_without_reading_lines(
         for i in range(1500)
     ]
     assert "\\u6570" in lines[0] and '\\"pool-0\\"' in lines[0]
-    path = tmp_path / "apps.jsonl"
-    path.write_text("\n".join(lines) + "\n")
-    expected = _scan([path], counting=False, monkeypatch=monkeypatch)
-    line_by_line = []
-    monkeypatch.setattr(
-        logscan._Aggregator, "add_jsonl_line", lambda self, *args: line_by_line.append(args)
-    )
-    monkeypatch.setattr(logscan, "_workers", lambda: 1)
-    got = _scan([path], counting=True, monkeypatch=monkeypatch)
-    assert got == expected
-    assert not line_by_line
+    got = _counted_without_reading_lines(lines, tmp_path, monkeypatch)
     assert '数据库连接池耗尽 v1 等待 4 个 "pool-1" C:\\tmp' in got[1]  # a sample, unescaped
-    assert expected[2]["total_window"] == 1500
+    assert got[2]["total_window"] == 1500
