@@ -110,6 +110,9 @@ class GroupStats:
 
 
 GroupKey = tuple[str, str, str]  # service, level, masked message
+# A line key read: (service, level, message shape), its recipe, surviving digits' offsets.
+KeyRead = tuple[tuple[bytes, bytes, bytes], Any, np.ndarray]
+_KEYS_KEPT = 10_000
 Groups = dict[GroupKey, GroupStats]
 
 
@@ -141,6 +144,23 @@ class _Aggregator:
         self.levels: dict[str, str] = {}
         self.needles = spec.log_filter.raw_prefilter()
         self.masked: set[str] = set()
+        self.keys: dict[bytes, KeyRead | None] = {}
+
+    def key_read(self, key: bytes) -> KeyRead | None:
+        """A line key's fields, masking recipe and surviving digits' raw offsets, read once
+        per key (None: its lines go line by line)."""
+        if key in self.keys:
+            return self.keys[key]
+        parsed = _key_parse(key)
+        read = None
+        if parsed is not None:
+            recipe, raw_offsets = _recipe_of(self.masker, parsed[2])
+            if recipe is not None:
+                read = (parsed, recipe, np.array(raw_offsets, dtype=np.int64))
+        if len(self.keys) >= _KEYS_KEPT:
+            self.keys.clear()
+        self.keys[key] = read
+        return read
 
     def level(self, text: str) -> str:
         level = self.levels.get(text)
@@ -384,14 +404,11 @@ def _shape_rows(agg: _Aggregator, block: _FastBlock, rows: np.ndarray, base: int
         members = all_members[counted[all_members]]
         if not len(members):
             continue
-        parsed = _key_parse(key)
-        if parsed is None:
-            counted[members] = False
+        read = agg.key_read(key)
+        if read is None:
+            counted[members] = False  # not flat JSON after the message, or see _recipe_of
             continue
-        recipe, raw_offsets = _recipe_of(agg.masker, parsed[2])
-        if recipe is None:
-            counted[members] = False  # see _recipe_of: line by line
-            continue
+        parsed, recipe, raw_offsets = read
         for service_bytes, level_bytes, written in _as_written(block, rows, members, parsed):
             service = service_bytes.decode("utf-8", "replace")
             level = agg.level(level_bytes.decode("utf-8", "replace"))
@@ -403,7 +420,7 @@ def _shape_rows(agg: _Aggregator, block: _FastBlock, rows: np.ndarray, base: int
                 continue
             template = recipe[0]
             msg_start = q[rows[written], 14] + 1
-            kept = arr[msg_start[:, None] + np.array(raw_offsets)]
+            kept = arr[msg_start[:, None] + raw_offsets]
             if (kept == kept[0]).all():  # the usual case: the same digits on every line
                 key3 = (service, level, template % tuple(chr(b) for b in kept[0].tolist()))
                 _group_add(agg, block, rows, written, key3, base, in_window, ts)
