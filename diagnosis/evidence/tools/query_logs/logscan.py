@@ -315,13 +315,13 @@ def _line_starts(path: Path, size: int, pieces: int) -> list[int]:
 
 
 class _FastBlock:
-    """The lines of one block in the common JSON layout, found with array operations.
+    """The lines of one block in the common JSON layout, as ``_blockscan.block_index`` reads them.
 
     ``ok`` marks the lines that start as ``JSONL_COMMON`` demands (the four fields in
-    order, no backslash or control character, a UTC stamp whose value a float holds
-    exactly); whether the fields after the message are flat JSON fields, none of them one
-    of the four, is decided per distinct line key (``_shape_rows``). The rest is left to
-    the line-by-line code.
+    order, no control character, no escape outside the message, a UTC stamp whose value a
+    float holds exactly); whether the fields after the message are flat JSON fields, none
+    of them one of the four, is decided per distinct line key (``_shape_rows``). The rest
+    is left to the line-by-line code.
     """
 
     def __init__(self, buf: bytearray) -> None:
