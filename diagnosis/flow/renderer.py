@@ -70,10 +70,10 @@ def _render(composer_input: ComposerInput) -> str:
     lines.append(_("**已确认（有工具证据）**"))
     if composer_input.allowed_claims:
         for claim in composer_input.allowed_claims:
-            suffix = f" {_('（推断，可能）')}" if claim.wording == Wording.BOUNDED else ""
+            suffix = " " + _("（推断，可能）") if claim.wording == Wording.BOUNDED else ""
             lines.append(f"- {_one_line(claim.text)}{suffix}")
     else:
-        lines.append(f"- {_('没有可以确认的结论。')}")
+        lines.append("- " + _("没有可以确认的结论。"))
 
     if composer_input.allowed_hypotheses and decision != Decision.REJECT:
         lines += ["", _("**可能的原因（待证实）**")]

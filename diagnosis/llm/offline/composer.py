@@ -124,8 +124,14 @@ def answer_compose(ci: ComposerInput) -> str:
         return _compose(ci, lang)
 
 
+def _section(title: str, body: str) -> str:
+    """A titled section of the answer (the title through gettext at the call, so message
+    extraction sees it)."""
+    return f"**{title}**\n\n{body}"
+
+
 def _compose(ci: ComposerInput, lang: str) -> str:
-    sections: list[str] = [f"**{pgettext('answer section', '结论')}**\n\n{_lead(ci, lang)}"]
+    sections: list[str] = [_section(pgettext("answer section", "结论"), _lead(ci, lang))]
 
     # What the conclusion already says is not listed again.
     stated = {c.claim_id for c in _lead_claims(ci)}
@@ -135,10 +141,10 @@ def _compose(ci: ComposerInput, lang: str) -> str:
     definite.sort(key=lambda c: c.claim_type not in ROOT_TYPES)
     if definite:
         items = "\n".join(f"- {_claim_text(c)}" for c in definite)
-        sections.append(f"**{_('已确认')}**\n\n{items}")
+        sections.append(_section(_("已确认"), items))
     if bounded:
         items = "\n".join(f"- {_claim_text(c)}" for c in bounded)
-        sections.append(f"**{_('推断（有证据支持，尚未直接证实）')}**\n\n{items}")
+        sections.append(_section(_("推断（有证据支持，尚未直接证实）"), items))
     if ci.allowed_hypotheses and ci.decision != Decision.REJECT:
         lines = []
         for hypothesis in ci.allowed_hypotheses:
@@ -148,10 +154,10 @@ def _compose(ci: ComposerInput, lang: str) -> str:
             if hypothesis.basis.strip():
                 line += _("（依据：{basis}）").format(basis=hypothesis.basis.strip())
             lines.append(f"- {line}")
-        sections.append(f"**{_('可能的原因（待证实）')}**\n\n" + "\n".join(lines))
+        sections.append(_section(_("可能的原因（待证实）"), "\n".join(lines)))
     if ci.missing_info:
         items = "\n".join(f"- {_sentence(m)}" for m in ci.missing_info if m.strip())
-        sections.append(f"**{_('缺少的信息')}**\n\n{items}")
+        sections.append(_section(_("缺少的信息"), items))
     if ci.recommended_actions:
         lines = []
         for action in ci.recommended_actions:
@@ -159,7 +165,7 @@ def _compose(ci: ComposerInput, lang: str) -> str:
             if action.reason.strip():
                 line += _("（{reason}）").format(reason=action.reason.strip())
             lines.append(f"- {_sentence(line)}")
-        sections.append(f"**{_('建议的下一步')}**\n\n" + "\n".join(lines))
+        sections.append(_section(_("建议的下一步"), "\n".join(lines)))
     return "\n\n".join(sections) + "\n"
 
 
