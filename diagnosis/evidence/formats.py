@@ -248,16 +248,21 @@ def plain_line_parse(line: str, *, service: str) -> LogRecord:
         raise ValueError("a plain log line must start with an RFC 3339 timestamp")
     ts, ts_text = log_time_parse(match.group(1))
     rest = text[match.end() :]
-    level = ""
+    level, message_at = plain_level_split(rest)
+    return LogRecord(
+        ts=ts, ts_text=ts_text, service=service, level=level, message=rest[message_at:], sample=text
+    )
+
+
+def plain_level_split(rest: str) -> tuple[str, int]:
+    """The level of a plain line's text after its timestamp, and where its message starts.
+
+    Neither depends on which ASCII digits the text holds (only on where they are), so the
+    counting scan runs this on a line's digit shape.
+    """
     level_match = _PLAIN_LEVEL.match(rest)
     if level_match:
-        level = level_normalise(level_match.group(1))
-        rest = rest[level_match.end() :]
-    else:
-        # Servers such as MySQL put the level in brackets after a thread id: "25 [Note] …".
-        bracketed = _BRACKET_LEVEL.search(rest, 0, 48)
-        if bracketed:
-            level = level_normalise(bracketed.group(1))
-    return LogRecord(
-        ts=ts, ts_text=ts_text, service=service, level=level, message=rest, sample=text
-    )
+        return level_normalise(level_match.group(1)), level_match.end()
+    # Servers such as MySQL put the level in brackets after a thread id: "25 [Note] …".
+    bracketed = _BRACKET_LEVEL.search(rest, 0, 48)
+    return (level_normalise(bracketed.group(1)) if bracketed else ""), 0

@@ -10,7 +10,13 @@
  *                     -> the given lines' keys (from the service to the line's end, every
  *                        digit as 1, the contents of string values after the message
  *                        emptied): the distinct ones in the order they first occur, and
- *                        the lines grouped by key.
+ *                        the lines grouped by key;
+ *   plain_index(buf)  -> the same for plain-text lines that start with their timestamp:
+ *                        bounds, where the text after the stamp starts, the stamp as Unix
+ *                        seconds and microseconds, flags (see plain_line_index);
+ *   plain_keys(buf, rest, ends, rows)
+ *                     -> as line_keys, a key being the text after the stamp with every
+ *                        ASCII digit as 1.
  *
  * The rules are the ones logscan.py states; it decides everything else with numpy. No
  * Python object is touched while a block is read, so the GIL is released meanwhile.
@@ -33,7 +39,8 @@ enum {
     FLAG_HEX = 16,          /* "0x" inside the message */
     FLAG_LEADING_ZERO = 32, /* a number after the message written with a leading zero */
     FLAG_LAYOUT = 64,       /* the four keys are not where a layout puts them */
-    FLAG_STAMP = 128,       /* the ts value is not YYYY-MM-DDTHH:MM:SS[.1-9 digits]Z */
+    FLAG_STAMP = 128,       /* the ts value is not YYYY-MM-DDTHH:MM:SS[.1-9 digits]Z (plain
+                               lines: no stamp in the strict form plain_stamp_read takes) */
     FLAG_ESCAPED = 256      /* the message holds JSON escapes (each one well formed) */
 };
 
@@ -41,7 +48,7 @@ enum {
 #define LAYOUT_PART_MAX 32
 /* Bumped whenever a function's arguments or results change: logscan.py checks it on import,
  * so a build left from an older checkout fails loudly instead of misreading. */
-#define ABI_VERSION 5
+#define ABI_VERSION 6
 
 /* The four fields' keys as a layout writes them: the line's start, then what follows the
  * closing quotes of the ts, service and level values. */
@@ -140,30 +147,9 @@ static inline int64_t digits_value(const unsigned char *t, int from, int count) 
     return value;
 }
 
-/* The ts value between quotes ``q[2]`` and ``q[3]`` as Unix seconds and microseconds (a
- * finer fraction is cut), as datetime.fromisoformat(...).timestamp() reads it; 0 when it
- * is not a UTC stamp as written here or not a moment datetime can hold. */
-static int stamp_read(const unsigned char *s, const int64_t *q, int64_t *seconds,
-                      int64_t *micros) {
-    static const int digit_at[14] = {0, 1, 2, 3, 5, 6, 8, 9, 11, 12, 14, 15, 17, 18};
-    static const char punct[5] = {'-', '-', 'T', ':', ':'};
-    static const int punct_at[5] = {4, 7, 10, 13, 16};
-    static const int64_t scale[6] = {100000, 10000, 1000, 100, 10, 1};
-    const unsigned char *t = s + q[2] + 1;
-    Py_ssize_t len = q[3] - (q[2] + 1);
-    if (!(len == 20 || (len >= 22 && len <= 30)) || t[len - 1] != 'Z') return 0;
-    for (int k = 0; k < 14; k++)
-        if (!is_digit(t[digit_at[k]])) return 0;
-    for (int k = 0; k < 5; k++)
-        if (t[punct_at[k]] != punct[k]) return 0;
-    int64_t fraction = 0;
-    if (len >= 22) {
-        if (t[19] != '.') return 0;
-        for (Py_ssize_t k = 20; k < len - 1; k++) {
-            if (!is_digit(t[k])) return 0;
-            if (k < 26) fraction += (t[k] - '0') * scale[k - 20];
-        }
-    }
+/* The date and time of the 19 bytes ``YYYY-MM-DDxHH:MM:SS`` at ``t`` (digits already checked)
+ * as Unix seconds; 0 when datetime cannot hold them. */
+static int civil_seconds(const unsigned char *t, int64_t *seconds) {
     int64_t year = digits_value(t, 0, 4), month = digits_value(t, 5, 2);
     int64_t day = digits_value(t, 8, 2), hour = digits_value(t, 11, 2);
     int64_t minute = digits_value(t, 14, 2), second = digits_value(t, 17, 2);
@@ -171,6 +157,42 @@ static int stamp_read(const unsigned char *s, const int64_t *q, int64_t *seconds
         hour > 23 || minute > 59 || second > 59)
         return 0;
     *seconds = days_from_civil(year, month, day) * 86400 + hour * 3600 + minute * 60 + second;
+    return 1;
+}
+
+/* The ts value between quotes ``q[2]`` and ``q[3]`` as Unix seconds and microseconds (a
+ * finer fraction is cut), as datetime.fromisoformat(...).timestamp() reads it; 0 when it
+ * is not a UTC stamp as written here or not a moment datetime can hold. */
+static const int64_t fraction_scale[6] = {100000, 10000, 1000, 100, 10, 1};
+
+/* Whether the 19 bytes at ``t`` are YYYY-MM-DDTHH:MM:SS in ASCII digits (``space``: or with
+ * a space for the T). */
+static int stamp_shape(const unsigned char *t, int space) {
+    static const int digit_at[14] = {0, 1, 2, 3, 5, 6, 8, 9, 11, 12, 14, 15, 17, 18};
+    static const char punct[5] = {'-', '-', 'T', ':', ':'};
+    static const int punct_at[5] = {4, 7, 10, 13, 16};
+    for (int k = 0; k < 14; k++)
+        if (!is_digit(t[digit_at[k]])) return 0;
+    for (int k = 0; k < 5; k++)
+        if (t[punct_at[k]] != punct[k] && !(k == 2 && space && t[10] == ' ')) return 0;
+    return 1;
+}
+
+static int stamp_read(const unsigned char *s, const int64_t *q, int64_t *seconds,
+                      int64_t *micros) {
+    const unsigned char *t = s + q[2] + 1;
+    Py_ssize_t len = q[3] - (q[2] + 1);
+    if (!(len == 20 || (len >= 22 && len <= 30)) || t[len - 1] != 'Z') return 0;
+    if (!stamp_shape(t, 0)) return 0;
+    int64_t fraction = 0;
+    if (len >= 22) {
+        if (t[19] != '.') return 0;
+        for (Py_ssize_t k = 20; k < len - 1; k++) {
+            if (!is_digit(t[k])) return 0;
+            if (k < 26) fraction += (t[k] - '0') * fraction_scale[k - 20];
+        }
+    }
+    if (!civil_seconds(t, seconds)) return 0;
     *micros = fraction;
     return 1;
 }
@@ -178,6 +200,7 @@ static int stamp_read(const unsigned char *s, const int64_t *q, int64_t *seconds
 typedef struct {
     int64_t *starts, *ends, *quotes, *seconds, *micros;
     uint16_t *flags;
+    int64_t *rest; /* plain lines (quotes unused): where the text after the stamp starts */
 } Index;
 
 typedef struct {
@@ -323,6 +346,159 @@ static int layouts_parse(PyObject *seq, Layouts *layouts) {
     return ok ? 0 : -1;
 }
 
+/* --- plain lines ------------------------------------------------------------------------ */
+
+/* The two ASCII digits at ``i`` as a number; -1 when the regex's \d fails there, -2 when it
+ * meets a byte beyond ASCII first (which might be a digit of another script). */
+static int digit_pair(const unsigned char *s, Py_ssize_t i, Py_ssize_t end) {
+    for (Py_ssize_t k = i; k < i + 2; k++) {
+        if (k >= end || (s[k] < 0x80 && !is_digit(s[k]))) return -1;
+        if (s[k] >= 0x80) return -2;
+    }
+    return (s[i] - '0') * 10 + (s[i + 1] - '0');
+}
+
+/* The zone at ``at`` as ``[Zz]|[+-]\d{2}:?\d{2}`` takes it: its length (0: none) and its
+ * offset east in seconds; -1 when unsure (a lower-case z, which fromisoformat refuses, a
+ * byte beyond ASCII where a digit is tested, an offset past 23:59). */
+static Py_ssize_t zone_read(const unsigned char *s, Py_ssize_t at, Py_ssize_t end,
+                            int64_t *offset) {
+    if (at >= end) return 0;
+    unsigned char sign = s[at];
+    if (sign == 'Z') return 1;
+    if (sign == 'z') return -1;
+    if (sign != '+' && sign != '-') return 0;
+    int hours = digit_pair(s, at + 1, end);
+    if (hours < 0) return hours == -2 ? -1 : 0;
+    Py_ssize_t minutes_at = at + 3 < end && s[at + 3] == ':' ? at + 4 : at + 3;
+    int minutes = digit_pair(s, minutes_at, end);
+    if (minutes < 0) return minutes == -2 ? -1 : 0;
+    if (hours > 23 || minutes > 59) return -1;
+    *offset = (sign == '-' ? -1 : 1) * (hours * 3600 + minutes * 60);
+    return minutes_at + 2 - at;
+}
+
+/* A plain line's stamp from ``at`` as _PLAIN_TS (formats.py) matches it and log_time_parse
+ * reads it: an optional "[", YYYY-MM-DD[T ]HH:MM:SS, an optional "." and digits (cut at
+ * microseconds), an optional zone (zone_read), an optional "]", then spaces and tabs;
+ * ``*rest`` is where the text after them starts. 0 for whatever that regex or datetime
+ * might read otherwise: no such stamp, a comma fraction, a byte beyond ASCII where the
+ * regex tests for a digit or a space (\d and \s take other scripts' ones), a moment
+ * datetime cannot hold. */
+static int plain_stamp_read(const unsigned char *s, Py_ssize_t at, Py_ssize_t end,
+                            int64_t *seconds, int64_t *micros, int64_t *rest) {
+    if (at < end && s[at] == '[') at++;
+    if (end - at < 19 || !stamp_shape(s + at, 1)) return 0;
+    const unsigned char *t = s + at;
+    at += 19;
+    int64_t fraction = 0, offset = 0;
+    if (at < end && s[at] == ',') return 0;
+    if (at + 1 < end && s[at] == '.' && s[at + 1] >= 0x80) return 0;
+    if (at + 1 < end && s[at] == '.' && is_digit(s[at + 1])) {
+        int k = 0;
+        for (at++; at < end && is_digit(s[at]); at++, k++)
+            if (k < 6) fraction += (s[at] - '0') * fraction_scale[k];
+        if (at < end && s[at] >= 0x80) return 0;
+    }
+    Py_ssize_t zone = zone_read(s, at, end, &offset);
+    if (zone < 0) return 0;
+    at += zone;
+    if (at < end && s[at] == ']') at++;
+    while (at < end && (s[at] == ' ' || s[at] == '\t')) at++;
+    if (at < end && s[at] >= 0x80) return 0;
+    if (!civil_seconds(t, seconds)) return 0;
+    *seconds -= offset;
+    *micros = fraction;
+    *rest = at;
+    return 1;
+}
+
+/* FLAG_CONTROL for a byte below 32 other than the tab, FLAG_HEX for "0x", in ``from``-``end``. */
+static uint16_t plain_bytes_flags(const unsigned char *s, Py_ssize_t from, Py_ssize_t end) {
+    uint16_t f = 0;
+    Py_ssize_t i = from;
+#ifdef __SSE2__
+    const __m128i low = _mm_set1_epi8(31), tab = _mm_set1_epi8('\t'), ex = _mm_set1_epi8('x');
+    for (; i + 16 <= end; i += 16) {
+        __m128i x = _mm_loadu_si128((const __m128i *)(s + i));
+        __m128i control = _mm_andnot_si128(_mm_cmpeq_epi8(x, tab),
+                                           _mm_cmpeq_epi8(_mm_min_epu8(x, low), x));
+        if (_mm_movemask_epi8(control)) f |= FLAG_CONTROL;
+        for (unsigned xs = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(x, ex)); xs; xs &= xs - 1) {
+            Py_ssize_t k = i + __builtin_ctz(xs);
+            if (k > from && s[k - 1] == '0') f |= FLAG_HEX;
+        }
+    }
+#endif
+    for (; i < end; i++) {
+        if (s[i] < 32 && s[i] != '\t') f |= FLAG_CONTROL;
+        if (s[i] == 'x' && i > from && s[i - 1] == '0') f |= FLAG_HEX;
+    }
+    return f;
+}
+
+/* Plain line ``n``, from ``start``; returns the offset of its newline. */
+static Py_ssize_t plain_line_index(const unsigned char *s, Py_ssize_t start, Py_ssize_t size,
+                                   Index *ix, Py_ssize_t n) {
+    const unsigned char *nl = memchr(s + start, '\n', (size_t)(size - start));
+    Py_ssize_t end = nl == NULL ? size : nl - s;
+    uint16_t f = plain_bytes_flags(s, start, end);
+    ix->seconds[n] = ix->micros[n] = 0;
+    ix->rest[n] = end;
+    if (!plain_stamp_read(s, start, end, &ix->seconds[n], &ix->micros[n], &ix->rest[n]))
+        f |= FLAG_STAMP;
+    ix->flags[n] = f;
+    ix->starts[n] = start;
+    ix->ends[n] = end;
+    return end;
+}
+
+/* The six per-line arrays of a block of ``lines`` lines (the third ``third`` bytes a line). */
+static int index_new(Py_ssize_t lines, Py_ssize_t third, PyObject **out, Index *ix) {
+    char *p[6] = {NULL};
+    const Py_ssize_t widths[6] = {8, 8, third, 8, 8, 2};
+    int failed = 0;
+    for (int k = 0; k < 6; k++) {
+        out[k] = bytes_sized(lines * widths[k], &p[k]);
+        failed |= out[k] == NULL;
+    }
+    if (failed) {
+        for (int k = 0; k < 6; k++) Py_XDECREF(out[k]);
+        return -1;
+    }
+    *ix = (Index){(int64_t *)p[0], (int64_t *)p[1], (int64_t *)p[2], (int64_t *)p[3],
+                  (int64_t *)p[4], (uint16_t *)p[5], (int64_t *)p[2]};
+    return 0;
+}
+
+static Py_ssize_t lines_count(const unsigned char *s, Py_ssize_t size) {
+    Py_ssize_t lines = 0;
+    for (const unsigned char *at = s, *stop = s + size;
+         (at = memchr(at, '\n', (size_t)(stop - at))) != NULL; at++)
+        lines++;
+    return lines;
+}
+
+/* block_index (layouts given) or plain_index (layouts NULL) of one block. */
+static PyObject *index_call(Py_buffer *view, const Layouts *layouts) {
+    const unsigned char *s = view->buf;
+    Py_ssize_t size = view->len, lines = lines_count(s, size);
+    PyObject *out[6] = {NULL};
+    Index ix;
+    if (index_new(lines, layouts ? 8 * QUOTES : 8, out, &ix) < 0) {
+        PyBuffer_Release(view);
+        return NULL;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    Py_ssize_t start = 0;
+    for (Py_ssize_t n = 0; n < lines; n++)
+        start = (layouts ? line_index(s, start, size, layouts, &ix, n)
+                         : plain_line_index(s, start, size, &ix, n)) + 1;
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(view);
+    return Py_BuildValue("(NNNNNN)", out[0], out[1], out[2], out[3], out[4], out[5]);
+}
+
 static PyObject *block_index(PyObject *Py_UNUSED(self), PyObject *args) {
     Py_buffer view;
     PyObject *layouts_o;
@@ -332,32 +508,13 @@ static PyObject *block_index(PyObject *Py_UNUSED(self), PyObject *args) {
         PyBuffer_Release(&view);
         return NULL;
     }
-    const unsigned char *s = view.buf;
-    Py_ssize_t size = view.len, lines = 0;
-    for (const unsigned char *at = s, *stop = s + size;
-         (at = memchr(at, '\n', (size_t)(stop - at))) != NULL; at++)
-        lines++;
-    char *p[6] = {NULL};
-    const Py_ssize_t widths[6] = {8, 8, 8 * QUOTES, 8, 8, 2};
-    PyObject *out[6] = {NULL};
-    int failed = 0;
-    for (int k = 0; k < 6; k++) {
-        out[k] = bytes_sized(lines * widths[k], &p[k]);
-        failed |= out[k] == NULL;
-    }
-    if (failed) {
-        for (int k = 0; k < 6; k++) Py_XDECREF(out[k]);
-        PyBuffer_Release(&view);
-        return NULL;
-    }
-    Index ix = {(int64_t *)p[0], (int64_t *)p[1], (int64_t *)p[2],
-                (int64_t *)p[3], (int64_t *)p[4], (uint16_t *)p[5]};
-    Py_BEGIN_ALLOW_THREADS
-    Py_ssize_t start = 0;
-    for (Py_ssize_t n = 0; n < lines; n++) start = line_index(s, start, size, &layouts, &ix, n) + 1;
-    Py_END_ALLOW_THREADS
-    PyBuffer_Release(&view);
-    return Py_BuildValue("(NNNNNN)", out[0], out[1], out[2], out[3], out[4], out[5]);
+    return index_call(&view, &layouts);
+}
+
+static PyObject *plain_index(PyObject *Py_UNUSED(self), PyObject *args) {
+    Py_buffer view;
+    if (!PyArg_ParseTuple(args, "y*", &view)) return NULL;
+    return index_call(&view, NULL);
 }
 
 /* --- line keys ------------------------------------------------------------------------- */
@@ -576,20 +733,24 @@ static PyObject *groups_order(const int32_t *ids, Py_ssize_t rows, Py_ssize_t ke
 }
 
 /* Each row's key number, written into ``out``; 0 when done, -1 on bad offsets, -2 when out
- * of memory. */
-static int keys_number(Table *t, const unsigned char *s, Py_ssize_t size, const int64_t *quotes,
-                       Py_ssize_t lines, const int64_t *ends, const int64_t *rows,
+ * of memory. ``plain``: ``starts`` holds where each line's key starts (plain_index's rest),
+ * else its 16 quotes. */
+static int keys_number(Table *t, const unsigned char *s, Py_ssize_t size, const int64_t *starts,
+                       int plain, Py_ssize_t lines, const int64_t *ends, const int64_t *rows,
                        Py_ssize_t count, int32_t *out) {
     for (Py_ssize_t r = 0; r < count; r++) {
         int64_t row = rows[r];
         if (row < 0 || row >= lines) return -1;
-        Py_ssize_t from = quotes[row * QUOTES + 6] + 1, message_end = quotes[row * QUOTES + 15];
+        Py_ssize_t from = plain ? starts[row] : starts[row * QUOTES + 6] + 1;
+        Py_ssize_t message_end = plain ? from : starts[row * QUOTES + 15];
         Py_ssize_t line_end = ends[row];
-        if (from < 1 || message_end < from || line_end <= message_end || line_end > size)
+        if (from < (plain ? 0 : 1) || message_end < from || line_end < message_end + !plain ||
+            line_end > size)
             return -1;
         if (bytes_reserve(t, line_end - from + 1) < 0) return -2;
         Py_ssize_t at = t->bytes_len;
-        t->bytes_len += key_write(t, s, from, message_end, line_end);
+        t->bytes_len += plain ? digits_as_one(t->bytes + at, s, from, line_end)
+                              : key_write(t, s, from, message_end, line_end);
         int32_t id = table_intern(t, at, t->bytes_len - at);
         if (id < 0) return -2;
         out[r] = id;
@@ -597,7 +758,9 @@ static int keys_number(Table *t, const unsigned char *s, Py_ssize_t size, const 
     return 0;
 }
 
-static PyObject *line_keys(PyObject *Py_UNUSED(self), PyObject *args) {
+/* line_keys (``plain`` 0: the second argument holds 16 quotes a line) or plain_keys (1: where
+ * each line's key starts). */
+static PyObject *keys_call(PyObject *args, int plain) {
     Py_buffer view, quotes_v, ends_v, rows_v;
     PyObject *quotes_o, *ends_o, *rows_o, *result = NULL;
     if (!PyArg_ParseTuple(args, "y*OOO", &view, &quotes_o, &ends_o, &rows_o)) return NULL;
@@ -605,8 +768,8 @@ static PyObject *line_keys(PyObject *Py_UNUSED(self), PyObject *args) {
     if (int64_view(ends_o, &ends_v) < 0) goto release_quotes;
     if (int64_view(rows_o, &rows_v) < 0) goto release_ends;
     Py_ssize_t lines = ends_v.len / 8, count = rows_v.len / 8;
-    if (quotes_v.len != lines * 8 * QUOTES) {
-        PyErr_SetString(PyExc_ValueError, "16 quotes a line");
+    if (quotes_v.len != lines * 8 * (plain ? 1 : QUOTES)) {
+        PyErr_SetString(PyExc_ValueError, plain ? "one start a line" : "16 quotes a line");
         goto release_rows;
     }
     char *ids_p = NULL;
@@ -620,7 +783,7 @@ static PyObject *line_keys(PyObject *Py_UNUSED(self), PyObject *args) {
     if (!failed) {
         for (int k = 0; k < 64; k++) t.slots[k].id = -1;
         Py_BEGIN_ALLOW_THREADS
-        failed = keys_number(&t, view.buf, view.len, quotes_v.buf, lines, ends_v.buf,
+        failed = keys_number(&t, view.buf, view.len, quotes_v.buf, plain, lines, ends_v.buf,
                              rows_v.buf, count, (int32_t *)ids_p);
         Py_END_ALLOW_THREADS
     }
@@ -647,6 +810,14 @@ release_view:
     return result;
 }
 
+static PyObject *line_keys(PyObject *Py_UNUSED(self), PyObject *args) {
+    return keys_call(args, 0);
+}
+
+static PyObject *plain_keys(PyObject *Py_UNUSED(self), PyObject *args) {
+    return keys_call(args, 1);
+}
+
 static PyMethodDef methods[] = {
     {"block_index", block_index, METH_VARARGS,
      "block_index(buf, layouts) -> (starts, ends, quotes, seconds, micros, flags): per line "
@@ -655,6 +826,13 @@ static PyMethodDef methods[] = {
      "line_keys(buf, quotes, ends, rows) -> (keys, order, sizes): the given rows' distinct "
      "keys in the order they first occur, the rows' positions grouped by key (int64) and "
      "each key's count of rows (int64)."},
+    {"plain_index", plain_index, METH_VARARGS,
+     "plain_index(buf) -> (starts, ends, rest, seconds, micros, flags): per plain-text line of "
+     "a block of whole lines, int64 (rest: where the text after the stamp starts) and uint16 "
+     "flags (FLAG_CONTROL, FLAG_HEX, FLAG_STAMP)."},
+    {"plain_keys", plain_keys, METH_VARARGS,
+     "plain_keys(buf, rest, ends, rows) -> (keys, order, sizes): as line_keys, a key being "
+     "the text after the stamp with every ASCII digit as 1."},
     {NULL, NULL, 0, NULL},
 };
 

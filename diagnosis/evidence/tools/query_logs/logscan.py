@@ -11,6 +11,9 @@
    are read block by block: the C module ``_blockscan`` finds each line's bounds, quotes,
    stamp and flags in one pass, and its line key (the digit shape of the message, see
    ``MessageMasker``) in another; numpy and a loop over the distinct keys do the rest.
+   Plain ``.log`` lines go the same way (``_PlainBlock``): the C module reads each line's
+   stamp, and a line key is the text after it, every digit as 1, on which the level and
+   message split of ``plain_line_parse`` runs once per key.
    Every other line is parsed as the line-by-line scan parses it.
 2. **Learn the templates.** The distinct masked messages, in the order they first occur,
    go through drain3 exactly as the line-by-line scan feeds them, so each group lands in
@@ -32,13 +35,13 @@ import multiprocessing
 import os
 import re
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import Executor, Future, ProcessPoolExecutor, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 from django.conf import settings
@@ -48,6 +51,7 @@ from diagnosis.evidence.formats import (
     jsonl_line_parse,
     level_normalise,
     log_time_parse,
+    plain_level_split,
     plain_line_parse,
 )
 from diagnosis.evidence.tools.query_logs import _blockscan, clustering
@@ -62,7 +66,7 @@ from diagnosis.evidence.tools.query_logs.linescan import (
 from diagnosis.evidence.tools.query_logs.masking import MessageMasker
 
 # The C module's interface this code was written for (see ABI_VERSION in _blockscan.c).
-_BLOCKSCAN_ABI = 5
+_BLOCKSCAN_ABI = 6
 if getattr(_blockscan, "ABI_VERSION", None) != _BLOCKSCAN_ABI:
     raise ImportError(
         f"{_blockscan.__file__} was built from another version of _blockscan.c: "
@@ -112,6 +116,8 @@ class GroupStats:
 GroupKey = tuple[str, str, str]  # service, level, masked message
 # A line key read: (service, level, message shape), its recipe, surviving digits' offsets.
 KeyRead = tuple[tuple[bytes, bytes, bytes], Any, np.ndarray]
+# A plain line key read: level, the recipe of its message, surviving digits' offsets in the key.
+PlainKeyRead = tuple[str, Any, np.ndarray]
 _KEYS_KEPT = 10_000
 Groups = dict[GroupKey, GroupStats]
 
@@ -136,6 +142,17 @@ def _sample_keep(samples: list[tuple[int, str]], position: int, sample: str, lim
     del samples[limit:]
 
 
+_T = TypeVar("_T")
+
+
+def _kept(cache: dict[bytes, _T], key: bytes, value: _T) -> _T:
+    """``value``, kept in ``cache`` (cleared when full)."""
+    if len(cache) >= _KEYS_KEPT:
+        cache.clear()
+    cache[key] = value
+    return value
+
+
 class _Aggregator:
     def __init__(self, spec: ScanSpec) -> None:
         self.spec = spec
@@ -145,6 +162,7 @@ class _Aggregator:
         self.needles = spec.log_filter.raw_prefilter()
         self.masked: set[str] = set()
         self.keys: dict[bytes, KeyRead | None] = {}
+        self.plain_keys: dict[bytes, PlainKeyRead | None] = {}
 
     def key_read(self, key: bytes) -> KeyRead | None:
         """A line key's fields, masking recipe and surviving digits' raw offsets, read once
@@ -157,10 +175,26 @@ class _Aggregator:
             recipe, raw_offsets = _recipe_of(self.masker, parsed[2])
             if recipe is not None:
                 read = (parsed, recipe, np.array(raw_offsets, dtype=np.int64))
-        if len(self.keys) >= _KEYS_KEPT:
-            self.keys.clear()
-        self.keys[key] = read
-        return read
+        return _kept(self.keys, key, read)
+
+    def plain_key_read(self, key: bytes) -> PlainKeyRead | None:
+        """A plain line key's level, masking recipe and surviving digits' offsets, read once
+        per key as ``plain_line_parse`` and ``add_line`` read its lines (None: they go line
+        by line; the key is not UTF-8, or see ``_shape_recipe``)."""
+        if key in self.plain_keys:
+            return self.plain_keys[key]
+        read = None
+        try:
+            rest = key.decode("utf-8")
+        except UnicodeDecodeError:
+            rest = None
+        if rest is not None:
+            level, message_at = plain_level_split(rest)
+            at = len(rest[:message_at].encode("utf-8"))
+            recipe, offsets = _shape_recipe(self.masker, key[at:])
+            if recipe is not None:
+                read = (level, recipe, np.array(offsets, dtype=np.int64) + at)
+        return _kept(self.plain_keys, key, read)
 
     def level(self, text: str) -> str:
         level = self.levels.get(text)
@@ -377,9 +411,15 @@ def _line_keys(block: _FastBlock, rows: np.ndarray) -> tuple[list[bytes], list[n
     string values after the message emptied (``_as_written`` gives the service and level
     back as written).
     """
-    keys, order, sizes = _blockscan.line_keys(
+    found = _blockscan.line_keys(
         block.buf, block.q, block.ends, np.ascontiguousarray(rows, dtype=np.int64)
     )
+    return _keys_grouped(found)
+
+
+def _keys_grouped(found: tuple[list[bytes], bytes, bytes]) -> tuple[list[bytes], list[np.ndarray]]:
+    """``line_keys``' or ``plain_keys``' result as the keys and each key's members."""
+    keys, order, sizes = found
     bounds = np.cumsum(np.frombuffer(sizes, np.int64))[:-1]
     return keys, np.split(np.frombuffer(order, np.int64), bounds)
 
@@ -414,23 +454,44 @@ def _shape_rows(agg: _Aggregator, block: _FastBlock, rows: np.ndarray, base: int
             level = agg.level(level_bytes.decode("utf-8", "replace"))
             if log_filter.selective and not log_filter.fields_match(service, level, ""):
                 continue
-            if isinstance(recipe, str):
-                key3 = (service, level, recipe)
-                _group_add(agg, block, rows, written, key3, base, in_window, ts)
-                continue
-            template = recipe[0]
+            sample_of = _json_sampler(block, service, level)
             msg_start = q[rows[written], 14] + 1
-            kept = arr[msg_start[:, None] + raw_offsets]
-            if (kept == kept[0]).all():  # the usual case: the same digits on every line
-                key3 = (service, level, template % tuple(chr(b) for b in kept[0].tolist()))
-                _group_add(agg, block, rows, written, key3, base, in_window, ts)
-                continue
-            combos, which = np.unique(kept, axis=0, return_inverse=True)
-            which = which.reshape(-1)
-            for c, combo in enumerate(combos.tolist()):
-                key3 = (service, level, template % tuple(chr(b) for b in combo))
-                _group_add(agg, block, rows, written[which == c], key3, base, in_window, ts)
+            for masked, part in _masked_parts(arr, msg_start, recipe, raw_offsets):
+                members_part = written if part is None else written[part]
+                key3 = (service, level, masked)
+                _group_add(agg, rows, members_part, key3, base, in_window, ts, sample_of)
     return counted
+
+
+def _masked_parts(
+    arr: np.ndarray, msg_start: np.ndarray, recipe: Any, raw_offsets: np.ndarray
+) -> Iterator[tuple[str, np.ndarray | None]]:
+    """The masked messages of lines of one recipe whose messages start at ``msg_start``,
+    each with which of the lines have it (None: all of them)."""
+    if isinstance(recipe, str):
+        yield recipe, None
+        return
+    template = recipe[0]
+    kept = arr[msg_start[:, None] + raw_offsets]
+    if (kept == kept[0]).all():  # the usual case: the same digits on every line
+        yield template % tuple(chr(b) for b in kept[0].tolist()), None
+        return
+    combos, which = np.unique(kept, axis=0, return_inverse=True)
+    which = which.reshape(-1)
+    for c, combo in enumerate(combos.tolist()):
+        yield template % tuple(chr(b) for b in combo), which == c
+
+
+def _json_sampler(block: _FastBlock, service: str, level: str) -> Callable[[int], str]:
+    """A line's sample as ``add_line`` writes it for a JSON line."""
+
+    def sample_of(row: int) -> str:
+        q = block.q[row]
+        ts_text = block.buf[q[2] + 1 : q[3]].decode("ascii")
+        message = _message_text(block.buf[q[14] + 1 : q[15]])
+        return f"{ts_text} {service} {level or '-'} {message}"
+
+    return sample_of
 
 
 def _recipe_of(masker: MessageMasker, shape: bytes) -> tuple[Any, tuple[int, ...]]:
@@ -445,13 +506,20 @@ def _recipe_of(masker: MessageMasker, shape: bytes) -> tuple[Any, tuple[int, ...
         if unescaped is None:
             return None, ()
         shape, raw_at = unescaped
+    recipe, offsets = _shape_recipe(masker, shape)
+    return recipe, offsets if raw_at is None else tuple(raw_at[i] for i in offsets)
+
+
+def _shape_recipe(masker: MessageMasker, shape: bytes) -> tuple[Any, tuple[int, ...]]:
+    """How messages of this shape (UTF-8, digits as 1) mask, and the offsets of the digits
+    that survive; (None, ()) when not UTF-8 or when the masking takes each message itself."""
     recipe = masker.recipe(shape)
     if recipe is None or isinstance(recipe, str):
         return recipe, ()
     offsets = recipe[2]
     if offsets is None:
         return None, ()
-    return recipe, offsets if raw_at is None else tuple(raw_at[i] for i in offsets)
+    return recipe, offsets
 
 
 # The JSON escapes a message may hold and still be counted by its shape: \" \\ \/ \t and a
@@ -549,15 +617,16 @@ def _tail_valid(tail: bytes) -> bool:
 
 def _group_add(
     agg: _Aggregator,
-    block: _FastBlock,
     rows: np.ndarray,
     members: np.ndarray,
     key: GroupKey,
     base: int,
     in_window: np.ndarray,
     ts: np.ndarray,
+    sample_of: Callable[[int], str],
 ) -> None:
-    """Lines ``rows[members]`` (in file order) of one group."""
+    """Lines ``rows[members]`` (in file order) of one group; ``sample_of`` gives a row's
+    sample."""
     spec = agg.spec
     window = in_window[members]
     member_ts = ts[members]
@@ -576,18 +645,89 @@ def _group_add(
         stats.first_seen = low
     if high > stats.last_seen:
         stats.last_seen = high
-    service, level = key[0], key[1]
     for side, samples in ((True, stats.samples), (False, stats.baseline_samples)):
         for member in members[window == side][: spec.limit].tolist():
             row = int(rows[member])
             if len(samples) >= spec.limit and base + row > samples[-1][0]:
                 break
-            q = block.q[row]
-            buf = block.buf
-            ts_text = buf[q[2] + 1 : q[3]].decode("ascii")
-            message = _message_text(buf[q[14] + 1 : q[15]])
-            sample = f"{ts_text} {service} {level or '-'} {message}"
-            _sample_keep(samples, base + row, sample, spec.limit)
+            _sample_keep(samples, base + row, sample_of(row), spec.limit)
+
+
+# Plain lines the fast path leaves to the line-by-line code: control bytes but the tab,
+# "0x" (its masking does not follow from the digit shape), no stamp in the strict form the C
+# module reads (see plain_stamp_read in _blockscan.c).
+_PLAIN_NOT_FAST = _blockscan.FLAG_CONTROL | _blockscan.FLAG_HEX | _blockscan.FLAG_STAMP
+
+
+class _PlainBlock:
+    """The lines of one block of a plain ``.log`` file, as the C module reads them.
+
+    ``ok`` marks the lines whose stamp it read (a value a float holds exactly) and that
+    hold no byte sending them line by line; ``rest`` is where each one's text after the
+    stamp starts.
+    """
+
+    def __init__(self, buf: bytearray) -> None:
+        self.buf, self.arr = buf, np.frombuffer(buf, _U8)
+        index = _blockscan.plain_index(buf)
+        starts, ends, rest, seconds, micros = (np.frombuffer(a, np.int64) for a in index[:5])
+        self.starts, self.ends, self.rest = starts, ends, rest
+        ok = (np.frombuffer(index[5], np.uint16) & _PLAIN_NOT_FAST) == 0
+        total = np.where(ok, seconds, 0) * 1_000_000 + micros
+        ok &= np.abs(total) < _MAX_EXACT_MICROS
+        self.ts = total / 1e6
+        self.ok = ok
+
+    def line(self, row: int) -> str:
+        """The line's text, as ``text_decode`` gives it (the sample is the whole line)."""
+        return self.buf[self.starts[row] : self.ends[row]].decode("utf-8", "replace")
+
+
+def _plain_block(agg: _Aggregator, buf: bytearray, base: int, service: str) -> int:
+    """Count a block of plain lines of one service; returns how many lines it held.
+
+    A line outside the range is dropped unread, as ``add_record`` drops it.
+    """
+    spec = agg.spec
+    block = _PlainBlock(buf)
+    ts, ok = block.ts, block.ok
+    rows = np.flatnonzero(ok & (ts >= spec.baseline_start) & (ts <= spec.window_end))
+    slow = ~ok
+    if len(rows):
+        slow[rows[~_plain_rows(agg, block, rows, base, service)]] = True
+    for row in np.flatnonzero(slow).tolist():
+        agg.add_plain_line(base + row, block.line(row), service)
+    return len(block.ends)
+
+
+def _plain_rows(
+    agg: _Aggregator, block: _PlainBlock, rows: np.ndarray, base: int, service: str
+) -> np.ndarray:
+    """Count plain lines by their line key; returns, per row, whether it was counted."""
+    spec = agg.spec
+    keys, members_by_id = _keys_grouped(
+        _blockscan.plain_keys(
+            block.buf, block.rest, block.ends, np.ascontiguousarray(rows, dtype=np.int64)
+        )
+    )
+    counted = np.ones(len(rows), dtype=bool)
+    ts = block.ts[rows]
+    in_window = ts >= spec.window_start
+    log_filter = spec.log_filter
+    for key, members in zip(keys, members_by_id, strict=True):
+        read = agg.plain_key_read(key)
+        if read is None:
+            counted[members] = False
+            continue
+        level, recipe, offsets = read
+        if log_filter.selective and not log_filter.fields_match(service, level, ""):
+            continue
+        rest = block.rest[rows[members]]
+        for masked, part in _masked_parts(block.arr, rest, recipe, offsets):
+            members_part = members if part is None else members[part]
+            key3 = (service, level, masked)
+            _group_add(agg, rows, members_part, key3, base, in_window, ts, block.line)
+    return counted
 
 
 def chunk_scan(
@@ -608,11 +748,16 @@ def chunk_scan(
     agg = _Aggregator(spec)
     base = number * LINE_SLOTS
     service = path.stem
+    # The fast paths match no text filter (the counting scan is not run with one).
+    fields_only = spec.log_filter.text is None and spec.log_filter.pattern is None
     for buf in _byte_blocks(path, start, end, spec.deadline):
         if stop is not None and stop.is_set():
             return None
         if jsonl and b"\r" not in buf and len(buf) >= 64:
             base += _fast_block(agg, buf, base)
+            continue
+        if not jsonl and fields_only and b"\r" not in buf:
+            base += _plain_block(agg, buf, base, service)
             continue
         text = text_decode(buf)
         lines = text.split("\n")[:-1]
