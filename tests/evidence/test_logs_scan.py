@@ -311,16 +311,19 @@ def _cjk_lines(count: int, separators: tuple[str, str] = (", ", ": ")) -> list[s
     ]
 
 
-def _counted_without_reading_lines(lines: list[str], tmp_path: Path, monkeypatch) -> tuple:
-    """The counting scan's output for these lines, after checking it equals the line-by-line
-    scan's and that no line needed reading one by one."""
-    path = tmp_path / "apps.jsonl"
+def _counted_without_reading_lines(
+    lines: list[str], tmp_path: Path, monkeypatch, name: str = "apps.jsonl"
+) -> tuple:
+    """The counting scan's output for these lines (in a file of that name), after checking
+    it equals the line-by-line scan's and that no line needed reading one by one."""
+    path = tmp_path / name
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     expected = _scan([path], counting=False, monkeypatch=monkeypatch)
     line_by_line = []
+    one_by_one = "add_plain_line" if path.suffix == ".log" else "add_jsonl_line"
     with monkeypatch.context() as patch:
         patch.setattr(
-            logscan._Aggregator, "add_jsonl_line", lambda self, *args: line_by_line.append(args)
+            logscan._Aggregator, one_by_one, lambda self, *args: line_by_line.append(args)
         )
         patch.setattr(logscan, "_workers", lambda: 1)
         got = _scan([path], counting=True, monkeypatch=monkeypatch)
@@ -397,3 +400,128 @@ def test_messages_written_with_json_escapes_are_counted_without_reading_lines(
     got = _counted_without_reading_lines(lines, tmp_path, monkeypatch)
     assert '数据库连接池耗尽 v1 等待 4 个 "pool-1" C:\\tmp' in got[1]  # a sample, unescaped
     assert got[2]["total_window"] == 1500
+
+
+def _plain_stamp(at: datetime, digits: int = 3, zone: str = "Z", sep: str = "T") -> str:
+    """``at`` written in the zone ``zone`` names (Z, none, or an offset such as +05:30)."""
+    offset = timedelta(0)
+    if zone and zone[0] in "+-":
+        hours, minutes = int(zone[1:3]), int(zone[-2:])
+        offset = timedelta(hours=hours, minutes=minutes) * (-1 if zone[0] == "-" else 1)
+    return _stamp(at + offset, digits)[:-1].replace("T", sep) + zone
+
+
+def _awkward_plain_lines() -> list[bytes]:
+    """Plain lines the fast path reads and ones just outside it, around the window."""
+    out: list[bytes] = []
+    start = WINDOW.baseline_start - timedelta(minutes=5)
+    for i in range(2500):
+        at = start + timedelta(seconds=i * 4, milliseconds=i % 997)
+        level = ["INFO", "ERROR", "WARN", "DEBUG"][i % 4]
+        version = 1 + i % 2  # a digit masking keeps
+        text = f"{_plain_stamp(at)} {level} GET /api/v{version}/items {200 + i % 3} {i}ms"
+        out.append(text.encode())
+        kind = i % 31
+        variants = {
+            0: f"[{_plain_stamp(at)}] [ERROR] pool {i % 7} exhausted",
+            1: f"{_plain_stamp(at, 6, '+05:30')} WARN offset {i % 5}",
+            2: f"{_plain_stamp(at, 0, '-0800')} ERROR offset without colon",
+            3: f"{_plain_stamp(at, 3, '', ' ')} INFO naive, space separator",
+            4: f"{_plain_stamp(at, 3)[:-1]},{i % 1000:03d}Z ERROR comma fraction",
+            5: f"no stamp at all {i}",
+            6: f"{_plain_stamp(at)} 25 [Note] [MY-010931] mysqld ready for connections {i % 3}",
+            7: f"{_plain_stamp(at)} error: lowercase {i % 4}",
+            8: f"{_plain_stamp(at)} WARNING: disk {90 + i % 9}% full",
+            9: f"{_plain_stamp(at)}\tERROR\ttabbed {i % 6}",
+            10: f"{_plain_stamp(at)}\u3000ERROR ideographic space {i % 2}",
+            11: f"{_plain_stamp(at)} \xa0INFO no-break space {i % 2}",
+            12: "",
+            13: "   \t ",
+            14: f"{_plain_stamp(at)} ERROR user42 at 10.0.0.{i % 9}:8080 id O2603{i:07d} 0.5s",
+            15: f"{_plain_stamp(at)} ERROR ptr 0x{i:x} freed",
+            16: f"{_plain_stamp(at, 0)[:-1].lower()}z INFO lower-case t and z",
+            17: f"{_plain_stamp(at)}ERROR no space after the stamp {i % 3}",
+            18: f"{_plain_stamp(at)} [ERROR]x bracket glued {i % 2}",
+            19: f"{_plain_stamp(at)} 连接池耗尽 等待 {i % 40} 个 第{i % 9}次 [错误]",
+            20: f"{_plain_stamp(at)} İNFO dotted capital I {i % 3}",
+            21: f"{_plain_stamp(at, 3)[:-1]}٣Z INFO another script's digit in the fraction",
+            22: f"{_plain_stamp(at)} ERROR\x0bvertical tab {i % 2}",
+            23: f"{_plain_stamp(at, 0)[:-1]}+24:00 ERROR no such offset",
+            24: f"{_plain_stamp(at, 0)[:-1]}+05:3 ERROR half an offset",
+            25: f"{_plain_stamp(at)} FATAL 100% of {i % 4} %s %d done",
+            26: f"{_plain_stamp(at)} ERROR ERROR: twice {i % 2}",
+            27: f"{_plain_stamp(at).replace('-0', '-1', 1)} INFO month past 12",
+            28: f"{_plain_stamp(at)} ERROR {'x' * 40} [WARN] late bracket {i % 2}",
+            29: f"{_plain_stamp(at)}] INFO stray bracket \u2028 separator {i % 2}",
+        }
+        if kind in variants:
+            out.append(variants[kind].encode())
+        elif kind == 30:  # a fraction of each width, and a cut UTF-8 character, a stray byte
+            for digits in range(10):
+                stamp = _plain_stamp(at, min(digits, 6))
+                if digits > 6:
+                    stamp = stamp[:-1] + "7" * (digits - 6) + "Z"
+                out.append(f"{stamp} INFO fraction {digits}".encode())
+            out.append(f"{_plain_stamp(at)} ERROR 耗尽 cut ".encode()[:-4] + b" x")
+            out.append(f"{_plain_stamp(at)} ERROR stray ".encode() + b"\xff byte")
+    for edge in (WINDOW.start, WINDOW.end, WINDOW.baseline_start):
+        out.append(f"{_plain_stamp(edge, 0)} INFO exactly at an edge".encode())
+        out.append(f"{_plain_stamp(edge, 6, '+01:00')} INFO exactly at an edge".encode())
+        out.append(f"{_plain_stamp(edge + timedelta(microseconds=1), 6)} INFO past it".encode())
+        out.append(f"{_plain_stamp(edge - timedelta(microseconds=1), 6)} INFO before".encode())
+    return out
+
+
+@pytest.mark.parametrize(
+    "arguments",
+    [
+        {},
+        {"limit": 20},
+        {"level": "ERROR"},
+        {"level": "NOTICE"},
+        {"service": "pay1"},
+        {"service": "/pay[0-9]/"},
+    ],
+)
+def test_the_counting_scan_reads_every_awkward_plain_line_as_the_line_by_line_scan(
+    tmp_path, monkeypatch, arguments
+):
+    lines = _awkward_plain_lines()
+    for name in ("pay1.log", "order.log"):  # and no newline after the last line
+        (tmp_path / name).write_bytes(b"\n".join(lines))
+    files = [tmp_path / "pay1.log", tmp_path / "order.log"]
+    expected = _scan(files, counting=False, monkeypatch=monkeypatch, **arguments)
+    read = []
+    add_plain_line = logscan._Aggregator.add_plain_line
+    monkeypatch.setattr(
+        logscan._Aggregator,
+        "add_plain_line",
+        lambda self, *args: read.append(1) or add_plain_line(self, *args),
+    )
+    # Chunks in threads (as in a daemon process), so the lines read one by one are seen here.
+    monkeypatch.setattr(
+        logscan.multiprocessing, "current_process", lambda: SimpleNamespace(daemon=True)
+    )
+    got = _scan(files, counting=True, monkeypatch=monkeypatch, **arguments)
+    assert got[1] == expected[1]
+    assert got == expected
+    assert expected[2]["total_window"] > 20  # the lines were really counted
+    assert len(read) < len(lines)  # most of them without reading them one by one
+
+
+def test_plain_log_lines_are_counted_without_reading_them_line_by_line(tmp_path, monkeypatch):
+    start = WINDOW.start + timedelta(minutes=1)
+    lines = []
+    for i in range(3000):
+        at = start + timedelta(seconds=i // 2)
+        lines.append(
+            [
+                f"{_plain_stamp(at)} ERROR upstream v{1 + i // 4 % 2} timed out after {i % 90}ms",
+                f"[{_plain_stamp(at, 6, '+08:00', ' ')}] [WARN] 数据库连接池耗尽 等待 {i % 40} 个",
+                f"{_plain_stamp(at, 0)} 25 [Note] InnoDB: page {i} flushed",
+                f"{_plain_stamp(at)} request O2603{i:07d} from 10.0.{i % 7}.1 done",
+            ][i % 4]
+        )
+    got = _counted_without_reading_lines(lines, tmp_path, monkeypatch, name="db-1.log")
+    assert "数据库连接池耗尽 等待" in got[1] and "upstream v2 timed out" in got[1]
+    assert got[2]["total_window"] == 3000
