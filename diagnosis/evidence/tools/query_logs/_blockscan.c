@@ -32,11 +32,11 @@
 #define QUOTES 16
 
 enum {
-    FLAG_CONTROL = 1,       /* a byte below 32 other than the newline */
+    FLAG_CONTROL = 1,       /* a byte below 32 other than the newline (plain: and the tab) */
     FLAG_BACKSLASH = 2,     /* an escape: json.loads must read the line */
     FLAG_SHORT = 4,         /* fewer than 16 quotes */
     FLAG_LATER_TS = 8,      /* a "ts" key after the message (json.loads would take it) */
-    FLAG_HEX = 16,          /* "0x" inside the message */
+    FLAG_HEX = 16,          /* "0x" inside the message (plain lines: anywhere) */
     FLAG_LEADING_ZERO = 32, /* a number after the message written with a leading zero */
     FLAG_LAYOUT = 64,       /* the four keys are not where a layout puts them */
     FLAG_STAMP = 128,       /* the ts value is not YYYY-MM-DDTHH:MM:SS[.1-9 digits]Z (plain

@@ -748,7 +748,7 @@ def chunk_scan(
     agg = _Aggregator(spec)
     base = number * LINE_SLOTS
     service = path.stem
-    # The fast paths match no text filter (the counting scan is not run with one).
+    # The plain fast path matches no text filter (the counting scan is run without one).
     fields_only = spec.log_filter.text is None and spec.log_filter.pattern is None
     for buf in _byte_blocks(path, start, end, spec.deadline):
         if stop is not None and stop.is_set():
