@@ -67,6 +67,8 @@ STYLES = {
     "en": (False, {"separators": (", ", ": "), "ensure_ascii": False}),
     "zh": (True, {"separators": (",", ":"), "ensure_ascii": False}),
     "zh-escaped": (True, {"separators": (", ", ": "), "ensure_ascii": True}),
+    # Plain text, one service's .log file: the stamp, the level, the message.
+    "plain": (False, None),
 }
 
 
@@ -92,6 +94,8 @@ def _line(rng: random.Random, ts: datetime, style: str) -> str:
         path = f"/api/v1/{service.split('-')[0]}s"
         message = texts[3].format(path=path, status=status, ms=rng.randrange(5, 90), order=order)
     stamp = ts.strftime("%Y-%m-%dT%H:%M:%S.") + f"{ts.microsecond // 1000:03d}Z"
+    if dumps is None:
+        return f"{stamp} {level} {message}"
     return json.dumps(
         {"ts": stamp, "service": service, "level": level, "message": message, "trace_id": trace},
         **dumps,
@@ -102,9 +106,12 @@ def file_generate(path: Path, size_mb: int, style: str = "en") -> Path:
     target = size_mb * 1024 * 1024
     if path.exists() and abs(path.stat().st_size - target) < 1024 * 1024:
         return path
+    path.parent.mkdir(parents=True, exist_ok=True)
     rng = random.Random(42)
-    # ~230 bytes a line: spread the lines evenly over the 160 minutes.
-    lines = target // 230
+    # Spread the lines evenly over the 160 minutes (line length measured on a sample).
+    sampler = random.Random(7)
+    sizes = [len(_line(sampler, START, style).encode("utf-8")) + 1 for _ in range(500)]
+    lines = target * len(sizes) // sum(sizes)
     step = (END - START) / lines
     written = 0
     ts = START
@@ -169,6 +176,10 @@ def measure(size_mb: int) -> list[dict]:
     escaped = file_generate(
         Path(f"/tmp/rootproof-bench-{size_mb}mb-zh-escaped.jsonl"), size_mb, "zh-escaped"
     )
+    # A .log file's service is its name.
+    plain = file_generate(
+        Path(f"/tmp/rootproof-bench-{size_mb}mb/payment-service.log"), size_mb, "plain"
+    )
     rows = []
     for label, path, query, pattern, window_minutes, in_daemon in (
         ("all lines clustered", english, None, "service", 40, False),
@@ -179,6 +190,7 @@ def measure(size_mb: int) -> list[dict]:
         ("5-minute window", english, None, "service", 5, False),
         ("Chinese, compact JSON", chinese, None, "service", 40, False),
         ("Chinese, \\u escapes", escaped, None, "service", 40, False),
+        ("plain .log text", plain, None, "Z ", 40, False),
     ):
         actual_mb = path.stat().st_size / 1024 / 1024
         child = subprocess.run(
