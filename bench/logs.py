@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing
 import os
 import random
 import resource
@@ -31,7 +32,6 @@ import django  # noqa: E402
 django.setup()  # the tool registry loads the models
 
 from diagnosis.evidence.common import Deadline, QueryWindow  # noqa: E402
-from diagnosis.evidence.tools.query_logs import logscan  # noqa: E402
 from diagnosis.evidence.tools.query_logs.files import logs_from_files  # noqa: E402
 from diagnosis.evidence.tools.query_logs.filter import LogFilter  # noqa: E402
 
@@ -131,9 +131,9 @@ def file_generate(path: Path, size_mb: int, style: str = "en") -> Path:
 
 def backend_run(path: Path, query: str | None, window_minutes: int, in_daemon: bool) -> dict:
     if in_daemon:
-        # As in a Celery prefork child, a daemon process: it may not start processes of its
-        # own, so the scan runs in threads.
-        logscan.multiprocessing.current_process = lambda: SimpleNamespace(daemon=True)
+        # As in a Celery prefork child, a daemon process, which may not start processes of
+        # its own (the scan's threads are all it uses, there and here).
+        multiprocessing.current_process = lambda: SimpleNamespace(daemon=True)
     window = QueryWindow.around(start=END - timedelta(minutes=window_minutes), end=END)
     started = time.perf_counter()
     cpu_started = time.process_time()

@@ -221,8 +221,8 @@ SCENARIO_PACK_DIRS = [
 # --- Evidence tools ---------------------------------------------------------
 TOOL_TIMEOUT_SECONDS = env_float("TOOL_TIMEOUT_SECONDS", 15.0, minimum=0.1)
 TOOL_OUTPUT_MAX_CHARS = env_int("TOOL_OUTPUT_MAX_CHARS", 16_000, minimum=1000)
-# Processes (threads in a Celery prefork child) one query_logs scan of a big pack file uses;
-# 0: the cores the process may use. With Celery concurrency N on C cores, C / N avoids N x C.
+# Threads one query_logs scan of a big pack file uses; 0: the cores the process may use.
+# With Celery concurrency N on C cores, C / N keeps busy workers from running N x C threads.
 LOG_SCAN_WORKERS = env_int("LOG_SCAN_WORKERS", 0, minimum=0, maximum=256)
 TRACE_SUMMARY_TOKEN_BUDGET = env_int("TRACE_SUMMARY_TOKEN_BUDGET", 3000, minimum=200)
 # PromQL whose result series name caller and callee in their labels (source/destination,

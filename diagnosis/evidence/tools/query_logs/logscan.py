@@ -3,11 +3,11 @@
 ``logs_from_files`` reads small inputs line by line (``FileScan``). Past
 ``AGGREGATE_MIN_BYTES`` it counts instead of clustering line by line, with the same result:
 
-1. **Count by masked line.** Each chunk of a file (in worker processes when the machine has
-   cores and the input is big; in threads inside a daemon process such as a Celery prefork
-   child) groups its lines by (service, level, masked message) and keeps, per group, the
-   window and baseline counts, first/last seen, the first sample lines and where the group
-   first occurs. Lines in ``json.dumps`` layout, or in its compact form without the spaces,
+1. **Count by masked line.** Each chunk of a file (in threads when the machine has cores and
+   the input is big: the C half, numpy and the reads release the GIL) groups its lines by
+   (service, level, masked message) and keeps, per group, the window and baseline counts,
+   first/last seen, the first sample lines and where the group first occurs. Lines in
+   ``json.dumps`` layout, or in its compact form without the spaces,
    are read block by block: the C module ``_blockscan`` finds each line's bounds, quotes,
    stamp and flags in one pass, and its line key (the digit shape of the message, see
    ``MessageMasker``) in another; numpy and a loop over the distinct keys do the rest.
@@ -23,7 +23,7 @@
 Step 2 equals the line-by-line scan while the distinct masked messages fit its mask cache
 (``clustering.MASK_CACHE_SIZE``): past that, that scan re-learns messages in an order only it can
 give, so such inputs are read line by line after all. Memory is bounded by the number of
-groups and one block per process or thread, not by the file size.
+groups and one block per thread, not by the file size.
 """
 
 from __future__ import annotations
@@ -31,12 +31,11 @@ from __future__ import annotations
 import bisect
 import itertools
 import json
-import multiprocessing
 import os
 import re
 import threading
 from collections.abc import Callable, Iterator
-from concurrent.futures import Executor, Future, ProcessPoolExecutor, ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -124,7 +123,7 @@ Groups = dict[GroupKey, GroupStats]
 
 @dataclass(frozen=True)
 class ScanSpec:
-    """What every chunk needs to know (sent to worker processes)."""
+    """What every chunk needs to know (shared by the scan's threads)."""
 
     window_start: float
     window_end: float
@@ -740,7 +739,7 @@ def chunk_scan(
     jsonl: bool,
     stop: threading.Event | None = None,
 ) -> Groups | None:
-    """The groups of one chunk of one file (in a worker process or thread, or in-process).
+    """The groups of one chunk of one file (in a thread of the scan, or in-process).
 
     None as soon as the chunk alone holds more distinct masked messages than the mask
     cache (the whole input is then read line by line), or once ``stop`` is set.
@@ -799,18 +798,6 @@ def _workers() -> int:
         return os.cpu_count() or 1
 
 
-def _pool(workers: int) -> tuple[Executor, threading.Event | None]:
-    """Worker processes, or threads in a daemon process (a Celery prefork child may not
-    start processes of its own): the byte-level scan releases the GIL, so threads share
-    the cores too. A thread pool comes with the event that stops its scans early (a
-    worker process stops at the deadline)."""
-    if multiprocessing.current_process().daemon:
-        pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="logscan")
-        return pool, threading.Event()
-    context = multiprocessing.get_context("fork")
-    return ProcessPoolExecutor(max_workers=workers, mp_context=context), None
-
-
 def _groups_run(
     tasks: list[tuple[Path, int, int, bool]], spec: ScanSpec, workers: int
 ) -> Iterator[Groups | None]:
@@ -819,8 +806,11 @@ def _groups_run(
         for number, (path, start, end, jsonl) in enumerate(tasks):
             yield chunk_scan(path=path, start=start, end=end, number=number, spec=spec, jsonl=jsonl)
         return
-    pool, stop = _pool(min(workers, len(tasks)))
-    stopped = {} if stop is None else {"stop": stop}
+    # Threads, not processes: the C half, numpy and the reads release the GIL, a Celery
+    # prefork child (a daemon) may not start processes, and worker processes paid ~3x the
+    # page faults (their heap shrinks and grows again every block).
+    pool = ThreadPoolExecutor(max_workers=min(workers, len(tasks)), thread_name_prefix="logscan")
+    stop = threading.Event()
     try:
         futures: list[Future[Groups | None]] = [
             pool.submit(
@@ -831,7 +821,7 @@ def _groups_run(
                 number=number,
                 spec=spec,
                 jsonl=jsonl,
-                **stopped,
+                stop=stop,
             )
             for number, (path, start, end, jsonl) in enumerate(tasks)
         ]
@@ -843,10 +833,9 @@ def _groups_run(
                     f"the backend did not answer within {spec.deadline.seconds:g}s"
                 ) from None
     except BaseException:
-        # Not read to the end (a timeout, too many messages, an error): threads stop at their
-        # next block; a worker process stops there at the deadline.
-        if stop is not None:
-            stop.set()
+        # Not read to the end (a timeout, too many messages, an error): every thread stops
+        # at its next block.
+        stop.set()
         pool.shutdown(wait=False, cancel_futures=True)
         raise
     pool.shutdown(wait=True)
