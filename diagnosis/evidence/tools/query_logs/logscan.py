@@ -585,7 +585,6 @@ def _as_written(
         yield service, level, np.array(part, dtype=members.dtype)
 
 
-_TAIL_VALID: dict[bytes, bool] = {}
 # A JSON string's contents, up to its closing quote (escapes are read whole).
 _STRING_BODY = re.compile(rb'(?:[^"\\]|\\.)*', re.DOTALL)
 
@@ -605,13 +604,8 @@ def _key_parse(key: bytes) -> tuple[bytes, bytes, bytes] | None:
 
 
 def _tail_valid(tail: bytes) -> bool:
-    valid = _TAIL_VALID.get(tail)
-    if valid is None:
-        valid = _TAIL.fullmatch(tail.decode("utf-8", "replace")) is not None
-        if len(_TAIL_VALID) >= 10_000:
-            _TAIL_VALID.clear()
-        _TAIL_VALID[tail] = valid
-    return valid
+    """Whether a key's end is flat JSON fields (read once per key: ``key_read`` keeps it)."""
+    return _TAIL.fullmatch(tail.decode("utf-8", "replace")) is not None
 
 
 def _group_add(
@@ -754,21 +748,25 @@ def chunk_scan(
             return None
         if jsonl and b"\r" not in buf and len(buf) >= 64:
             base += _fast_block(agg, buf, base)
-            continue
-        if not jsonl and fields_only and b"\r" not in buf:
+        elif not jsonl and fields_only and b"\r" not in buf:
             base += _plain_block(agg, buf, base, service)
-            continue
-        text = text_decode(buf)
-        lines = text.split("\n")[:-1]
-        for i, line in enumerate(lines):
-            if jsonl:
-                agg.add_jsonl_line(base + i, line)
-            else:
-                agg.add_plain_line(base + i, line, service)
-        base += len(lines)
+        else:
+            base += _text_block(agg, buf, base, service, jsonl)
+        # Past the mask cache only the line-by-line scan can say: stop counting at once.
         if len(agg.masked) > clustering.MASK_CACHE_SIZE:
             return None
     return agg.groups
+
+
+def _text_block(agg: _Aggregator, buf: bytearray, base: int, service: str, jsonl: bool) -> int:
+    """A block read line by line, as the line-by-line scan reads it; returns its lines."""
+    lines = text_decode(buf).split("\n")[:-1]
+    for i, line in enumerate(lines):
+        if jsonl:
+            agg.add_jsonl_line(base + i, line)
+        else:
+            agg.add_plain_line(base + i, line, service)
+    return len(lines)
 
 
 def _chunks(
