@@ -25,8 +25,6 @@ from diagnosis.api.selectors import (
     diagnosis_list_for_user,
 )
 from diagnosis.api.serializers import (
-    NOT_BLANK,
-    NOT_BLANK_ERROR,
     CallbackAttemptListSerializer,
     DiagnosisDetailSerializer,
     DiagnosisPageSerializer,
@@ -115,9 +113,7 @@ class DiagnosisCreateApi(ApiView):
             class Meta:
                 ref_name = "DiagnosisContextInput"
 
-        question = serializers.RegexField(
-            NOT_BLANK, max_length=settings.API_QUESTION_MAX_CHARS, error_messages=NOT_BLANK_ERROR
-        )
+        question = StrictTextField(max_length=settings.API_QUESTION_MAX_CHARS)
         environment = serializers.SlugField(
             required=False,
             help_text="An active environment's slug (one that names none is a 404 `not_found`); "

@@ -80,6 +80,9 @@ class _JsonTextField(serializers.RegexField):
             raise serializers.ValidationError(_("必须是字符串。"))
         if "\x00" in data:
             raise serializers.ValidationError(_("不能包含 NUL 字符。"))
+        # The schema's maxLength counts the text as sent; DRF would count it trimmed.
+        if self.max_length is not None and len(data) > self.max_length:
+            self.fail("max_length", max_length=self.max_length)
         return str(super().to_internal_value(data))
 
 
