@@ -4,11 +4,14 @@ safely, and keeps nothing it was lent past the call."""
 from __future__ import annotations
 
 import json
+import random
 import threading
+from typing import Any
 
 import numpy as np
 import pytest
 
+from diagnosis.evidence import formats
 from diagnosis.evidence.common import Deadline
 from diagnosis.evidence.tools.query_logs import _blockscan, logscan
 from diagnosis.evidence.tools.query_logs.filter import LogFilter
@@ -75,3 +78,48 @@ def test_a_chunk_told_to_stop_reads_no_further(tmp_path):
     assert logscan.chunk_scan(**arguments, spec=spec, jsonl=True, stop=stop) is None
     groups = logscan.chunk_scan(**arguments, spec=spec, jsonl=True)
     assert groups is not None and sum(g.count_window for g in groups.values()) == 50
+
+
+def _pick(rng: random.Random, usual: list, odd: list) -> Any:
+    """One of ``usual``, or now and then one of ``odd``."""
+    return rng.choice(odd if rng.random() < 0.1 else usual)
+
+
+def _stamp_like(rng: random.Random) -> str:
+    """A plain line's start: an RFC 3339 stamp as services write them, or nearly one."""
+    year = _pick(rng, [1970, 2026, 2038], [9999, 1])
+    month, day = _pick(rng, [1, 2, 12], [13, 0]), _pick(rng, [1, 28, 29], [31, 0])
+    hour, minute = _pick(rng, [0, 9, 23], [24]), _pick(rng, [0, 59], [60])
+    second = _pick(rng, [0, 7, 59], [60])
+    point = _pick(rng, ["", ".", ","], [";", "·"])
+    digits = "".join(rng.choice("0123456789") for _ in range(rng.choice([0, 1, 3, 6, 7, 9])))
+    digits += _pick(rng, [""], ["٣", "x", " "])
+    zone = _pick(rng, ["", "Z", "+05:30", "-0800", "-05:00"], ["z", "+24:00", "+05:3", "+01:60"])
+    sep = _pick(rng, ["T", " "], ["t", "_"])
+    stamp = f"{year:04d}-{month:02d}-{day:02d}{sep}{hour:02d}:{minute:02d}:{second:02d}"
+    stamp += f"{point}{digits}{zone}"
+    if rng.random() < 0.2:
+        stamp = f"[{stamp}]"
+    return stamp + _pick(rng, [" ", "  ", "\t"], ["", "\u3000"]) + rng.choice(["INFO", "x 1"])
+
+
+def test_plain_stamps_read_in_c_as_the_regex_and_log_time_parse_read_them():
+    rng = random.Random(20261201)
+    lines = [_stamp_like(rng) for _ in range(20_000)]
+    buf = ("\n".join(lines) + "\n").encode()
+    _starts, _ends, rest, seconds, micros, flags = _blockscan.plain_index(buf)
+    rest_a, seconds_a, micros_a = (np.frombuffer(a, np.int64) for a in (rest, seconds, micros))
+    flags_a = np.frombuffer(flags, np.uint16)
+    line_starts = np.cumsum([0] + [len(line.encode()) + 1 for line in lines[:-1]])
+    read = {"dot": 0, "comma": 0}
+    for n, line in enumerate(lines):
+        total = int(seconds_a[n]) * 1_000_000 + int(micros_a[n])
+        if flags_a[n] & _blockscan.FLAG_STAMP or abs(total) >= logscan._MAX_EXACT_MICROS:
+            continue  # left to the line-by-line scan (as _PlainBlock leaves it): always safe
+        match = formats._PLAIN_TS.match(line)
+        assert match, line
+        assert total / 1e6 == formats.log_time_parse(match.group(1))[0], line
+        assert rest_a[n] - line_starts[n] == len(line[: match.end()].encode()), line
+        fraction = match.group(1)[19:20]
+        read["comma" if fraction == "," else "dot"] += 1
+    assert read["dot"] > 1000 and read["comma"] > 1000, read  # both forms are read in C

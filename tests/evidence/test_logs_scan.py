@@ -151,9 +151,20 @@ def _compact(line: str) -> str:
     return line.replace(", ", ",").replace(": ", ":")
 
 
-@pytest.fixture(params=["spaced", "compact", "mixed"])
+def _windows_joined(lines: list[str] | list[bytes]) -> bytes:
+    """The lines with Windows line ends, and a lone carriage return (old Mac) now and then,
+    which text-mode reading also takes for a line end."""
+    raw = [line.encode() if isinstance(line, str) else line for line in lines]
+    return b"".join(line + (b"\r" if i % 50 == 7 else b"\r\n") for i, line in enumerate(raw))
+
+
+@pytest.fixture(params=["spaced", "compact", "mixed", "crlf"])
 def awkward_file(tmp_path, request) -> Path:
     lines = _awkward_lines()
+    path = tmp_path / "apps.jsonl"
+    if request.param == "crlf":
+        path.write_bytes(_windows_joined(lines))
+        return path
     if request.param == "compact":
         lines = [_compact(line) for line in lines]
     elif request.param == "mixed":  # line by line, and within a line
@@ -161,7 +172,6 @@ def awkward_file(tmp_path, request) -> Path:
             _compact(line) if i % 2 else line.replace(', "level": ', ',"level":')
             for i, line in enumerate(lines)
         ]
-    path = tmp_path / "apps.jsonl"
     path.write_text("\n".join(lines))  # and no newline after the last line
     return path
 
@@ -309,12 +319,20 @@ def _cjk_lines(count: int, separators: tuple[str, str] = (", ", ": ")) -> list[s
 
 
 def _counted_without_reading_lines(
-    lines: list[str], tmp_path: Path, monkeypatch, name: str = "apps.jsonl"
+    lines: list[str],
+    tmp_path: Path,
+    monkeypatch,
+    name: str = "apps.jsonl",
+    windows: bool = False,
 ) -> tuple:
-    """The counting scan's output for these lines (in a file of that name), after checking
-    it equals the line-by-line scan's and that no line needed reading one by one."""
+    """The counting scan's output for these lines (in a file of that name, with Windows line
+    ends if ``windows``), after checking it equals the line-by-line scan's and that no line
+    needed reading one by one."""
     path = tmp_path / name
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    if windows:
+        path.write_bytes(_windows_joined(lines))
+    else:
+        path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     expected = _scan([path], counting=False, monkeypatch=monkeypatch)
     line_by_line = []
     one_by_one = "add_plain_line" if path.suffix == ".log" else "add_jsonl_line"
@@ -418,7 +436,7 @@ def _awkward_plain_lines() -> list[bytes]:
         version = 1 + i % 2  # a digit masking keeps
         text = f"{_plain_stamp(at)} {level} GET /api/v{version}/items {200 + i % 3} {i}ms"
         out.append(text.encode())
-        kind = i % 31
+        kind = i % 36
         variants = {
             0: f"[{_plain_stamp(at)}] [ERROR] pool {i % 7} exhausted",
             1: f"{_plain_stamp(at, 6, '+05:30')} WARN offset {i % 5}",
@@ -450,10 +468,16 @@ def _awkward_plain_lines() -> list[bytes]:
             27: f"{_plain_stamp(at).replace('-0', '-1', 1)} INFO month past 12",
             28: f"{_plain_stamp(at)} ERROR {'x' * 40} [WARN] late bracket {i % 2}",
             29: f"{_plain_stamp(at)}] INFO stray bracket \u2028 separator {i % 2}",
+            # Python's logging and log4j: a space for the T, a comma fraction, no zone.
+            30: f"{_plain_stamp(at, 3, '', ' ').replace('.', ',')} ERROR pool {i % 3} timed out",
+            31: f"{_plain_stamp(at, 6, '+08:00', ' ').replace('.', ',')} WARN comma, offset",
+            32: f"{_plain_stamp(at, 0, '', ' ')}, INFO a comma and no digit {i % 2}",
+            33: f"{_plain_stamp(at, 0, '', ' ')},٣ INFO a comma and another script's digit",
+            34: f"{_plain_stamp(at, 0, '', ' ')},{'7' * 9} ERROR nine digits after a comma",
         }
         if kind in variants:
             out.append(variants[kind].encode())
-        elif kind == 30:  # a fraction of each width, and a cut UTF-8 character, a stray byte
+        elif kind == 35:  # a fraction of each width, and a cut UTF-8 character, a stray byte
             for digits in range(10):
                 stamp = _plain_stamp(at, min(digits, 6))
                 if digits > 6:
@@ -480,12 +504,16 @@ def _awkward_plain_lines() -> list[bytes]:
         {"service": "/pay[0-9]/"},
     ],
 )
+@pytest.mark.parametrize("windows", [False, True])
 def test_the_counting_scan_reads_every_awkward_plain_line_as_the_line_by_line_scan(
-    tmp_path, monkeypatch, arguments
+    tmp_path, monkeypatch, arguments, windows
 ):
     lines = _awkward_plain_lines()
     for name in ("pay1.log", "order.log"):  # and no newline after the last line
-        (tmp_path / name).write_bytes(b"\n".join(lines))
+        if windows:
+            (tmp_path / name).write_bytes(_windows_joined(lines)[:-2])
+        else:
+            (tmp_path / name).write_bytes(b"\n".join(lines))
     files = [tmp_path / "pay1.log", tmp_path / "order.log"]
     expected = _scan(files, counting=False, monkeypatch=monkeypatch, **arguments)
     read = []
@@ -514,8 +542,28 @@ def test_plain_log_lines_are_counted_without_reading_them_line_by_line(tmp_path,
                 f"[{_plain_stamp(at, 6, '+08:00', ' ')}] [WARN] 数据库连接池耗尽 等待 {i % 40} 个",
                 f"{_plain_stamp(at, 0)} 25 [Note] InnoDB: page {i} flushed",
                 f"{_plain_stamp(at)} request O2603{i:07d} from 10.0.{i % 7}.1 done",
-            ][i % 4]
+                # as Python's logging and log4j write their stamps
+                f"{_plain_stamp(at, 3, '', ' ').replace('.', ',')} ERROR worker {i % 5} died",
+            ][i % 5]
         )
     got = _counted_without_reading_lines(lines, tmp_path, monkeypatch, name="db-1.log")
     assert "数据库连接池耗尽 等待" in got[1] and "upstream v2 timed out" in got[1]
+    assert "worker 4 died" in got[1]
     assert got[2]["total_window"] == 3000
+
+
+@pytest.mark.parametrize("name", ["apps.jsonl", "db-1.log"])
+def test_files_with_windows_line_ends_are_counted_without_reading_them_line_by_line(
+    tmp_path, monkeypatch, name
+):
+    start = WINDOW.start + timedelta(minutes=1)
+    lines = []
+    for i in range(2000):
+        at = start + timedelta(seconds=i // 2)
+        if name.endswith(".log"):
+            lines.append(f"{_plain_stamp(at, 3, '', ' ')} ERROR pool {i % 4} timed out")
+        else:
+            lines.append(_line(at, f"pay{i % 2}", "ERROR", f"pool {i % 4} timed out"))
+    got = _counted_without_reading_lines(lines, tmp_path, monkeypatch, name=name, windows=True)
+    assert "timed out" in got[1] and "\r" not in got[1]
+    assert got[2]["total_window"] == 2000

@@ -379,10 +379,10 @@ static Py_ssize_t zone_read(const unsigned char *s, Py_ssize_t at, Py_ssize_t en
 }
 
 /* A plain line's stamp from ``at`` as _PLAIN_TS (formats.py) matches it and log_time_parse
- * reads it: an optional "[", YYYY-MM-DD[T ]HH:MM:SS, an optional "." and digits (cut at
+ * reads it: an optional "[", YYYY-MM-DD[T ]HH:MM:SS, an optional "." or "," and digits (cut at
  * microseconds), an optional zone (zone_read), an optional "]", then spaces and tabs;
  * ``*rest`` is where the text after them starts. 0 for whatever that regex or datetime
- * might read otherwise: no such stamp, a comma fraction, a byte beyond ASCII where the
+ * might read otherwise: no such stamp, a byte beyond ASCII where the
  * regex tests for a digit or a space (\d and \s take other scripts' ones), a moment
  * datetime cannot hold. */
 static int plain_stamp_read(const unsigned char *s, Py_ssize_t at, Py_ssize_t end,
@@ -392,9 +392,11 @@ static int plain_stamp_read(const unsigned char *s, Py_ssize_t at, Py_ssize_t en
     const unsigned char *t = s + at;
     at += 19;
     int64_t fraction = 0, offset = 0;
-    if (at < end && s[at] == ',') return 0;
-    if (at + 1 < end && s[at] == '.' && s[at + 1] >= 0x80) return 0;
-    if (at + 1 < end && s[at] == '.' && is_digit(s[at + 1])) {
+    /* A comma fraction (Python's logging, log4j) reads as a dot one: log_time_parse gives
+     * both the same moment (datetime.fromisoformat takes either). */
+    int point = at < end && (s[at] == '.' || s[at] == ',');
+    if (point && at + 1 < end && s[at + 1] >= 0x80) return 0;
+    if (point && at + 1 < end && is_digit(s[at + 1])) {
         int k = 0;
         for (at++; at < end && is_digit(s[at]); at++, k++)
             if (k < 6) fraction += (s[at] - '0') * fraction_scale[k];

@@ -746,9 +746,11 @@ def chunk_scan(
     for buf in _byte_blocks(path, start, end, spec.deadline):
         if stop is not None and stop.is_set():
             return None
-        if jsonl and b"\r" not in buf and len(buf) >= 64:
+        if b"\r" in buf:
+            buf = _newlines_unified(buf)
+        if jsonl and len(buf) >= 64:
             base += _fast_block(agg, buf, base)
-        elif not jsonl and fields_only and b"\r" not in buf:
+        elif not jsonl and fields_only:
             base += _plain_block(agg, buf, base, service)
         else:
             base += _text_block(agg, buf, base, service, jsonl)
@@ -756,6 +758,13 @@ def chunk_scan(
         if len(agg.masked) > clustering.MASK_CACHE_SIZE:
             return None
     return agg.groups
+
+
+def _newlines_unified(buf: bytearray) -> bytearray:
+    """The block with ``\r\n`` and a lone ``\r`` as ``\n``, the lines ``text_decode`` (text-mode
+    reading) splits it into: ``\r`` is never part of a UTF-8 sequence, so doing it on the bytes
+    gives the same text. A block never ends between the two bytes of a ``\r\n``."""
+    return buf.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
 
 
 def _text_block(agg: _Aggregator, buf: bytearray, base: int, service: str, jsonl: bool) -> int:
