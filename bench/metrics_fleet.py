@@ -99,17 +99,17 @@ def main() -> None:
             server = PrometheusServer(pack, root / "prometheus")
             try:
                 calls: list[str] = []
-                real_get = httpx.get
+                real_get = httpx.Client.get
 
-                def counting_get(url, *a, _calls=calls, _get=real_get, **k):
+                def counting_get(client, url, *a, _calls=calls, _get=real_get, **k):
                     _calls.append(url)
-                    return _get(url, *a, **k)
+                    return _get(client, url, *a, **k)
 
-                httpx.get = counting_get  # type: ignore[assignment]
+                httpx.Client.get = counting_get  # type: ignore[method-assign]
                 try:
                     live, live_seconds, live_cpu = _sweep(prometheus_url=server.url)
                 finally:
-                    httpx.get = real_get  # type: ignore[assignment]
+                    httpx.Client.get = real_get  # type: ignore[method-assign]
                 assert live.output == out.output, "Prometheus and files disagree"
                 prom_queries, prom_seconds = str(len(calls)), f"{live_seconds:.2f}"
                 prom_cpu = f"{live_cpu:.2f}"

@@ -20,6 +20,7 @@ from diagnosis.callbacks.services import (
     callback_address_refusal,
     callback_signature,
 )
+from diagnosis.evidence.http import http_client
 from diagnosis.models import ApiKey, ApiSubmission, CallbackAttempt, DiagnosisSession
 from diagnosis.services import rfc3339
 
@@ -83,7 +84,7 @@ def _post(*, session: DiagnosisSession, api_key: ApiKey, attempt: int) -> Attemp
         ),
     }
     try:
-        response = httpx.post(
+        response = http_client().post(
             session.callback_url,
             content=body,
             headers=headers,

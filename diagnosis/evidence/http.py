@@ -1,13 +1,44 @@
-"""The HTTP side of the live backends (Prometheus, Loki): one GET bounded by the call's
-deadline with its failures as tool errors, and bearer tokens read from the environment."""
+"""The HTTP side of the live backends (Prometheus, Loki) and of callback delivery: one
+client per process, reused; one GET bounded by the call's deadline with its failures as
+tool errors; bearer tokens read from the environment."""
 
 from __future__ import annotations
 
 import os
+from http.cookiejar import CookieJar, DefaultCookiePolicy
 
 import httpx
 
 from diagnosis.evidence.common import Deadline, ToolFailure, ToolTimeout
+
+# A worker runs one session at a time (a few back-to-back calls to one Prometheus and one
+# Loki); the web process a handful of threads. Past max_connections a request waits for a
+# free connection within its own timeout, as a ToolTimeout if none comes.
+LIMITS = httpx.Limits(max_connections=32, max_keepalive_connections=8, keepalive_expiry=5.0)
+
+# (process id, client): a client built before a fork (a Celery prefork child, a gunicorn
+# worker) holds the parent's sockets and TLS state, so a child builds its own. No lock:
+# one held by another thread at fork time would stay held in the child for ever, and two
+# threads racing on a process's first call only build one spare client that is dropped.
+_shared: tuple[int, httpx.Client] | None = None
+
+
+def http_client() -> httpx.Client:
+    """This process's HTTP client: a keep-alive pool and one SSL context for every call.
+
+    httpx's defaults otherwise (``trust_env``: proxies and CA variables as ``httpx.get``
+    reads them, once per process; no redirects followed). Cookies are never kept: one
+    backend's or tenant's cookie must not ride along on another's call. httpx clients are
+    safe to share between threads.
+    """
+    global _shared
+    pid = os.getpid()
+    shared = _shared
+    if shared is None or shared[0] != pid:
+        refused = CookieJar(policy=DefaultCookiePolicy(allowed_domains=[]))
+        shared = (pid, httpx.Client(limits=LIMITS, cookies=refused))
+        _shared = shared
+    return shared[1]
 
 
 def bearer_headers(token_env: str, backend: str) -> dict[str, str]:
@@ -32,7 +63,7 @@ def backend_get(
     """GET ``url`` within what is left of ``deadline``; no answer is a ToolTimeout, no
     connection a ToolFailure, both naming ``backend`` at ``base_url``."""
     try:
-        return httpx.get(
+        return http_client().get(
             url, params=params, headers=headers, timeout=max(deadline.remaining(), 0.05)
         )
     except httpx.TimeoutException as exc:

@@ -18,9 +18,17 @@ class Receiver:
     def __init__(self, codes: list[int]) -> None:
         self.codes = list(codes)
         self.received: list[tuple[dict[str, str], bytes]] = []
+        self.connections = 0
         outer = self
 
         class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"  # keep-alive, as integrators' servers speak
+            disable_nagle_algorithm = True  # no 40 ms delayed-ACK stall per reused call
+
+            def setup(self):
+                outer.connections += 1  # one handler per accepted TCP connection
+                super().setup()
+
             def do_POST(self):
                 body = self.rfile.read(int(self.headers["Content-Length"]))
                 outer.received.append((dict(self.headers), body))
@@ -127,6 +135,17 @@ def test_a_failing_callback_is_retried_and_every_attempt_is_recorded(
     assert all(a.error for a in attempts)
     assert ApiSubmission.objects.get(session=session).callback_state == "failed"
     assert len(hook.received) == 3
+
+
+def test_the_attempts_to_one_receiver_share_a_connection(
+    api, environment, receiver_factory, django_capture_on_commit_callbacks
+):
+    hook = receiver_factory(codes=[500, 503, 200])
+    session = _submit(api, hook.url, django_capture_on_commit_callbacks)
+    with django_capture_on_commit_callbacks(execute=True):
+        diagnosis_cancel(session=session)
+    assert len(hook.received) == 3
+    assert hook.connections == 1
 
 
 def test_a_retry_that_succeeds_stops_the_retries(

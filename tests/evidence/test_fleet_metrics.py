@@ -146,7 +146,7 @@ def test_on_prometheus_the_fleet_is_one_query_whatever_its_size(
 ):
     pack = fleet_pack_write(tmp_path / "fleet", services=services, faulty=(3,))
     fake = FakePrometheus(pack)
-    monkeypatch.setattr(httpx, "get", fake.get)
+    monkeypatch.setattr(httpx.Client, "get", fake.get)
     session = _session(owner, slug="fleet-prom", kind="live", prometheus_url="http://prom")
     row = _call(session)
     assert fake.queries == ['{service!=""}']
@@ -158,7 +158,7 @@ def test_files_and_prometheus_name_the_same_suspects_for_the_same_pack(
     files_session, fleet_pack, owner, monkeypatch
 ):
     fake = FakePrometheus(fleet_pack)
-    monkeypatch.setattr(httpx, "get", fake.get)
+    monkeypatch.setattr(httpx.Client, "get", fake.get)
     live = _session(owner, slug="fleet-live", kind="live", prometheus_url="http://prom")
     from_files, from_prometheus = _call(files_session), _call(live)
     assert from_files.summary["fleet"] == from_prometheus.summary["fleet"]

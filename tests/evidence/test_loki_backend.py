@@ -69,9 +69,16 @@ def _matching(logql: str):
 
 
 class LokiStub(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"  # keep-alive, as Loki speaks
+    disable_nagle_algorithm = True  # no 40 ms delayed-ACK stall per reused call
     requests: list[dict] = []
+    connections = 0
     delay = 0.0
     count_status = 200
+
+    def setup(self):
+        type(self).connections += 1  # one handler per accepted TCP connection
+        super().setup()
 
     def log_message(self, *args):
         pass
@@ -138,6 +145,7 @@ class LokiStub(BaseHTTPRequestHandler):
 @pytest.fixture
 def loki(live_environment, monkeypatch):
     LokiStub.requests = []
+    LokiStub.connections = 0
     LokiStub.delay = 0.0
     LokiStub.count_status = 200
     server = ThreadingHTTPServer(("127.0.0.1", 0), LokiStub)
@@ -206,6 +214,21 @@ def test_the_query_and_level_reach_loki_and_are_checked_on_each_line(live_sessio
         '{service="pay"} |= "timed out" |~ "(?i)(error|err)"'
     )
     assert [t["level"] for t in row.summary["templates"]] == ["ERROR"]
+
+
+def test_query_logs_calls_share_one_connection_and_send_a_rotated_token(
+    live_session, loki, monkeypatch
+):
+    _logs(live_session, service="pay")
+    monkeypatch.setenv("ROOTPROOF_TEST_LOKI_TOKEN", "rotated")
+    _logs(live_session, service="pay", query="timed out")
+    assert [r["headers"]["Authorization"] for r in loki.requests] == [
+        "Bearer s3cret",
+        "Bearer s3cret",
+        "Bearer rotated",
+        "Bearer rotated",
+    ]
+    assert loki.connections == 1
 
 
 def test_a_loki_that_is_down_gives_an_error_invocation(live_session, live_environment):

@@ -34,11 +34,11 @@ MATRIX = {
 def _answering(monkeypatch, status: int, body: dict) -> list[dict]:
     seen: list[dict] = []
 
-    def get(url, **kwargs):
+    def get(_client, url, **kwargs):
         seen.append({"enabled": gc.isenabled(), "headers": kwargs["headers"]})
         return httpx.Response(status, content=json.dumps(body).encode())
 
-    monkeypatch.setattr(httpx, "get", get)
+    monkeypatch.setattr(httpx.Client, "get", get)
     return seen
 
 

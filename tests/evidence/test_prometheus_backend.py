@@ -238,6 +238,29 @@ def test_a_query_prometheus_rejects_is_an_error_with_its_reason(prometheus_serve
     assert "Prometheus rejected the query" in result.output
 
 
+def _connections_accepted(url: str) -> float:
+    """Prometheus' own count of the HTTP connections it accepted, this read's included."""
+    for line in httpx.get(f"{url}/metrics", timeout=5).text.splitlines():
+        if line.startswith('net_conntrack_listener_conn_accepted_total{listener_name="http"}'):
+            return float(line.split()[-1])
+    raise AssertionError("Prometheus exposes no accepted-connection count")
+
+
+@pytest.mark.django_db
+def test_query_metrics_calls_to_prometheus_share_one_connection(prometheus_servers, owner):
+    pack, url = prometheus_servers["fixture"]
+    _, live_session = _sessions(owner, pack, url)
+    before = _connections_accepted(url)
+    for arguments in FIXTURE_CALLS[:4]:
+        result = tool_invoke(
+            session=live_session, attempt=1, tool_name="query_metrics", arguments=arguments
+        )
+        assert result.status == "ok"
+    # One connection for the read after; at most one for the four calls (none when an
+    # earlier test's connection to this server is still in the pool).
+    assert _connections_accepted(url) - before <= 2
+
+
 def test_promtool_is_on_the_path_when_prometheus_is():
     if shutil.which("prometheus"):
         assert shutil.which("promtool")
