@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.utils.translation import gettext_lazy as _
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
-from rest_framework import exceptions, serializers, status
+from rest_framework import exceptions, status
 from rest_framework.request import Request
 from rest_framework.response import Response
 
@@ -13,19 +13,18 @@ from diagnosis.api.base import TAG_KEYS, ApiView
 from diagnosis.api.errors import error_responses
 from diagnosis.api.selectors import api_key_get_for_user, api_keys_for_user
 from diagnosis.api.serializers import (
-    NOT_BLANK,
-    NOT_BLANK_ERROR,
     ApiKeyCreatedSerializer,
     ApiKeyListSerializer,
     ApiKeySerializer,
     StrictInputSerializer,
+    StrictTextField,
 )
 from diagnosis.api.services import api_key_create, api_key_revoke
 
 
 class ApiKeyCreateApi(ApiView):
     class InputSerializer(StrictInputSerializer):
-        name = serializers.RegexField(NOT_BLANK, max_length=100, error_messages=NOT_BLANK_ERROR)
+        name = StrictTextField(max_length=100)
 
         class Meta:
             ref_name = "ApiKeyCreate"

@@ -125,11 +125,17 @@ class RawTextField(_JsonTextField):
 @extend_schema_field(
     {"type": "string", "format": "uri", "pattern": "^[Hh][Tt][Tt][Pp][Ss]?://", "maxLength": 500}
 )
-class HttpUrlField(serializers.URLField):
-    """An http(s) URL, with one message when it is not one (URLField alone adds a second)."""
+class HttpUrlField(_JsonTextField):
+    """An http(s) URL, with one message when it is not one (URLField alone adds a second).
+
+    A text field like the others, so its maxLength counts the URL as sent too.
+    """
+
+    default_error_messages = {"invalid": serializers.URLField.default_error_messages["invalid"]}
 
     def __init__(self, **kwargs: Any) -> None:
-        serializers.CharField.__init__(self, **kwargs)
+        # NO_NUL never fails here (the NUL check runs first): the URL check is the validator.
+        super().__init__(NO_NUL, **kwargs)
         self.validators.append(
             URLValidator(schemes=["http", "https"], message=self.error_messages["invalid"])
         )
