@@ -43,7 +43,7 @@ import json
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar, cast
 
 from django.utils.functional import Promise
 from django.utils.translation import gettext_lazy as _
@@ -325,6 +325,7 @@ def json_object_extract(raw: str | bytes | None) -> tuple[str, dict | list | obj
 
 
 ModelT = TypeVar("ModelT", bound=BaseModel)
+ItemT = TypeVar("ItemT")  # an item a list parser keeps (a hypothesis, an action, a text)
 
 
 def _bounded(params: Mapping[str, str | int | list[int]]) -> Params:
@@ -472,24 +473,26 @@ def finding(
     binding: int | None = None,
     *,
     detail_code: str | None = None,
-    **params: str | int | list[int],
+    params: Mapping[str, str | int | list[int]] | None = None,
 ) -> Finding:
     """One finding with a bounded detail (shared with the Gatekeeper).
 
     ``detail_code`` and ``params`` say what the English ``detail`` says, so a page words
     it in its own language (``PARSE_DETAILS``, the Gatekeeper's ``FINDING_DETAILS``).
+    ``params`` is a mapping, not keyword arguments, so a parameter may have any name
+    (``code``, ``detail``, ``binding``) without taking the finding's own.
     """
     return Finding(
         code=str(getattr(code, "value", code)),
         binding=binding,
         detail=detail_clip(detail),
         detail_code=detail_code,
-        detail_params=_bounded(params),
+        detail_params=_bounded(params or {}),
     )
 
 
 def _problem_finding(code: FindingCode, problem: _Problem, binding: int | None = None) -> Finding:
-    return finding(code, problem.text, binding, detail_code=problem.code, **problem.params)
+    return finding(code, problem.text, binding, detail_code=problem.code, params=problem.params)
 
 
 def _describe(value: object) -> str:
@@ -548,30 +551,30 @@ def _field_problem(name: str, value: object, missing: bool = True) -> _Problem:
     )
 
 
-def _binding_parse(item: object) -> tuple[EvidenceBinding | None, _Problem | None]:
+def _binding_parse(item: object) -> EvidenceBinding | _Problem:
     if not isinstance(item, dict):
         shown = _describe(item)
         text = f"binding is not an object: {shown}"
-        return None, _Problem(text, "binding_not_object", {"value": shown})
+        return _Problem(text, "binding_not_object", {"value": shown})
     source_type = item.get("source_type")
     if not isinstance(source_type, str) or not source_type.strip():
-        return None, _field_problem("source_type", source_type)
+        return _field_problem("source_type", source_type)
     source_id = item.get("source_id")
     if isinstance(source_id, bool) or not isinstance(source_id, _SOURCE_ID_TYPES):
-        return None, _field_problem("source_id", source_id)
+        return _field_problem("source_id", source_id)
     tool_name = item.get("tool_name")
     if tool_name is not None and not isinstance(tool_name, str):
-        return None, _field_problem("tool_name", tool_name, missing=False)
+        return _field_problem("tool_name", tool_name, missing=False)
     ids = _invocation_ids(item.get("source_invocation_ids"))
     if ids is None:
         shown = _describe(item.get("source_invocation_ids"))
         text = "source_invocation_ids is not a list of integers: " + shown
-        return None, _Problem(text, "binding_ids_not_integers", {"value": shown})
+        return _Problem(text, "binding_ids_not_integers", {"value": shown})
     excerpt = item.get("evidence_excerpt")
     if excerpt is None:
         excerpt = ""
     if not isinstance(excerpt, str):
-        return None, _field_problem("evidence_excerpt", excerpt, missing=False)
+        return _field_problem("evidence_excerpt", excerpt, missing=False)
     data = _extras(item, _BINDING_FIELDS) | {
         "source_type": source_type.strip(),
         "source_id": str(source_id).strip(),
@@ -582,10 +585,10 @@ def _binding_parse(item: object) -> tuple[EvidenceBinding | None, _Problem | Non
         "evidence_excerpt": excerpt,
     }
     try:
-        return EvidenceBinding.model_validate(data), None
+        return EvidenceBinding.model_validate(data)
     except ValidationError as exc:
         fields = {"fields": _invalid_fields(exc)}
-        return None, _Problem(_validation_summary(exc), "binding_fields_invalid", fields)
+        return _Problem(_validation_summary(exc), "binding_fields_invalid", fields)
 
 
 def _bindings_parse(
@@ -602,10 +605,9 @@ def _bindings_parse(
     origins: list[int] = []
     findings: list[Finding] = []
     for index, item in enumerate(items):
-        binding, problem_ = _binding_parse(item)
-        if binding is None:
-            assert problem_ is not None
-            findings.append(_problem_finding(FindingCode.MALFORMED_BINDING, problem_, index))
+        binding = _binding_parse(item)
+        if isinstance(binding, _Problem):
+            findings.append(_problem_finding(FindingCode.MALFORMED_BINDING, binding, index))
         else:
             bindings.append(binding)
             origins.append(index)
@@ -633,8 +635,7 @@ def _claim_type(value: object) -> tuple[str, Finding | None]:
         FindingCode.UNKNOWN_CLAIM_TYPE,
         detail,
         detail_code="claim_type_unknown",
-        value=shown,
-        known=", ".join(known),
+        params={"value": shown, "known": ", ".join(known)},
     )
 
 
@@ -646,7 +647,10 @@ def _support_level(value: object) -> tuple[str, Finding | None]:
     shown = _describe(value)
     detail = f"support_level {shown} is not direct/indirect/none; checked as direct"
     return SupportLevel.DIRECT.value, finding(
-        FindingCode.MALFORMED_CLAIM, detail, detail_code="support_level_unknown", value=shown
+        FindingCode.MALFORMED_CLAIM,
+        detail,
+        detail_code="support_level_unknown",
+        params={"value": shown},
     )
 
 
@@ -681,7 +685,7 @@ def _claim_parse(item: object, index: int) -> tuple[Claim | None, ClaimNotes, li
                 FindingCode.MALFORMED_CLAIM,
                 f"claim_text missing or not a string: {shown}",
                 detail_code="claim_text_missing",
-                value=shown,
+                params={"value": shown},
             )
         )
         claim_text = ""
@@ -745,14 +749,14 @@ def _text_missing(name: str, value: object) -> _Problem:
     return _Problem(text, "item_text_missing", {"text_field": name, "value": shown})
 
 
-def _hypothesis_parse(item: object) -> tuple[Hypothesis | None, _Problem | None]:
+def _hypothesis_parse(item: object) -> Hypothesis | _Problem:
     if isinstance(item, str):
         item = {"hypothesis_text": item}
     if not isinstance(item, dict):
-        return None, _not_object(item)
+        return _not_object(item)
     text = item.get("hypothesis_text")
     if not isinstance(text, str) or not text.strip():
-        return None, _text_missing("hypothesis_text", text)
+        return _text_missing("hypothesis_text", text)
     basis = item.get("basis")
     entity = item.get("entity")
     data = _extras(item, set(Hypothesis.model_fields)) | {
@@ -762,17 +766,17 @@ def _hypothesis_parse(item: object) -> tuple[Hypothesis | None, _Problem | None]
         "root_cause_kind": _kind_read(item.get("root_cause_kind")),
         "needed_evidence": _strings(item.get("needed_evidence")),
     }
-    return Hypothesis.model_validate(data), None
+    return Hypothesis.model_validate(data)
 
 
-def _action_parse(item: object) -> tuple[RecommendedAction | None, _Problem | None]:
+def _action_parse(item: object) -> RecommendedAction | _Problem:
     if isinstance(item, str):
         item = {"action_text": item}
     if not isinstance(item, dict):
-        return None, _not_object(item)
+        return _not_object(item)
     text = item.get("action_text")
     if not isinstance(text, str) or not text.strip():
-        return None, _text_missing("action_text", text)
+        return _text_missing("action_text", text)
     reason = item.get("reason")
     bindings, _origins, _problems = _bindings_parse(item.get("evidence_bindings"), "action")
     data = _extras(item, set(RecommendedAction.model_fields)) | {
@@ -780,15 +784,15 @@ def _action_parse(item: object) -> tuple[RecommendedAction | None, _Problem | No
         "reason": reason if isinstance(reason, str) else "",
         "evidence_bindings": bindings,
     }
-    return RecommendedAction.model_validate(data), None
+    return RecommendedAction.model_validate(data)
 
 
 def _items_parse(
     obj: dict,
     key: str,
-    parse: Callable[[object], tuple[Any, _Problem | None]],
+    parse: Callable[[object], ItemT | _Problem],
     dropped: list[Finding],
-) -> list:
+) -> list[ItemT]:
     items = _as_list(obj.get(key))
     if items is None:
         shown = _describe(obj.get(key))
@@ -796,29 +800,29 @@ def _items_parse(
         problem = _Problem(detail, "items_not_list", {"field": key, "value": shown})
         dropped.append(_problem_finding(FindingCode.MALFORMED_ITEM, problem))
         return []
-    kept = []
+    kept: list[ItemT] = []
     for index, item in enumerate(items):
+        value: ItemT | _Problem
         try:
-            value, problem_ = parse(item)
+            value = parse(item)
         except Exception as exc:
-            value, problem_ = None, _failed_problem(exc, type(exc).__name__, "item_failed")
-        if value is None:
-            assert problem_ is not None
-            params: Params = {**problem_.params, "field": key, "item": index + 1}
-            text = f"{key}[{index}]: {problem_.text}; dropped"
+            value = _failed_problem(exc, type(exc).__name__, "item_failed")
+        if isinstance(value, _Problem):
+            params: Params = {**value.params, "field": key, "item": index + 1}
+            text = f"{key}[{index}]: {value.text}; dropped"
             dropped.append(
-                _problem_finding(FindingCode.MALFORMED_ITEM, _Problem(text, problem_.code, params))
+                _problem_finding(FindingCode.MALFORMED_ITEM, _Problem(text, value.code, params))
             )
         else:
             kept.append(value)
     return kept
 
 
-def _missing_info_parse(item: object) -> tuple[str | None, _Problem | None]:
+def _missing_info_parse(item: object) -> str | _Problem:
     if isinstance(item, str):
-        return (item, None) if item.strip() else (None, _Problem("empty string", "item_empty"))
+        return item if item.strip() else _Problem("empty string", "item_empty")
     shown = _describe(item)
-    return None, _Problem(f"not a string: {shown}", "item_not_string", {"value": shown})
+    return _Problem(f"not a string: {shown}", "item_not_string", {"value": shown})
 
 
 def _version(obj: dict, dropped: list[Finding]) -> str:
@@ -838,8 +842,7 @@ def _version(obj: dict, dropped: list[Finding]) -> str:
             FindingCode.UNKNOWN_ANSWER_VERSION,
             detail,
             detail_code="answer_version_unknown",
-            value=shown,
-            read_as=EXECUTOR_V2,
+            params={"value": shown, "read_as": EXECUTOR_V2},
         )
     )
     return EXECUTOR_V2
@@ -922,8 +925,9 @@ def executor_output_parse(raw: str | bytes | None) -> ParsedExecutorOutput:
         problem = _output_problem(raw, status, value)
         if problem is not None:
             return _unusable(problem[0], None, problem[1])
-        obj = value  # type: ignore[assignment]
-        return _executor_object_parse(obj)  # type: ignore[arg-type]
+        # _output_problem is None only when the value is a JSON object (a dict).
+        obj = cast(dict, value)
+        return _executor_object_parse(obj)
     except Exception as exc:
         text = f"internal parse error: {type(exc).__name__}"
         return _unusable(ParseStatus.SCHEMA_INVALID, obj, _failed_problem(exc, text))

@@ -295,9 +295,11 @@ class _Checker:
                     f"binding says {tool_name!r}, {record.trace_ref} is {record.tool_name!r}",
                     index,
                     detail_code="tool_name_mismatch",
-                    tool=tool_name,
-                    trace_ref=record.trace_ref,
-                    actual=record.tool_name,
+                    params={
+                        "tool": tool_name,
+                        "trace_ref": record.trace_ref,
+                        "actual": record.tool_name,
+                    },
                 )
             )
         if record.status != STATUS_OK:
@@ -307,9 +309,11 @@ class _Checker:
                     f"{record.trace_ref} ({record.tool_name}) ended with status {record.status!r}",
                     index,
                     detail_code="invocation_failed",
-                    trace_ref=record.trace_ref,
-                    tool=record.tool_name,
-                    status=record.status,
+                    params={
+                        "trace_ref": record.trace_ref,
+                        "tool": record.tool_name,
+                        "status": record.status,
+                    },
                 )
             )
         result = _match(binding.evidence_excerpt, self.normalized(target))
@@ -324,8 +328,7 @@ class _Checker:
                     f"{where}: {result.detail}",
                     index,
                     detail_code=result.detail_code or str(result.code),
-                    **result.params,
-                    **_where(record, chunk),
+                    params={**result.params, **_where(record, chunk)},
                 )
             )
             return findings, None
@@ -340,8 +343,7 @@ class _Checker:
                     "not as evidence",
                     index,
                     detail_code="excerpt_is_instruction",
-                    phrase=phrase,
-                    **_where(record, chunk),
+                    params={"phrase": phrase, **_where(record, chunk)},
                 )
             )
         return findings, result
@@ -361,7 +363,7 @@ class _Checker:
                 unknown,
                 index,
                 detail_code="unknown_trace_ref",
-                source_id=source_id,
+                params={"source_id": source_id},
             )
         if source_type == SourceType.LOOKUP_EVIDENCE_BLOCK.value:
             unknown = (
@@ -373,7 +375,7 @@ class _Checker:
                 unknown,
                 index,
                 detail_code="unknown_chunk",
-                source_id=source_id,
+                params={"source_id": source_id},
             )
         detail = f"source_type {binding.source_type!r} is not tool_trace or lookup_evidence_block"
         return None, finding(
@@ -381,7 +383,7 @@ class _Checker:
             detail,
             index,
             detail_code="unknown_source_type",
-            source_type=binding.source_type,
+            params={"source_type": binding.source_type},
         )
 
     def _cited(self, binding: EvidenceBinding, index: int) -> tuple[set[int], list[Finding]]:
@@ -398,7 +400,7 @@ class _Checker:
                         f"invocation {inv_id} belongs to another session",
                         index,
                         detail_code="invocation_not_in_session",
-                        invocation=inv_id,
+                        params={"invocation": inv_id},
                     )
                 )
             else:
@@ -408,7 +410,7 @@ class _Checker:
                         f"invocation {inv_id} does not exist",
                         index,
                         detail_code="unknown_invocation",
-                        invocation=inv_id,
+                        params={"invocation": inv_id},
                     )
                 )
         return cited_here, findings
@@ -436,10 +438,12 @@ class _Checker:
                         f"({other.trace_ref}, {other.tool_name})",
                         index,
                         detail_code="source_id_mismatch",
-                        source_id=source_id,
-                        invocation=inv_id,
-                        trace_ref=other.trace_ref,
-                        tool=other.tool_name,
+                        params={
+                            "source_id": source_id,
+                            "invocation": inv_id,
+                            "trace_ref": other.trace_ref,
+                            "tool": other.tool_name,
+                        },
                     )
                 )
             narrowed = [t for t in targets if t.record.id in cited_here]
@@ -493,8 +497,7 @@ class _Checker:
                     FindingCode.CLAIM_FACT_UNBOUND,
                     f"{fact.text!r} is in no bound excerpt ({evidence_numbers(indexes)})",
                     detail_code="claim_fact_unbound",
-                    fact=fact.text,
-                    bindings=indexes,
+                    params={"fact": fact.text, "bindings": indexes},
                 )
                 findings.append(unbound.model_copy(update={"fact": fact.text}))
         if direct and not facts:
@@ -580,7 +583,7 @@ def _claim_notes_findings(claim: Claim, notes: ClaimNotes, duplicate: bool) -> l
                 FindingCode.UNKNOWN_CLAIM_TYPE,
                 f"claim_type {claim.claim_type!r}",
                 detail_code="unknown_claim_type",
-                claim_type=str(claim.claim_type),
+                params={"claim_type": str(claim.claim_type)},
             )
         )
     if duplicate:
@@ -589,7 +592,7 @@ def _claim_notes_findings(claim: Claim, notes: ClaimNotes, duplicate: bool) -> l
                 FindingCode.DUPLICATE_CLAIM_ID,
                 f"an earlier claim already has id {claim.claim_id!r}; this one is demoted",
                 detail_code="duplicate_claim_id",
-                claim_id=claim.claim_id,
+                params={"claim_id": claim.claim_id},
             )
         )
     return findings
@@ -614,7 +617,7 @@ def _support_findings(kinds: list[str], invalid: list[int]) -> list[Finding]:
                 f"{evidence_numbers(invalid)} is invalid: a confirmed claim is not trusted on the "
                 "strength of its other bindings",
                 detail_code="invalid_binding_beside_valid",
-                bindings=list(invalid),
+                params={"bindings": list(invalid)},
             )
         )
     return findings
@@ -653,7 +656,7 @@ def _internal_error_report(parsed: object, exc: BaseException) -> GatekeeperRepo
         FindingCode.INTERNAL_ERROR,
         detail,
         detail_code="gatekeeper_failed",
-        error=type(exc).__name__,
+        params={"error": type(exc).__name__},
     )
     try:
         results = [
@@ -707,7 +710,7 @@ def gatekeeper_check(
                             FindingCode.INTERNAL_ERROR,
                             type(exc).__name__,
                             detail_code="claim_check_failed",
-                            error=type(exc).__name__,
+                            params={"error": type(exc).__name__},
                         )
                     ],
                 )
