@@ -597,7 +597,8 @@ def _key_parse(key: bytes) -> tuple[bytes, bytes, bytes] | None:
             level, _, rest = rest[len(level_key) - 1 :].partition(b'"')
             if rest.startswith(message_key[1:]):
                 body = _STRING_BODY.match(rest, len(message_key) - 1)
-                assert body is not None  # the pattern matches the empty string too
+                if body is None:  # never: the pattern matches the empty string too
+                    return None
                 shape, tail = body.group(), rest[body.end() + 1 :]
                 return (service, level, shape) if _tail_valid(tail) else None
     return None
