@@ -69,7 +69,12 @@ STYLES = {
     "zh-escaped": (True, {"separators": (", ", ": "), "ensure_ascii": True}),
     # Plain text, one service's .log file: the stamp, the level, the message.
     "plain": (False, None),
+    # As Python's logging writes it by default ("%(asctime)s %(levelname)s %(message)s").
+    "plain-python": (False, None),
+    # English JSON lines with Windows line ends.
+    "en-crlf": (False, {"separators": (", ", ": "), "ensure_ascii": False}),
 }
+NEWLINES = {"en-crlf": "\r\n"}
 
 
 def _line(rng: random.Random, ts: datetime, style: str) -> str:
@@ -94,6 +99,8 @@ def _line(rng: random.Random, ts: datetime, style: str) -> str:
         path = f"/api/v1/{service.split('-')[0]}s"
         message = texts[3].format(path=path, status=status, ms=rng.randrange(5, 90), order=order)
     stamp = ts.strftime("%Y-%m-%dT%H:%M:%S.") + f"{ts.microsecond // 1000:03d}Z"
+    if style == "plain-python":
+        stamp = ts.strftime("%Y-%m-%d %H:%M:%S,") + f"{ts.microsecond // 1000:03d}"
     if dumps is None:
         return f"{stamp} {level} {message}"
     return json.dumps(
@@ -118,7 +125,7 @@ def file_generate(path: Path, size_mb: int, style: str = "en") -> Path:
     with path.open("w", encoding="utf-8") as handle:
         batch = []
         while written < target:
-            line = _line(rng, ts, style) + "\n"
+            line = _line(rng, ts, style) + NEWLINES.get(style, "\n")
             batch.append(line)
             written += len(line.encode("utf-8"))  # bytes: a CJK character is three
             ts = min(ts + step, END)
@@ -180,6 +187,14 @@ def measure(size_mb: int) -> list[dict]:
     plain = file_generate(
         Path(f"/tmp/rootproof-bench-{size_mb}mb/payment-service.log"), size_mb, "plain"
     )
+    python_log = file_generate(
+        Path(f"/tmp/rootproof-bench-{size_mb}mb-python/payment-service.log"),
+        size_mb,
+        "plain-python",
+    )
+    windows = file_generate(
+        Path(f"/tmp/rootproof-bench-{size_mb}mb-crlf.jsonl"), size_mb, "en-crlf"
+    )
     rows = []
     for label, path, query, pattern, window_minutes, in_daemon in (
         ("all lines clustered", english, None, "service", 40, False),
@@ -191,6 +206,8 @@ def measure(size_mb: int) -> list[dict]:
         ("Chinese, compact JSON", chinese, None, "service", 40, False),
         ("Chinese, \\u escapes", escaped, None, "service", 40, False),
         ("plain .log text", plain, None, "Z ", 40, False),
+        ("plain .log, Python logging", python_log, None, ",", 40, False),
+        ("JSON lines, \\r\\n ends", windows, None, "service", 40, False),
     ):
         actual_mb = path.stat().st_size / 1024 / 1024
         child = subprocess.run(

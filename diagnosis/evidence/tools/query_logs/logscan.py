@@ -764,7 +764,11 @@ def chunk_scan(
 def _newlines_unified(buf: bytearray) -> bytearray:
     """The block with ``\r\n`` and a lone ``\r`` as ``\n``, the lines ``text_decode`` (text-mode
     reading) splits it into: ``\r`` is never part of a UTF-8 sequence, so doing it on the bytes
-    gives the same text. A block never ends between the two bytes of a ``\r\n``."""
+    gives the same text. A block ends with a newline, so never inside a ``\r\n``."""
+    arr = np.frombuffer(buf, _U8)
+    returns = np.flatnonzero(arr == 13)
+    if arr[-1] == 10 and (arr[returns + 1] == 10).all():
+        return buf.translate(None, b"\r")  # Windows line ends only: ~5x faster than replace
     return buf.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
 
 
