@@ -60,7 +60,7 @@ from diagnosis.evidence.tools.query_metrics.prometheus import (  # noqa: E402
 )
 from diagnosis.evidence.tools.query_metrics.series import Grid  # noqa: E402
 from tests.evidence.packbuilder import pack_write  # noqa: E402
-from tests.evidence.test_prometheus_backend import PrometheusServer  # noqa: E402
+from tests.support.prometheus import prometheus_running  # noqa: E402
 
 BODY = b'{"status":"success","data":{"resultType":"matrix","result":[]}}'
 WINDOW = QueryWindow.around(
@@ -226,11 +226,8 @@ def main() -> None:
     with _loopback(cert) as (url, accepted):
         _report("https", _loopback_call(url), args, accepted)
     if not args.no_prometheus:
-        server = PrometheusServer(pack_write(work / "pack"), work / "prometheus")
-        try:
+        with prometheus_running(pack_write(work / "pack"), work / "prometheus") as server:
             _report("prometheus", _prometheus_call(server.url), args)
-        finally:
-            server.stop()
 
 
 if __name__ == "__main__":

@@ -37,7 +37,7 @@ from diagnosis.evidence.common import BackendOutput, Deadline, QueryWindow  # no
 from diagnosis.evidence.tools.query_metrics.query import metrics_query  # noqa: E402
 from diagnosis.tokens import estimate_tokens  # noqa: E402
 from tests.evidence.packbuilder import fleet_pack_write, fleet_service_name  # noqa: E402
-from tests.evidence.test_prometheus_backend import PrometheusServer  # noqa: E402
+from tests.support.prometheus import PrometheusServer  # noqa: E402
 
 FAULTY = 7
 

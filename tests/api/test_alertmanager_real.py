@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import socket
 import subprocess
 from datetime import UTC, datetime, timedelta
 
@@ -13,6 +12,7 @@ from diagnosis.alerts.services import alert_receiver_create
 from diagnosis.api import alerts
 from diagnosis.models import AlertGroupStart, DiagnosisSession, Environment
 from tests.support.binaries import require_binary
+from tests.support.prometheus import free_port
 from tests.support.workers import wait_until
 
 pytestmark = [pytest.mark.alertmanager, pytest.mark.django_db(transaction=True)]
@@ -34,12 +34,6 @@ receivers:
             type: Bearer
             credentials: {token}
 """
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture
@@ -74,7 +68,7 @@ def alertmanager(live_server, tmp_path, owner, monkeypatch, settings):
             url=f"{live_server.url}/api/v1/integrations/alertmanager/prod-am", token=token
         )
     )
-    port = _free_port()
+    port = free_port()
     process = subprocess.Popen(
         [
             binary,

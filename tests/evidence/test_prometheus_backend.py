@@ -1,99 +1,27 @@
 """query_metrics through a real Prometheus gives the same facts as through the pack files.
 
 The pack's .om files are loaded with ``promtool tsdb create-blocks-from openmetrics``; a
-Prometheus serves them on a loopback port.
+Prometheus serves them on a loopback port (tests/support/prometheus.py).
 """
 
 from __future__ import annotations
 
 import shutil
-import socket
-import subprocess
-import time
+from contextlib import ExitStack
 from pathlib import Path
 
-import httpx
 import pytest
 
 from diagnosis.evidence.registry import tool_invoke
 from diagnosis.models import DiagnosisSession, Environment, ToolInvocation
 from tests.evidence.packbuilder import fleet_pack_write, fleet_service_name, pack_write
 from tests.support.binaries import require_binary
+from tests.support.prometheus import own_metric, prometheus_running
 
 pytestmark = pytest.mark.prometheus
 
 REPO = Path(__file__).resolve().parents[2]
 DEMO_PACK = REPO / "scenarios" / "payment-pool-saturation"
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def _openmetrics_concat(pack: Path, target: Path) -> Path:
-    """All .om files of the pack as one OpenMetrics document (one final # EOF)."""
-    with target.open("w", encoding="utf-8") as out:
-        for path in sorted((pack / "metrics").glob("*.om")):
-            for line in path.read_text(encoding="utf-8").splitlines():
-                if line.strip() and line.split() != ["#", "EOF"]:
-                    out.write(line + "\n")
-        out.write("# EOF\n")
-    return target
-
-
-class PrometheusServer:
-    def __init__(self, pack: Path, workdir: Path) -> None:
-        prometheus = require_binary("prometheus")
-        promtool = require_binary("promtool")
-        workdir.mkdir(parents=True)
-        data = workdir / "data"
-        source = _openmetrics_concat(pack, workdir / "all.om")
-        subprocess.run(
-            [promtool, "tsdb", "create-blocks-from", "openmetrics", str(source), str(data)],
-            check=True,
-            capture_output=True,
-            timeout=300,
-        )
-        config = workdir / "prometheus.yml"
-        config.write_text("global:\n  scrape_interval: 1h\n", encoding="utf-8")
-        self.port = _free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.log = (workdir / "prometheus.log").open("w")
-        self.process = subprocess.Popen(
-            [
-                prometheus,
-                f"--config.file={config}",
-                f"--storage.tsdb.path={data}",
-                "--storage.tsdb.retention.time=100y",
-                f"--web.listen-address=127.0.0.1:{self.port}",
-            ],
-            stdout=self.log,
-            stderr=subprocess.STDOUT,
-        )
-        self._wait_ready()
-
-    def _wait_ready(self) -> None:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise RuntimeError(f"prometheus exited with {self.process.returncode}")
-            try:
-                if httpx.get(f"{self.url}/-/ready", timeout=1).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.2)
-        raise RuntimeError("prometheus did not become ready within 60s")
-
-    def stop(self) -> None:
-        self.process.terminate()
-        try:
-            self.process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-        self.log.close()
 
 
 @pytest.fixture(scope="session")
@@ -106,12 +34,13 @@ def prometheus_servers(tmp_path_factory):
         "demo": DEMO_PACK,
         "fleet": fleet_pack_write(root / "packs" / "fleet", services=60, faulty=FLEET_FAULTY),
     }
-    servers = {
-        name: PrometheusServer(pack, root / f"server-{name}") for name, pack in packs.items()
-    }
-    yield {name: (packs[name], server.url) for name, server in servers.items()}
-    for server in servers.values():
-        server.stop()
+    # Every server started is stopped, also when a later one fails to start.
+    with ExitStack() as stack:
+        servers = {
+            name: stack.enter_context(prometheus_running(pack, root / f"server-{name}"))
+            for name, pack in packs.items()
+        }
+        yield {name: (packs[name], server.url) for name, server in servers.items()}
 
 
 CONTEXT = {
@@ -240,10 +169,7 @@ def test_a_query_prometheus_rejects_is_an_error_with_its_reason(prometheus_serve
 
 def _connections_accepted(url: str) -> float:
     """Prometheus' own count of the HTTP connections it accepted, this read's included."""
-    for line in httpx.get(f"{url}/metrics", timeout=5).text.splitlines():
-        if line.startswith('net_conntrack_listener_conn_accepted_total{listener_name="http"}'):
-            return float(line.split()[-1])
-    raise AssertionError("Prometheus exposes no accepted-connection count")
+    return own_metric(url, 'net_conntrack_listener_conn_accepted_total{listener_name="http"}')
 
 
 @pytest.mark.django_db

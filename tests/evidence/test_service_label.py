@@ -34,7 +34,8 @@ from tests.evidence import test_loki_backend
 from tests.evidence.packbuilder import pack_write
 from tests.evidence.test_loki_backend import BASE, LokiStub
 from tests.evidence.test_loki_backend import _entries as loki_entries
-from tests.evidence.test_prometheus_backend import CONTEXT, FIXTURE_CALLS, PrometheusServer
+from tests.evidence.test_prometheus_backend import CONTEXT, FIXTURE_CALLS
+from tests.support.prometheus import PrometheusServer
 
 pytestmark = pytest.mark.django_db
 
