@@ -210,8 +210,13 @@ def log_time_parse(value: object) -> tuple[float, str]:
     raise ValueError(f"ts {value!r} is not an RFC 3339 time or Unix seconds")
 
 
-def _single_line(text: str) -> str:
-    return text.replace("\r\n", "\n").replace("\n", " ⏎ ") if "\n" in text else text
+# What a line break inside a message is shown as: the message stays one line.
+LINE_BREAK_MARK = " ⏎ "
+
+
+def message_single_line(text: str) -> str:
+    """The message on one line: each ``\r\n`` or ``\n`` in it as ``LINE_BREAK_MARK``."""
+    return text.replace("\r\n", "\n").replace("\n", LINE_BREAK_MARK) if "\n" in text else text
 
 
 def jsonl_line_parse(line: str) -> LogRecord:
@@ -233,7 +238,7 @@ def jsonl_line_parse(line: str) -> LogRecord:
         raise ValueError("missing 'ts'")
     ts, ts_text = log_time_parse(ts_value)
     level = level_normalise(next((data[k] for k in _LEVEL_KEYS if k in data), ""))
-    message = _single_line(message)
+    message = message_single_line(message)
     sample = f"{ts_text} {service} {level or '-'} {message}"
     return LogRecord(
         ts=ts, ts_text=ts_text, service=service, level=level, message=message, sample=sample

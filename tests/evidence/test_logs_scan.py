@@ -135,6 +135,11 @@ def _awkward_lines() -> list[str]:
             for message, escape in (
                 (f"订单 {i} 超时\t重试 第{i % 4}次 路径 a/b \\ c", ("a/b", "a\\/b")),
                 (f"stack\n  at line {i % 9}", None),  # a newline the line-by-line code rewrites
+                (f"crlf\r\nline {i % 3}\r\n", None),  # shown as one mark each
+                (f"lone\rreturn {i % 2}", None),  # kept as it is: read line by line
+                (f"trace {i % 4}\n\tat a.b(C.java:{i % 90})\n\n", None),
+                (f"already ⏎ marked {i % 2}\nthen {i % 5}", None),
+                (f"back\\n slash n {i % 2}", None),  # an escaped backslash, then n
                 (f"LETTER letter and 😀 emoji {i % 3}", ("LETTER", "\\u0041")),
                 (f'quoted "v{1 + i % 2}" ZERO_X{i % 5}', ("ZERO_X", "0\\u0078")),
             ):
@@ -567,3 +572,22 @@ def test_files_with_windows_line_ends_are_counted_without_reading_them_line_by_l
     got = _counted_without_reading_lines(lines, tmp_path, monkeypatch, name=name, windows=True)
     assert "timed out" in got[1] and "\r" not in got[1]
     assert got[2]["total_window"] == 2000
+
+
+def test_stack_traces_in_messages_are_counted_without_reading_them_line_by_line(
+    tmp_path, monkeypatch
+):
+    start = WINDOW.start + timedelta(minutes=1)
+    trace = "java.net.SocketTimeoutException: Read timed out\n\tat java.net.Socket.read({n})"
+    lines = [
+        _line(
+            start + timedelta(seconds=i // 2),
+            f"pay{i % 2}",
+            "ERROR",
+            trace.format(n=i % 7) + ("\r\n\tat Pool.get(Pool.java:12)" if i % 3 else ""),
+        )
+        for i in range(1500)
+    ]
+    got = _counted_without_reading_lines(lines, tmp_path, monkeypatch)
+    assert "Read timed out ⏎ \tat java.net.Socket.read(" in got[1]  # a sample, as it reads
+    assert got[2]["total_window"] == 1500

@@ -47,9 +47,11 @@ from django.conf import settings
 
 from diagnosis.evidence.common import Deadline, QueryWindow, ToolTimeout
 from diagnosis.evidence.formats import (
+    LINE_BREAK_MARK,
     jsonl_line_parse,
     level_normalise,
     log_time_parse,
+    message_single_line,
     plain_level_split,
     plain_line_parse,
 )
@@ -521,12 +523,20 @@ def _shape_recipe(masker: MessageMasker, shape: bytes) -> tuple[Any, tuple[int, 
     return recipe, offsets
 
 
-# The JSON escapes a message may hold and still be counted by its shape: \" \\ \/ \t and a
-# \uXXXX of a character beyond ASCII (CJK text from json.dumps' default ensure_ascii). Any
-# other (a newline the line-by-line code rewrites, a letter or digit written as an escape,
-# half of a surrogate pair) sends the lines to that code.
-_ESCAPE = re.compile(rb'\\(?:u([0-9a-fA-F]{4})|(["\\/t]))')
-_ESCAPED = {b'"': b'"', b"\\": b"\\", b"/": b"/", b"t": b"\t"}
+# The JSON escapes a message may hold and still be counted by its shape: \" \\ \/ \t, a line
+# break (\n or \r\n, which the message shows as LINE_BREAK_MARK: stack traces) and a \uXXXX
+# of a character beyond ASCII (CJK text from json.dumps' default ensure_ascii). Any other (a
+# lone \r, a letter or digit written as an escape, half of a surrogate pair) sends the lines
+# to that code.
+_ESCAPE = re.compile(rb'\\(?:u([0-9a-fA-F]{4})|(["\\/t]|n|r\\n))')
+_ESCAPED = {
+    b'"': b'"',
+    b"\\": b"\\",
+    b"/": b"/",
+    b"t": b"\t",
+    b"n": LINE_BREAK_MARK.encode(),
+    b"r\\n": LINE_BREAK_MARK.encode(),
+}
 
 
 def _unescaped_shape(shape: bytes) -> tuple[bytes, list[int]] | None:
@@ -560,9 +570,10 @@ def _unescaped_shape(shape: bytes) -> tuple[bytes, list[int]] | None:
 
 
 def _message_text(raw: bytes | bytearray) -> str:
-    """A message's text as json.loads gives it (its escapes are ones ``_ESCAPE`` takes)."""
+    """A message's text as ``jsonl_line_parse`` gives it (its escapes are ones ``_ESCAPE``
+    takes)."""
     if b"\\" in raw:
-        return json.loads(b'"' + bytes(raw) + b'"')
+        return message_single_line(json.loads(b'"' + bytes(raw) + b'"'))
     return raw.decode("utf-8", "replace")
 
 
