@@ -89,7 +89,8 @@ def main() -> None:
     parser.add_argument("--top", type=int, default=45, help="functions shown")
     parser.add_argument("--sql", action="store_true", help="also list one session's queries")
     args = parser.parse_args()
-    with openai_server_running(responder=role_responder, latency=0.0) as server:
+    # keep_alive: one connection reused, as a real model server does
+    with openai_server_running(responder=role_responder, latency=0.0, keep_alive=True) as server:
         llm = {"provider": "openai", "base_url": server.base_url, "api_key": "k"}
         roles = {role: {**values, **llm} for role, values in settings.LLM_ROLE_SETTINGS.items()}
         with override_settings(

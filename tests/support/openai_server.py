@@ -86,8 +86,11 @@ class FakeOpenAIServer:
         reject_response_format: bool = False,
         response_formats: set[str] | None = None,
         tool_choices: set[str] | None = None,
+        keep_alive: bool = False,
     ) -> None:
         self.replies: deque[Reply] = deque()
+        # As real servers (llama.cpp, vLLM, hosted APIs) do: HTTP/1.1, one connection reused.
+        self.keep_alive = keep_alive
         self.responder = responder
         self.latency = latency
         self.hang_seconds = hang_seconds
@@ -108,6 +111,8 @@ class FakeOpenAIServer:
 
         class Handler(_Handler):
             owner = server
+            protocol_version = "HTTP/1.1" if server.keep_alive else "HTTP/1.0"
+            disable_nagle_algorithm = server.keep_alive  # no delayed-ACK wait on a reused one
 
         self._httpd = _QuietServer(("127.0.0.1", 0), Handler)
         self._thread = threading.Thread(
@@ -176,7 +181,8 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_response(status)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(payload)))
-        self.send_header("Connection", "close")
+        if not self.owner.keep_alive:
+            self.send_header("Connection", "close")
         for key, value in (headers or {}).items():
             self.send_header(key, value)
         self.end_headers()
