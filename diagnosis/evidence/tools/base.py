@@ -183,16 +183,17 @@ class ToolCall:
     def window(self) -> QueryWindow:
         default_start, default_end = self._default_range()
         length = default_end - default_start
-        start: datetime | None = self.args.get("start")
-        end: datetime | None = self.args.get("end")
-        if start is None and end is None:
-            start, end = default_start, default_end
-        elif start is None:
-            assert end is not None
-            start = end - length
-        elif end is None:
+        # Arg.clean made them datetimes (TIME_ARGS); one absent keeps the default length.
+        given_start: datetime | None = self.args.get("start")
+        given_end: datetime | None = self.args.get("end")
+        if given_end is not None:
+            end = given_end
+            start = given_start if given_start is not None else end - length
+        elif given_start is not None:
+            start = given_start
             end = default_end if default_end > start else start + length
-        assert start is not None and end is not None
+        else:
+            start, end = default_start, default_end
         if start > end:
             self._clamp_times(start, end, end, start, "start was after end: swapped")
             start, end = end, start

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import timedelta
@@ -42,16 +43,17 @@ def _ranking_key(fact: SeriesFacts) -> tuple[Any, ...]:
     )
 
 
-@dataclass
+@dataclass(frozen=True)
 class ServiceRank:
+    """A service with an anomalous series; ``top`` is its most anomalous one."""
+
     service: str
-    series: int = 0
-    anomalous: int = 0
-    top: SeriesFacts | None = None
+    series: int
+    anomalous: int
+    top: SeriesFacts
 
     def line(self) -> str:
         top = self.top
-        assert top is not None
         return (
             f"service {self.service}: {self.anomalous} of {self.series} series anomalous, "
             f"top {top.metric} {top.direction} anomaly score {num_format(top.anomaly_score)}"
@@ -59,7 +61,6 @@ class ServiceRank:
 
     def summary(self) -> dict[str, Any]:
         top = self.top
-        assert top is not None
         return {
             "service": self.service,
             "series": self.series,
@@ -70,25 +71,25 @@ class ServiceRank:
             "line": self.line(),
         }
 
+    def order(self) -> tuple[Any, ...]:
+        return (*_ranking_key(self.top)[:2], -self.anomalous, self.service)
+
 
 def _fleet_rank(facts: list[SeriesFacts]) -> list[ServiceRank]:
-    """Services with an anomalous series, most anomalous first (facts are ranked already)."""
-    ranks: dict[str, ServiceRank] = {}
+    """Services with an anomalous series, most anomalous first (facts are ranked already,
+    so a service's first anomalous fact is its top)."""
+    series = Counter(fact.service for fact in facts)
+    anomalous = Counter(fact.service for fact in facts if fact.anomalous)
+    tops: dict[str, SeriesFacts] = {}
     for fact in facts:
-        rank = ranks.setdefault(fact.service, ServiceRank(fact.service))
-        rank.series += 1
         if fact.anomalous:
-            rank.anomalous += 1
-            if rank.top is None:
-                rank.top = fact
-    anomalous = [r for r in ranks.values() if r.top is not None]
-
-    def order(rank: ServiceRank) -> tuple[Any, ...]:
-        assert rank.top is not None
-        return (*_ranking_key(rank.top)[:2], -rank.anomalous, rank.service)
-
-    anomalous.sort(key=order)
-    return anomalous
+            tops.setdefault(fact.service, fact)
+    ranks = [
+        ServiceRank(service=service, series=series[service], anomalous=anomalous[service], top=top)
+        for service, top in tops.items()
+    ]
+    ranks.sort(key=ServiceRank.order)
+    return ranks
 
 
 def _shown(facts: list[SeriesFacts], *, per_service: int | None) -> list[SeriesFacts]:
