@@ -30,6 +30,7 @@ from diagnosis.api.serializers import (
     DiagnosisPageSerializer,
     DiagnosisSummarySerializer,
     HttpUrlField,
+    SlugTextField,
     StrictInputSerializer,
     StrictIntegerField,
     StrictTextField,
@@ -114,7 +115,7 @@ class DiagnosisCreateApi(ApiView):
                 ref_name = "DiagnosisContextInput"
 
         question = StrictTextField(max_length=settings.API_QUESTION_MAX_CHARS)
-        environment = serializers.SlugField(
+        environment = SlugTextField(
             required=False,
             help_text="An active environment's slug (one that names none is a 404 `not_found`); "
             "default: the conversation's, else the configured default.",
@@ -245,7 +246,7 @@ class DiagnosisListApi(ApiView):
             choices=DiagnosisSession.Decision.choices, required=False
         )
         source = serializers.ChoiceField(choices=DiagnosisSession.Source.choices, required=False)
-        environment = serializers.SlugField(required=False, help_text="Environment slug.")
+        environment = SlugTextField(required=False, help_text="Environment slug.")
         created_after = serializers.DateTimeField(required=False, help_text="Inclusive.")
         created_before = serializers.DateTimeField(required=False, help_text="Exclusive.")
 

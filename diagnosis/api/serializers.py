@@ -24,6 +24,9 @@ from diagnosis.selectors import SessionClaim, SessionClaims
 NOT_BLANK = r"^[^\x00]*[^\s\x00\x1c-\x1f\x85][^\x00]*$"
 NO_NUL = r"^[^\x00]*$"
 NOT_BLANK_ERROR = {"invalid": _("这个字段需要可见的文字，且不能包含 NUL 字符。")}
+# DRF's SlugField pattern, ended by \Z: Python's $ also matches before a final newline
+# (the schema's ECMA $ does not; drf-spectacular writes \Z as $).
+SLUG = r"^[-a-zA-Z0-9_]+\Z"
 
 
 class StrictInputSerializer(serializers.Serializer):
@@ -134,11 +137,25 @@ class HttpUrlField(_JsonTextField):
     default_error_messages = {"invalid": serializers.URLField.default_error_messages["invalid"]}
 
     def __init__(self, **kwargs: Any) -> None:
+        # Checked as sent, as the schema's pattern checks it: DRF would trim first, so
+        # " https://…" passed and whitespace alone was taken as blank.
+        kwargs.setdefault("trim_whitespace", False)
         # NO_NUL never fails here (the NUL check runs first): the URL check is the validator.
         super().__init__(NO_NUL, **kwargs)
         self.validators.append(
             URLValidator(schemes=["http", "https"], message=self.error_messages["invalid"])
         )
+
+
+class SlugTextField(_JsonTextField):
+    """A slug (an environment's), matched as sent, as the schema's pattern matches it:
+    DRF's SlugField trims first, so " shop " passed a pattern that has no room for spaces."""
+
+    default_error_messages = {"invalid": serializers.SlugField.default_error_messages["invalid"]}
+
+    def __init__(self, **kwargs: Any) -> None:
+        kwargs.setdefault("trim_whitespace", False)
+        super().__init__(SLUG, **kwargs)
 
 
 _BLANK_STRING = {"type": "string", "maxLength": 0}
