@@ -10,19 +10,17 @@ from http.cookiejar import CookieJar, DefaultCookiePolicy
 import httpx
 
 from diagnosis.evidence.common import Deadline, ToolFailure, ToolTimeout
+from diagnosis.per_process import per_process
 
 # A worker runs one session at a time (a few back-to-back calls to one Prometheus and one
 # Loki); the web process a handful of threads. Past max_connections a request waits for a
 # free connection within its own timeout, as a ToolTimeout if none comes.
 LIMITS = httpx.Limits(max_connections=32, max_keepalive_connections=8, keepalive_expiry=5.0)
 
-# (process id, client): a client built before a fork (a Celery prefork child, a gunicorn
-# worker) holds the parent's sockets and TLS state, so a child builds its own. No lock:
-# one held by another thread at fork time would stay held in the child for ever, and two
-# threads racing on a process's first call only build one spare client that is dropped.
-_shared: tuple[int, httpx.Client] | None = None
 
-
+# Per process (diagnosis.per_process): a client built before a fork (a Celery prefork
+# child, a gunicorn worker) holds the parent's sockets and TLS state, so a child builds its own.
+@per_process(maxsize=1)
 def http_client() -> httpx.Client:
     """This process's HTTP client: a keep-alive pool and one SSL context for every call.
 
@@ -31,14 +29,8 @@ def http_client() -> httpx.Client:
     backend's or tenant's cookie must not ride along on another's call. httpx clients are
     safe to share between threads.
     """
-    global _shared
-    pid = os.getpid()
-    shared = _shared
-    if shared is None or shared[0] != pid:
-        refused = CookieJar(policy=DefaultCookiePolicy(allowed_domains=[]))
-        shared = (pid, httpx.Client(limits=LIMITS, cookies=refused))
-        _shared = shared
-    return shared[1]
+    refused = CookieJar(policy=DefaultCookiePolicy(allowed_domains=[]))
+    return httpx.Client(limits=LIMITS, cookies=refused)
 
 
 def bearer_headers(token_env: str, backend: str) -> dict[str, str]:

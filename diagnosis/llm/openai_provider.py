@@ -30,7 +30,6 @@ parser knows a reply cut by ``max_tokens``.
 from __future__ import annotations
 
 import email.utils
-import functools
 import json
 import random
 import threading
@@ -62,6 +61,7 @@ from diagnosis.llm.prompts import (
     verifier_messages,
 )
 from diagnosis.llm.schemas import role_response_schema
+from diagnosis.per_process import per_process
 from diagnosis.tokens import estimate_tokens
 
 PROVIDER_NAME = "openai"
@@ -106,13 +106,15 @@ def endpoint_capabilities_forget() -> None:
         _refused_required.clear()
 
 
-@functools.lru_cache(maxsize=32)
-def _client_shared(*, base_url: str, api_key: str, timeout: float) -> openai.OpenAI:
+@per_process(maxsize=32)
+def _client_shared(*, base_url: str | None, api_key: str, timeout: float) -> openai.OpenAI:
     """One client (one connection pool) per endpoint for the process.
 
     A client per provider instance built an SSL context and loaded the CA bundle for
     every role of every session: about 0.1 s each, most of a session's non-model time.
-    The SDK's client is safe to share between threads.
+    The SDK's client is safe to share between threads, not between processes: one built
+    before a fork (a Celery prefork master, gunicorn ``--preload``) would have the
+    children write on the parent's sockets, so each process builds its own.
     """
     return openai.OpenAI(base_url=base_url, api_key=api_key, timeout=timeout, max_retries=0)
 
@@ -358,9 +360,9 @@ class OpenAIProvider:
         )
 
     def close(self) -> None:
-        if self._client is not None:
-            self._client.close()
-            self._client = None
+        # The client is the process's, shared by every provider of this endpoint: closing
+        # it would break theirs, so this provider only lets go of it.
+        self._client = None
 
     # --- what this endpoint accepts (shared by every provider of the process) ------
 

@@ -7,7 +7,6 @@ on the wrong request are all visible.
 
 from __future__ import annotations
 
-import os
 import socket
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -18,6 +17,7 @@ import pytest
 
 from diagnosis.evidence.common import Deadline, ToolFailure, ToolTimeout
 from diagnosis.evidence.http import backend_get, http_client
+from tests.support.forking import forked_child_check
 
 
 class CountingServer(ThreadingHTTPServer):
@@ -145,20 +145,7 @@ def _child_check(server: CountingServer, parent: httpx.Client) -> bool:
 def test_a_forked_child_builds_its_own_client_and_leaves_the_parents_alone(server):
     _get(server, "/parent")
     parent = http_client()
-    read_end, write_end = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # the child: report through the pipe, never return into pytest
-        ok = False
-        try:
-            ok = _child_check(server, parent)
-        finally:
-            os.write(write_end, b"1" if ok else b"0")
-            os._exit(0)
-    os.close(write_end)
-    answer = os.read(read_end, 1)
-    os.close(read_end)
-    os.waitpid(pid, 0)
-    assert answer == b"1"
+    assert forked_child_check(lambda: _child_check(server, parent))
     assert _get(server, "/parent-again").text == "/parent-again"
     assert http_client() is parent
     # The parent's connection (still reused after the fork) and the child's own.
