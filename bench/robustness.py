@@ -1,0 +1,121 @@
+"""Robustness of the diagnosis: the same incidents written differently.
+
+Copies scenario packs into a temporary folder, rewrites each copy with one transform,
+runs ``manage.py evaluate --provider offline`` on them and prints AC@1, AC@3, kind
+accuracy and leaks per transform and pack set. A transform changes how an incident is
+written, not what happened in it, so a diagnosis that holds keeps its figures:
+
+``none`` (the packs as they are, the reference row), ``services``, ``metrics``,
+``time``, ``sparse`` (30 % of the samples dropped by default) and ``noise`` (factors in
+[0.9, 1.1] by default); tests/support/pack_transforms.py says what each one does.
+
+A service label named other than ``service`` is not a transform: only live environments
+can configure it (``Environment.metrics_service_label``); pack files always use
+``service``.
+
+    .venv/bin/python bench/robustness.py                      # every transform, both sets
+    .venv/bin/python bench/robustness.py --transforms none sparse --sets demo
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from tests.support.pack_transforms import AMOUNTS, TRANSFORMS, pack_transform
+
+ROOT = Path(__file__).resolve().parents[1]
+DEMO_PACKS = (
+    "checkout-bad-deploy",
+    "db-disk-full",
+    "inventory-slow-dependency",
+    "payment-pool-saturation",
+    "search-memory-leak",
+)
+SETS = {
+    "demo": [ROOT / "scenarios" / name for name in DEMO_PACKS],
+    "petshop": sorted(
+        p.parent for p in (ROOT / "scenarios/public/petshop-train").glob("*/scenario.yaml")
+    ),
+}
+DATABASE = "/tmp/evC.sqlite3"
+
+
+# --- running --------------------------------------------------------------------------
+
+
+def _env() -> dict[str, str]:
+    return {**os.environ, "DEBUG": "1", "DATABASE_URL": f"sqlite:///{DATABASE}"}
+
+
+def _manage(*args: str) -> None:
+    command = [str(ROOT / ".venv/bin/python"), str(ROOT / "manage.py"), *args]
+    subprocess.run(command, cwd=ROOT, env=_env(), check=True, stdout=subprocess.DEVNULL)
+
+
+def set_evaluate(*, packs: list[Path], transform: str, seed: int, workdir: Path) -> dict:
+    """Totals and per-pack results of one pack set under one transform."""
+    copies = []
+    for pack in packs:
+        copy = workdir / transform / pack.name
+        shutil.copytree(pack, copy)
+        pack_transform(pack=copy, transform=transform, seed=seed)
+        copies.append(str(copy))
+    out = workdir / f"{transform}.json"
+    _manage("evaluate", *copies, "--provider", "offline", "--json", str(out))
+    return json.loads(out.read_text(encoding="utf-8"))
+
+
+def _misses(report: dict) -> str:
+    missed = [
+        f"{p['pack']}({'@1' if not p.get('hit_at_1') else ''}"
+        f"{'kind' if p.get('kind_ok') is False else ''})"
+        for p in report["packs"]
+        if not p.get("hit_at_1") or p.get("kind_ok") is False
+    ]
+    return " ".join(missed)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--transforms", nargs="+", choices=list(TRANSFORMS), default=None)
+    parser.add_argument("--sets", nargs="+", choices=list(SETS), default=list(SETS))
+    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--drop", type=float, default=0.3, help="share of samples sparse drops")
+    parser.add_argument("--noise", type=float, default=0.1, help="noise factor range: 1 ± this")
+    parser.add_argument("--json", help="write every report here")
+    args = parser.parse_args()
+    AMOUNTS.update(drop=args.drop, noise=args.noise)
+    _manage("migrate", "-v0")
+    reports: dict[str, dict[str, Any]] = {}
+    print(f"{'set':8} {'transform':9} {'AC@1':>5} {'AC@3':>5} {'kind':>5} {'leaks':>5}  misses")
+    with tempfile.TemporaryDirectory(prefix="robustness-") as tmp:
+        for name in args.sets:
+            packs = SETS[name]
+            for transform in args.transforms or list(TRANSFORMS):
+                workdir = Path(tmp) / name
+                report = set_evaluate(
+                    packs=packs, transform=transform, seed=args.seed, workdir=workdir
+                )
+                totals = report["totals"]
+                reports[f"{name}/{transform}"] = report
+                print(
+                    f"{name:8} {transform:9} {totals['ac_at_1']!s:>5} {totals['ac_at_3']!s:>5} "
+                    f"{totals['kind_accuracy']!s:>5} {totals['leaks']!s:>5}  {_misses(report)}",
+                    flush=True,
+                )
+    if args.json:
+        Path(args.json).write_text(json.dumps(reports, ensure_ascii=False, indent=1), "utf-8")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

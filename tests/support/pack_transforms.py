@@ -1,0 +1,299 @@
+"""Scenario packs written differently: the same incident, other names, times and samples.
+
+Each transform rewrites a copied pack in place and changes how the incident is written,
+not what happened in it; a diagnosis that generalises gives the same answer. Shared by
+bench/robustness.py (the figures per transform) and tests/llm_offline/test_offline_robustness.py.
+
+- ``services``: every service renamed to a neutral token, consistently in metrics, logs,
+  log file names, topology, knowledge and scenario.yaml;
+- ``metrics``: request, latency and availability metrics renamed to another naming
+  scheme, and the ``statistic`` label renamed (values kept);
+- ``time``: every timestamp shifted by a random number of days and hours (window, now,
+  question and title, samples, log lines);
+- ``sparse``: a share of the samples of every series dropped (AMOUNTS["drop"]);
+- ``noise``: every gauge sample multiplied by a random factor in 1 ± AMOUNTS["noise"];
+  counters get the factor on each increment (a factor on the running total would turn
+  it into resets no real counter shows).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+from collections import defaultdict
+from collections.abc import Callable
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+# How much the sparse and noise transforms take away (the bench sets them from its options).
+AMOUNTS = {"drop": 0.3, "noise": 0.1}
+
+# Another naming scheme for the request, latency and availability families (OpenMetrics
+# family names: the _total/_sum/_count/_bucket suffixes follow the family).
+METRIC_RENAMES = {
+    "petshop_latency_seconds": "service_response_time_seconds",
+    "petshop_requests": "service_request_count",
+    "petshop_availability_percent": "service_success_rate_percent",
+    "http_request_duration_seconds": "service_response_time_seconds",
+    "http_requests": "service_request_count",
+    "http_client_request_duration_seconds": "outbound_call_time_seconds",
+    "http_client_requests": "outbound_call_count",
+}
+LABEL_RENAMES = {"statistic": "aggregation"}
+
+_SAMPLE = re.compile(r"^([A-Za-z_:][A-Za-z0-9_:]*)(\{.*\})?\s+(\S+)(?:\s+(\S+))?\s*$")
+_TYPE = re.compile(r"^# TYPE (\S+) (\S+)", re.M)
+_SERVICE_LABEL = re.compile(r'[{,]service="([^"]*)"')
+_CUMULATIVE_SUFFIXES = ("_total", "_sum", "_count", "_bucket", "_created")
+# ISO stamps as packs write them: date, T or space, time, optional fraction and zone.
+_ISO = r"(\d{4}-\d{2}-\d{2})([T ])(\d{2}:\d{2})(:\d{2})?([.,]\d+)?(Z|[+-]\d{2}:?\d{2})?"
+_CLOCK_CJK = r"(?:凌晨|早上|上午|中午|下午|晚上)?\s*(\d{1,2})\s*点\s*(?:(\d{1,2})\s*分)?"
+_CLOCK = r"(?<![\d:])(\d{1,2}):(\d{2})(?![\d:])"
+_ISO_ONLY = re.compile(_ISO)
+_ANY_TIME = re.compile(f"{_ISO}|{_CLOCK_CJK}|{_CLOCK}")
+
+
+def _text_files(pack: Path) -> list[Path]:
+    return [p for p in sorted(pack.rglob("*")) if p.is_file()]
+
+
+def _rewrite(path: Path, change: Callable[[str], str]) -> None:
+    path.write_text(change(path.read_text(encoding="utf-8")), encoding="utf-8")
+
+
+# --- services -------------------------------------------------------------------------
+
+
+def _services_of(pack: Path) -> set[str]:
+    """Every service name the pack uses: scenario.yaml, labels, log streams, topology."""
+    scenario = yaml.safe_load((pack / "scenario.yaml").read_text(encoding="utf-8"))
+    names = set(scenario.get("services") or [])
+    names.add((scenario.get("expected") or {}).get("root_cause_service") or "")
+    for om in pack.glob("metrics/*.om"):
+        names.update(_SERVICE_LABEL.findall(om.read_text(encoding="utf-8")))
+    for log in pack.glob("logs/*.jsonl"):
+        for line in log.read_text(encoding="utf-8").splitlines():
+            if line.strip():
+                names.add(str(json.loads(line).get("service") or ""))
+    names.update(log.stem for log in pack.glob("logs/*.log"))
+    topology = pack / "topology.json"
+    if topology.is_file():
+        for edge in json.loads(topology.read_text(encoding="utf-8")).get("calls", []):
+            names.update((edge["caller"], edge["callee"]))
+    return {n for n in names if n}
+
+
+def services_rename(*, pack: Path, rng: random.Random) -> None:
+    names = sorted(_services_of(pack), key=lambda n: (-len(n), n))
+    tokens = rng.sample(range(1000, 10000), len(names))
+    mapping = {name: f"svc{token}" for name, token in zip(names, tokens, strict=True)}
+    # Longest first, so a name inside a longer one (x, x-lambda) goes with the longer one;
+    # a pod or host name that starts with a service's name follows it.
+    pattern = re.compile(
+        r"(?<![A-Za-z0-9_])(" + "|".join(map(re.escape, names)) + r")(?![A-Za-z0-9_])"
+    )
+    for path in _text_files(pack):
+        _rewrite(path, lambda text: pattern.sub(lambda m: mapping[m.group(1)], text))
+        if path.stem in mapping and path.parent.name in ("logs", "metrics"):
+            path.rename(path.with_name(mapping[path.stem] + path.suffix))
+
+
+# --- metric names ---------------------------------------------------------------------
+
+
+def metrics_rename(*, pack: Path, rng: random.Random) -> None:
+    del rng  # one fixed scheme: the point is a scheme other than the packs' own
+    families = "|".join(map(re.escape, sorted(METRIC_RENAMES, key=len, reverse=True)))
+    suffixes = "|".join(_CUMULATIVE_SUFFIXES)
+    family = re.compile(rf"(?<![A-Za-z0-9_:])({families})(?=(?:{suffixes})?(?![A-Za-z0-9_:]))")
+    labels = re.compile(r"(?<=[{,])(" + "|".join(LABEL_RENAMES) + r")(?==)")
+
+    def change(text: str) -> str:
+        text = family.sub(lambda m: METRIC_RENAMES[m.group(1)], text)
+        return labels.sub(lambda m: LABEL_RENAMES[m.group(1)], text)
+
+    for path in _text_files(pack):
+        if path.suffix in (".om", ".md", ".yaml", ".json", ".jsonl", ".log"):
+            _rewrite(path, change)
+
+
+# --- time -----------------------------------------------------------------------------
+
+
+def _iso_shift(match: re.Match[str], offset: timedelta) -> str:
+    date, sep, hm, sec, frac, zone = match.groups()[:6]
+    moment = datetime.fromisoformat(f"{date}T{hm}{sec or ''}") + offset
+    text = moment.strftime("%Y-%m-%d") + sep + moment.strftime("%H:%M")
+    return text + (moment.strftime(":%S") if sec else "") + (frac or "") + (zone or "")
+
+
+def _clock_shift(hour: int, minute: int, offset: timedelta) -> str:
+    moment = datetime(2000, 1, 1, hour % 24, minute) + offset
+    return moment.strftime("%H:%M")
+
+
+def _any_time_shift(match: re.Match[str], offset: timedelta) -> str:
+    if match.group(1):
+        return _iso_shift(match, offset)
+    if match.group(7):
+        return _clock_shift(int(match.group(7)), int(match.group(8) or 0), offset)
+    return _clock_shift(int(match.group(9)), int(match.group(10)), offset)
+
+
+def _json_shift(value: Any, offset: timedelta) -> Any:
+    if isinstance(value, str):
+        return _ISO_ONLY.sub(lambda m: _iso_shift(m, offset), value)
+    if isinstance(value, dict):
+        return {k: _json_shift(v, offset) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_json_shift(v, offset) for v in value]
+    return value
+
+
+def _jsonl_shift(text: str, offset: timedelta) -> str:
+    lines = []
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        record = _json_shift(json.loads(line), offset)
+        if isinstance(record.get("ts"), int | float) and not isinstance(record["ts"], bool):
+            record["ts"] = record["ts"] + int(offset.total_seconds())
+        lines.append(json.dumps(record, ensure_ascii=False))
+    return "\n".join(lines) + "\n"
+
+
+def _om_lines_map(text: str, change: Callable[[re.Match[str]], str | None]) -> str:
+    """Every sample line through ``change`` (None drops it); comments stay as they are."""
+    out = []
+    for line in text.splitlines():
+        match = None if line.startswith("#") else _SAMPLE.match(line)
+        kept = line if match is None else change(match)
+        if kept is not None:
+            out.append(kept)
+    return "\n".join(out) + "\n"
+
+
+def _sample_line(match: re.Match[str], *, value: str, stamp: str | None) -> str:
+    line = f"{match.group(1)}{match.group(2) or ''} {value}"
+    return f"{line} {stamp}" if stamp else line
+
+
+def _stamp_shift(stamp: str | None, seconds: int) -> str | None:
+    if stamp is None:
+        return None
+    return str(int(stamp) + seconds) if stamp.isdigit() else repr(float(stamp) + seconds)
+
+
+def times_shift(*, pack: Path, rng: random.Random) -> None:
+    offset = timedelta(days=rng.randint(1, 400), hours=rng.randint(1, 23))
+    seconds = int(offset.total_seconds())
+    for path in _text_files(pack):
+        if path.parent.name == "metrics" and path.suffix == ".om":
+            _rewrite(
+                path,
+                lambda text: _om_lines_map(
+                    text,
+                    lambda m: _sample_line(
+                        m, value=m.group(3), stamp=_stamp_shift(m.group(4), seconds)
+                    ),
+                ),
+            )
+        elif path.parent.name == "logs" and path.suffix == ".jsonl":
+            _rewrite(path, lambda text: _jsonl_shift(text, offset))
+        elif path.parent.name == "logs":
+            _rewrite(path, lambda text: _ISO_ONLY.sub(lambda m: _iso_shift(m, offset), text))
+    _scenario_times_shift(pack=pack, offset=offset)
+
+
+def _scenario_times_shift(*, pack: Path, offset: timedelta) -> None:
+    """now and window shifted; the question and title also say times of day (10:20, 3 点 10 分)."""
+    lines = []
+    for line in (pack / "scenario.yaml").read_text(encoding="utf-8").splitlines():
+        if re.match(r"\s*(question|title):", line):
+            line = _ANY_TIME.sub(lambda m: _any_time_shift(m, offset), line)
+        else:
+            line = _ISO_ONLY.sub(lambda m: _iso_shift(m, offset), line)
+        lines.append(line)
+    (pack / "scenario.yaml").write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+# --- samples --------------------------------------------------------------------------
+
+
+def _series_key(match: re.Match[str]) -> str:
+    return match.group(1) + (match.group(2) or "")
+
+
+def samples_thin(*, pack: Path, rng: random.Random) -> None:
+    for path in sorted(pack.glob("metrics/*.om")):
+        text = path.read_text(encoding="utf-8")
+        positions: dict[str, list[int]] = defaultdict(list)
+        for index, line in enumerate(text.splitlines()):
+            match = None if line.startswith("#") else _SAMPLE.match(line)
+            if match:
+                positions[_series_key(match)].append(index)
+        dropped = set()
+        for indices in positions.values():
+            dropped.update(rng.sample(indices, round(len(indices) * AMOUNTS["drop"])))
+        lines = [line for i, line in enumerate(text.splitlines()) if i not in dropped]
+        path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+def _cumulative(name: str, types: dict[str, str]) -> bool:
+    for suffix in _CUMULATIVE_SUFFIXES:
+        if name.endswith(suffix) and types.get(name.removesuffix(suffix)) in (
+            "counter",
+            "summary",
+            "histogram",
+        ):
+            return True
+    return types.get(name) == "counter"
+
+
+def _om_noise(text: str, rng: random.Random) -> str:
+    types = {m.group(1): m.group(2) for m in _TYPE.finditer(text)}
+    # series -> (last value as written, last value as rewritten), for counters
+    last: dict[str, tuple[float, float]] = {}
+
+    def change(match: re.Match[str]) -> str:
+        value = float(match.group(3))
+        factor = rng.uniform(1 - AMOUNTS["noise"], 1 + AMOUNTS["noise"])
+        key = _series_key(match)
+        if not _cumulative(match.group(1), types):
+            return _sample_line(match, value=repr(value * factor), stamp=match.group(4))
+        before = last.get(key)
+        if before is None or value < before[0]:
+            noisy = value * factor
+        else:
+            noisy = before[1] + (value - before[0]) * factor
+        last[key] = (value, noisy)
+        return _sample_line(match, value=repr(noisy), stamp=match.group(4))
+
+    return _om_lines_map(text, change)
+
+
+def samples_noise(*, pack: Path, rng: random.Random) -> None:
+    for path in sorted(pack.glob("metrics/*.om")):
+        _rewrite(path, lambda text: _om_noise(text, rng))
+
+
+Transform = Callable[..., None]  # (pack=Path, rng=random.Random) -> None, in place
+TRANSFORMS: dict[str, Transform | None] = {
+    "none": None,
+    "services": services_rename,
+    "metrics": metrics_rename,
+    "time": times_shift,
+    "sparse": samples_thin,
+    "noise": samples_noise,
+}
+
+
+def pack_transform(*, pack: Path, transform: str, seed: int) -> None:
+    """Rewrite the pack folder ``pack`` (a copy) with ``transform``, deterministically."""
+    change = TRANSFORMS[transform]
+    if change is not None:
+        change(pack=pack, rng=random.Random(f"{seed}:{transform}:{pack.name}"))
