@@ -1,4 +1,4 @@
-"""The benches' user and environment on the flow tests' mini-pool pack (after Django is set up)."""
+"""The benches' user and environments on the flow tests' mini-pool pack (after Django is set up)."""
 
 from __future__ import annotations
 
@@ -24,3 +24,20 @@ def mini_pool_owner_environment(name: str) -> tuple[Any, Environment]:
         },
     )
     return owner, environment
+
+
+def mini_pool_live_environment(name: str, *, prometheus_url: str, loki_url: str) -> Environment:
+    """The live environment ``<name>-mini-pool-prometheus`` on these backends (a separate
+    slug: the files environment stays as it is); its URLs are this run's."""
+    environment, _ = Environment.objects.update_or_create(
+        slug=f"{name}-mini-pool-prometheus",
+        defaults={
+            "name": f"{name} (Prometheus)",
+            "kind": Environment.Kind.LIVE,
+            "pack_path": "",
+            "prometheus_url": prometheus_url,
+            "loki_url": loki_url,
+            "services": ["payment-service", "order-service", "mysql"],
+        },
+    )
+    return environment
