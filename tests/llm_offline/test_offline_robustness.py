@@ -47,13 +47,5 @@ def test_metrics_in_another_naming_scheme_give_the_same_diagnosis(tmp_path):
     assert _diagnosed(DEMO, "metrics", tmp_path) == (True, True)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "evidence reads every *_count series as a counter and rates it, whatever its "
-        "# TYPE says (query_metrics/files.py rates_apply): the renamed PetShop request "
-        "gauge, service_request_count, becomes the rate of a gauge"
-    ),
-)
 def test_a_request_gauge_named_like_a_count_is_read_as_the_gauge_it_is(tmp_path):
     assert _diagnosed(PETSHOP, "metrics", tmp_path) == (True, True)

@@ -17,8 +17,9 @@ from diagnosis.evidence.tools.query_metrics.series import (
     Grid,
     RawSeries,
     counter_to_rate,
+    declared_type_of,
     grid_evaluate,
-    is_counter_name,
+    is_counter,
 )
 
 
@@ -50,6 +51,7 @@ def metrics_from_files(
     # head text -> the series key, or None when the series does not match the selector
     heads: dict[str, tuple[str, Labels] | None] = {}
     notes: list[str] = []
+    types: dict[str, str] = {}  # metric family -> its declared type
     too_many = False
     latest = grid.end
     for path in files:
@@ -58,6 +60,7 @@ def metrics_from_files(
                 if number % 50_000 == 0:
                     deadline.check()
                 if line[:1] == "#":
+                    _type_read(line, types)
                     continue
                 # The common line, "name{labels} value timestamp", splits from the right (the
                 # value and timestamp hold no spaces); its head is parsed once per series.
@@ -107,14 +110,33 @@ def metrics_from_files(
             times, values = collected.pop((name, label_pairs))
             points = grid_evaluate(list(zip(times, values, strict=True)), grid)
             if points:
-                yield RawSeries(name=name, labels=dict(label_pairs), points=points)
+                yield RawSeries(
+                    name=name,
+                    labels=dict(label_pairs),
+                    points=points,
+                    declared_type=declared_type_of(name, types),
+                )
 
     return evaluated(), notes
 
 
+def _type_read(line: str, types: dict[str, str]) -> None:
+    """Note a ``# TYPE <family> <type>`` line's type (other comments say nothing of it)."""
+    parts = line.split()
+    if len(parts) >= 4 and parts[1] == "TYPE":
+        types[parts[2]] = parts[3].lower()
+
+
 def rates_apply(series: Iterable[RawSeries]) -> Iterator[RawSeries]:
+    """Counters as per-second rates (``is_counter``: by declared type, else by name)."""
     for item in series:
-        if is_counter_name(item.name):
-            yield RawSeries(item.name, item.labels, counter_to_rate(item.points), is_rate=True)
+        if is_counter(item):
+            yield RawSeries(
+                item.name,
+                item.labels,
+                counter_to_rate(item.points),
+                is_rate=True,
+                declared_type=item.declared_type,
+            )
         else:
             yield item

@@ -9,7 +9,7 @@ import itertools
 import math
 import re
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -58,10 +58,45 @@ class RawSeries:
     labels: dict[str, str]  # without __name__
     points: list[tuple[float, float]]  # on the grid
     is_rate: bool = False
+    # The family's type as its source declares it (``# TYPE``): "" when none is known.
+    declared_type: str = ""
 
 
 def is_counter_name(name: str) -> bool:
     return name.endswith(COUNTER_SUFFIXES)
+
+
+# Family types whose samples named with a counter suffix are monotonic counters: a counter's
+# _total, a histogram's or summary's _count, _sum and _bucket.
+_COUNTING_TYPES = {"counter", "histogram", "summary"}
+# Family types whose samples carry a suffix (a gauge histogram's _bucket is a gauge).
+_SUFFIXED_TYPES = _COUNTING_TYPES | {"gaugehistogram"}
+# Types that say nothing of monotonicity.
+_UNDECLARED_TYPES = {"", "unknown", "untyped"}
+
+
+def declared_type_of(name: str, types: Mapping[str, str]) -> str:
+    """The type declared for the family a sample ``name`` belongs to: its own ``# TYPE``, else
+    the one of the name without its suffix (OpenMetrics declares ``foo`` for ``foo_total``,
+    a histogram ``foo`` for ``foo_count``…); "" when neither is declared."""
+    own = types.get(name, "")
+    if own not in _UNDECLARED_TYPES:
+        return own
+    for suffix in COUNTER_SUFFIXES:
+        if name.endswith(suffix):
+            family = types.get(name[: -len(suffix)], "")
+            if family in _SUFFIXED_TYPES:
+                return family
+    return own
+
+
+def is_counter(series: RawSeries) -> bool:
+    """Whether a series counts up (compared as a per-second rate): its declared type says so
+    where its source declares one (a gauge named ``*_count`` stays a gauge), else its name."""
+    declared = series.declared_type
+    if declared in _UNDECLARED_TYPES:
+        return is_counter_name(series.name)
+    return declared == "counter" or (declared in _COUNTING_TYPES and is_counter_name(series.name))
 
 
 # Unit words of metric-naming conventions (Prometheus base units, and common abbreviations),
