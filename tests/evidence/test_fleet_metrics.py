@@ -120,6 +120,8 @@ class FakePrometheus:
         self.queries: list[str] = []
 
     def get(self, url, params=None, headers=None, timeout=None):
+        if url.endswith("/api/v1/metadata"):  # what scraping these files would have declared
+            return self._metadata(url)
         self.queries.append(params["query"])
         selector = selector_parse(params["query"])
         assert selector is not None
@@ -135,6 +137,18 @@ class FakePrometheus:
             for s in series
         ]
         body = {"status": "success", "data": {"resultType": "matrix", "result": result}}
+        return httpx.Response(
+            200, content=json.dumps(body).encode(), request=httpx.Request("GET", url)
+        )
+
+    def _metadata(self, url: str) -> httpx.Response:
+        data: dict[str, list[dict[str, str]]] = {}
+        for path in self.files:
+            for line in path.read_text(encoding="utf-8").splitlines():
+                parts = line.split()
+                if len(parts) >= 4 and parts[:2] == ["#", "TYPE"]:
+                    data.setdefault(parts[2], []).append({"type": parts[3], "help": ""})
+        body = {"status": "success", "data": data}
         return httpx.Response(
             200, content=json.dumps(body).encode(), request=httpx.Request("GET", url)
         )

@@ -4,10 +4,13 @@ file declares (``# TYPE``), and only where none is declared by its name's suffix
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
+import httpx
 import pytest
 
 from diagnosis.evidence.common import Deadline
+from diagnosis.evidence.tools.query_metrics import prometheus
 from diagnosis.evidence.tools.query_metrics.files import metrics_from_files, rates_apply
 from diagnosis.evidence.tools.query_metrics.selector import selector_parse
 from diagnosis.evidence.tools.query_metrics.series import Grid
@@ -74,3 +77,60 @@ def test_a_gauge_named_like_a_count_keeps_its_values(tmp_path):
     )
     (series,) = list(rates_apply(read))
     assert [value for _, value in series.points] == [125.0, 130.0, 135.0, 140.0, 145.0, 150.0]
+
+
+def _prometheus_answers(metadata: httpx.Response) -> tuple[list[str], Any]:
+    calls: list[str] = []
+
+    def backend_get(*, url: str, **_kwargs: Any) -> httpx.Response:
+        calls.append(url.rsplit("/", 1)[-1])
+        if url.endswith("/metadata"):
+            return metadata
+        values = [[START + 60 * i, str(100 + 5 * i)] for i in range(20)]
+        metric = {"__name__": "sessions_count", "service": "pay"}
+        body = {"resultType": "matrix", "result": [{"metric": metric, "values": values}]}
+        return httpx.Response(200, json={"status": "success", "data": body})
+
+    return calls, backend_get
+
+
+@pytest.mark.parametrize(
+    ("metadata", "rated"),
+    [
+        (httpx.Response(200, json={"status": "success", "data": {}}), True),  # backfilled only
+        (
+            httpx.Response(
+                200, json={"status": "success", "data": {"sessions_count": [{"type": "gauge"}]}}
+            ),
+            False,
+        ),
+        (httpx.Response(500, text="boom"), True),  # no metadata: the name decides
+        (  # targets that disagree say nothing either
+            httpx.Response(
+                200,
+                json={
+                    "status": "success",
+                    "data": {"sessions_count": [{"type": "gauge"}, {"type": "counter"}]},
+                },
+            ),
+            True,
+        ),
+    ],
+)
+def test_prometheus_series_take_their_type_from_its_metadata_when_it_has_one(
+    monkeypatch, metadata, rated
+):
+    monkeypatch.setattr(prometheus, "_metadata", {})
+    calls, fake = _prometheus_answers(metadata)
+    monkeypatch.setattr(prometheus, "backend_get", fake)
+    grid = Grid(start=START + 300, end=START + 1140, step=60)
+    for _ in range(2):
+        read, _notes = prometheus.metrics_from_prometheus(
+            base_url="http://prom.test",
+            token_env="",
+            query="sessions_count",
+            grid=grid,
+            deadline=Deadline.after(10),
+        )
+        assert [s.is_rate for s in rates_apply(read)] == [rated]
+    assert calls == ["query_range", "metadata", "query_range"]  # metadata read once a minute

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import httpx
 
 from diagnosis.evidence.common import (
@@ -15,6 +17,7 @@ from diagnosis.evidence.tools.query_metrics.series import (
     Grid,
     RawSeries,
     collection_paused,
+    declared_type_of,
 )
 from diagnosis.models import SERVICE_LABEL
 
@@ -62,12 +65,51 @@ def metrics_from_prometheus(
         series = _series_read(response, base_url=base_url, query=query, shown_as=shown_as)
         for item in series:
             item.labels = labels_from_backend(item.labels, service_label)
+    types = metric_types(base_url=base_url, token_env=token_env, deadline=deadline)
+    for item in series:
+        item.declared_type = declared_type_of(item.name, types)
     series.sort(key=lambda s: (s.name, sorted(s.labels.items())))
     notes = []
     if len(series) > MAX_SERIES_READ:
         series = series[:MAX_SERIES_READ]
         notes.append(f"more than {MAX_SERIES_READ} series matched; narrow the selector")
     return series, notes
+
+
+# Metric types from Prometheus' metadata (what its scrape targets declare), per server: read
+# at most once a minute, so a session's calls share one read.
+METADATA_FRESH_SECONDS = 60.0
+_metadata: dict[str, tuple[float, dict[str, str]]] = {}
+
+
+def metric_types(*, base_url: str, token_env: str, deadline: Deadline) -> dict[str, str]:
+    """Each metric family's type as Prometheus' ``/api/v1/metadata`` has it; empty when it has
+    none (data only backfilled) or cannot say (an error, an old server): series are then
+    judged by their names, as before. Never a tool failure: the series are already read."""
+    now = time.monotonic()
+    cached = _metadata.get(base_url)
+    if cached is not None and now - cached[0] < METADATA_FRESH_SECONDS:
+        return cached[1]
+    types: dict[str, str] = {}
+    try:
+        response = backend_get(
+            backend="Prometheus",
+            base_url=base_url,
+            url=base_url.rstrip("/") + "/api/v1/metadata",
+            params={},
+            headers=bearer_headers(token_env, "Prometheus"),
+            deadline=deadline,
+        )
+        data = response.json().get("data") if response.status_code == 200 else None
+    except (ToolFailure, ValueError, AttributeError):
+        data = None  # ToolTimeout is a ToolFailure
+    for family, entries in (data if isinstance(data, dict) else {}).items():
+        kinds = {e.get("type") for e in entries if isinstance(e, dict)}
+        if len(kinds) == 1 and isinstance(family, str):  # targets that disagree say nothing
+            kind = kinds.pop()
+            types[family] = kind.lower() if isinstance(kind, str) else ""
+    _metadata[base_url] = (now, types)
+    return types
 
 
 def _series_read(
