@@ -69,3 +69,15 @@ def _llm_endpoint_memory_forgotten():
     from diagnosis.llm.openai_provider import endpoint_capabilities_forget
 
     endpoint_capabilities_forget()
+
+
+@pytest.fixture(autouse=True)
+def _prometheus_metadata_forgotten(monkeypatch):
+    """One test's Prometheus metric types must not reach the next (URLs and ports are reused)."""
+    monkeypatch.setattr("diagnosis.evidence.tools.query_metrics.prometheus._metadata", {})
+
+
+@pytest.fixture
+def no_flow_runs(monkeypatch):
+    """Submitted sessions are not queued: the test looks at what the request stored."""
+    monkeypatch.setattr("diagnosis.tasks.diagnosis_run_task.delay", lambda *a, **k: None)

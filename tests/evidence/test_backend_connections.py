@@ -25,6 +25,7 @@ class CountingServer(ThreadingHTTPServer):
 
     def __init__(self) -> None:
         self.connections = 0
+        self.drops = 0  # requests to /drop… closed without an answer
         self.release = threading.Event()
         server = self
 
@@ -36,6 +37,11 @@ class CountingServer(ThreadingHTTPServer):
                 pass
 
             def do_GET(self) -> None:
+                if self.path.startswith("/drop") and server.drops:
+                    # as a server closing a kept-alive connection just as it is reused
+                    server.drops -= 1
+                    self.close_connection = True
+                    return
                 if self.path.startswith("/slow"):
                     server.release.wait(10)
                 payload = self.path.encode()
@@ -150,3 +156,13 @@ def test_a_forked_child_builds_its_own_client_and_leaves_the_parents_alone(serve
     assert http_client() is parent
     # The parent's connection (still reused after the fork) and the child's own.
     assert server.connections == 2
+
+
+def test_a_get_whose_kept_alive_connection_its_server_closed_is_sent_once_more(server):
+    assert _get(server, "/first").text == "/first"
+    server.drops = 1
+    assert _get(server, "/drop-1").text == "/drop-1"  # no "cannot reach": sent again
+    assert server.connections == 2  # the retry on a new connection
+    server.drops = 2
+    with pytest.raises(ToolFailure, match="cannot reach Prometheus"):
+        _get(server, "/drop-2")  # once more only: a server that never answers is an error

@@ -3,15 +3,17 @@ file declares (``# TYPE``), and only where none is declared by its name's suffix
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
-from diagnosis.evidence.common import Deadline
+from diagnosis.evidence.common import Deadline, QueryWindow, ToolFailure, ToolTimeout
 from diagnosis.evidence.tools.query_metrics import prometheus
 from diagnosis.evidence.tools.query_metrics.files import metrics_from_files, rates_apply
+from diagnosis.evidence.tools.query_metrics.query import metrics_query
 from diagnosis.evidence.tools.query_metrics.selector import selector_parse
 from diagnosis.evidence.tools.query_metrics.series import Grid
 
@@ -79,14 +81,16 @@ def test_a_gauge_named_like_a_count_keeps_its_values(tmp_path):
     assert [value for _, value in series.points] == [125.0, 130.0, 135.0, 140.0, 145.0, 150.0]
 
 
-def _prometheus_answers(metadata: httpx.Response) -> tuple[list[str], Any]:
+def _prometheus_answers(metadata: httpx.Response | Exception) -> tuple[list[str], Any]:
     calls: list[str] = []
 
     def backend_get(*, url: str, **_kwargs: Any) -> httpx.Response:
         calls.append(url.rsplit("/", 1)[-1])
         if url.endswith("/metadata"):
+            if isinstance(metadata, Exception):
+                raise metadata
             return metadata
-        values = [[START + 60 * i, str(100 + 5 * i)] for i in range(20)]
+        values = [[START + 60 * i, str(100 + 5 * i)] for i in range(40)]
         metric = {"__name__": "sessions_count", "service": "pay"}
         body = {"resultType": "matrix", "result": [{"metric": metric, "values": values}]}
         return httpx.Response(200, json={"status": "success", "data": body})
@@ -94,43 +98,80 @@ def _prometheus_answers(metadata: httpx.Response) -> tuple[list[str], Any]:
     return calls, backend_get
 
 
+def _prometheus_rated(metric: str = "sessions_count", seconds: float = 10) -> bool | None:
+    """Whether the query_metrics answer on Prometheus reads sessions_count as a rate."""
+    end = datetime.fromtimestamp(START + 2400, UTC)
+    output = metrics_query(
+        service="pay",
+        metric=metric,
+        labels={},
+        window=QueryWindow.around(start=end - timedelta(minutes=10), end=end),
+        step=None,
+        deadline=Deadline.after(seconds),
+        prometheus_url="http://prom.test",
+    )
+    assert output.status == "ok", output.output
+    return "per-second rate" in output.output
+
+
+def _answer(data: object, status: int = 200) -> httpx.Response:
+    return httpx.Response(status, json={"status": "success", "data": data})
+
+
 @pytest.mark.parametrize(
     ("metadata", "rated"),
     [
-        (httpx.Response(200, json={"status": "success", "data": {}}), True),  # backfilled only
-        (
-            httpx.Response(
-                200, json={"status": "success", "data": {"sessions_count": [{"type": "gauge"}]}}
-            ),
-            False,
-        ),
-        (httpx.Response(500, text="boom"), True),  # no metadata: the name decides
-        (  # targets that disagree say nothing either
-            httpx.Response(
-                200,
-                json={
-                    "status": "success",
-                    "data": {"sessions_count": [{"type": "gauge"}, {"type": "counter"}]},
-                },
-            ),
-            True,
-        ),
+        (_answer({}), True),  # backfilled only: the name decides
+        (_answer({"sessions_count": [{"type": "gauge", "help": ""}]}), False),
+        (_answer({"sessions": [{"type": "histogram"}]}), True),  # a histogram's _count
+        (_answer({"sessions_count": [{"type": "gauge"}, {"type": "counter"}]}), True),
+        (httpx.Response(500, text="boom"), True),
+        (_answer({"sessions_count": None, "x": [None, {"type": ["a"]}]}), True),  # malformed
+        (ToolTimeout("slow"), True),  # the series are read: a slow metadata read loses nothing
+        (ToolFailure("refused"), True),
     ],
 )
 def test_prometheus_series_take_their_type_from_its_metadata_when_it_has_one(
     monkeypatch, metadata, rated
 ):
-    monkeypatch.setattr(prometheus, "_metadata", {})
     calls, fake = _prometheus_answers(metadata)
     monkeypatch.setattr(prometheus, "backend_get", fake)
-    grid = Grid(start=START + 300, end=START + 1140, step=60)
-    for _ in range(2):
-        read, _notes = prometheus.metrics_from_prometheus(
-            base_url="http://prom.test",
-            token_env="",
-            query="sessions_count",
-            grid=grid,
-            deadline=Deadline.after(10),
-        )
-        assert [s.is_rate for s in rates_apply(read)] == [rated]
-    assert calls == ["query_range", "metadata", "query_range"]  # metadata read once a minute
+    assert _prometheus_rated() is rated
+    assert _prometheus_rated() is rated
+    # read once for both calls (a failed read is retried only after a few seconds)
+    assert calls == ["query_range", "metadata", "query_range"]
+
+
+def test_prometheus_metadata_is_read_again_once_it_is_old_and_not_when_time_is_short(
+    monkeypatch,
+):
+    calls, fake = _prometheus_answers(_answer({"sessions_count": [{"type": "gauge"}]}))
+    monkeypatch.setattr(prometheus, "backend_get", fake)
+    now = [1000.0]
+    monkeypatch.setattr(prometheus.time, "monotonic", lambda: now[0])
+    assert _prometheus_rated() is False
+    now[0] += prometheus.METADATA_FRESH_SECONDS + 1
+    assert _prometheus_rated(seconds=prometheus.METADATA_MIN_SECONDS / 2) is True  # not read
+    assert _prometheus_rated() is False
+    assert calls.count("metadata") == 2
+
+
+def test_a_promql_expression_does_not_read_the_metadata(monkeypatch):
+    calls, fake = _prometheus_answers(_answer({}))
+    monkeypatch.setattr(prometheus, "backend_get", fake)
+    _prometheus_rated(metric="max(sessions_count)")
+    assert calls == ["query_range"]
+
+
+def test_files_that_declare_a_family_differently_leave_its_name_to_decide(tmp_path):
+    (tmp_path / "a.om").write_text(
+        "\n".join(["# TYPE workers_count gauge", *_samples("workers_count")]) + "\n# EOF\n"
+    )
+    (tmp_path / "b.om").write_text("# TYPE workers_count counter\n# EOF\n")
+    read, _ = metrics_from_files(
+        files=[tmp_path / "a.om", tmp_path / "b.om"],
+        selector=selector_parse("workers_count"),
+        grid=Grid(start=START + 300, end=START + 1140, step=60),
+        deadline=Deadline.after(10),
+    )
+    assert [s.is_rate for s in rates_apply(read)] == [True]  # _count: as before

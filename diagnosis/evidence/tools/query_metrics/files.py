@@ -17,9 +17,9 @@ from diagnosis.evidence.tools.query_metrics.series import (
     Grid,
     RawSeries,
     counter_to_rate,
-    declared_type_of,
     grid_evaluate,
     is_counter,
+    types_declare,
 )
 
 
@@ -105,26 +105,28 @@ def metrics_from_files(
     if too_many:
         notes.append(f"more than {MAX_SERIES_READ} series matched; narrow the selector")
 
-    def evaluated() -> Iterator[RawSeries]:
-        for name, label_pairs in sorted(collected):
-            times, values = collected.pop((name, label_pairs))
-            points = grid_evaluate(list(zip(times, values, strict=True)), grid)
-            if points:
-                yield RawSeries(
-                    name=name,
-                    labels=dict(label_pairs),
-                    points=points,
-                    declared_type=declared_type_of(name, types),
-                )
+    return types_declare(_evaluated(collected, grid), types), notes
 
-    return evaluated(), notes
+
+def _evaluated(
+    collected: dict[tuple[str, Labels], tuple[array[float], array[float]]], grid: Grid
+) -> Iterator[RawSeries]:
+    """The collected samples of each series put on the grid, one series at a time."""
+    for name, label_pairs in sorted(collected):
+        times, values = collected.pop((name, label_pairs))
+        points = grid_evaluate(list(zip(times, values, strict=True)), grid)
+        if points:
+            yield RawSeries(name=name, labels=dict(label_pairs), points=points)
 
 
 def _type_read(line: str, types: dict[str, str]) -> None:
-    """Note a ``# TYPE <family> <type>`` line's type (other comments say nothing of it)."""
+    """Note a ``# TYPE <family> <type>`` line's type (other comments say nothing of it). Files
+    that declare one family differently say nothing of it, as Prometheus' metadata does when
+    its targets disagree: its series are judged by their names."""
     parts = line.split()
     if len(parts) >= 4 and parts[1] == "TYPE":
-        types[parts[2]] = parts[3].lower()
+        kind = parts[3].lower()
+        types[parts[2]] = kind if types.get(parts[2], kind) == kind else "unknown"
 
 
 def rates_apply(series: Iterable[RawSeries]) -> Iterator[RawSeries]:

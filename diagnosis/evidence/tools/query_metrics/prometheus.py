@@ -9,6 +9,7 @@ import httpx
 from diagnosis.evidence.common import (
     Deadline,
     ToolFailure,
+    ToolTimeout,
 )
 from diagnosis.evidence.http import backend_get, bearer_headers
 from diagnosis.evidence.tools.query_metrics.selector import labels_from_backend
@@ -17,7 +18,6 @@ from diagnosis.evidence.tools.query_metrics.series import (
     Grid,
     RawSeries,
     collection_paused,
-    declared_type_of,
 )
 from diagnosis.models import SERVICE_LABEL
 
@@ -65,9 +65,6 @@ def metrics_from_prometheus(
         series = _series_read(response, base_url=base_url, query=query, shown_as=shown_as)
         for item in series:
             item.labels = labels_from_backend(item.labels, service_label)
-    types = metric_types(base_url=base_url, token_env=token_env, deadline=deadline)
-    for item in series:
-        item.declared_type = declared_type_of(item.name, types)
     series.sort(key=lambda s: (s.name, sorted(s.labels.items())))
     notes = []
     if len(series) > MAX_SERIES_READ:
@@ -76,21 +73,27 @@ def metrics_from_prometheus(
     return series, notes
 
 
-# Metric types from Prometheus' metadata (what its scrape targets declare), per server: read
-# at most once a minute, so a session's calls share one read.
+# Metric types from Prometheus' metadata (what its scrape targets declare), per server and
+# token: read at most once a minute, so a session's calls share one read; a failed read is
+# tried again after a few seconds. Not read when less than a second of the call is left.
 METADATA_FRESH_SECONDS = 60.0
-_metadata: dict[str, tuple[float, dict[str, str]]] = {}
+METADATA_RETRY_SECONDS = 5.0
+METADATA_MIN_SECONDS = 1.0
+_metadata: dict[tuple[str, str], tuple[float, dict[str, str]]] = {}
 
 
 def metric_types(*, base_url: str, token_env: str, deadline: Deadline) -> dict[str, str]:
     """Each metric family's type as Prometheus' ``/api/v1/metadata`` has it; empty when it has
-    none (data only backfilled) or cannot say (an error, an old server): series are then
-    judged by their names, as before. Never a tool failure: the series are already read."""
+    none (data only backfilled) or cannot say (an error, a timeout, an old server): series
+    are then judged by their names, as before. Never a tool failure: the series are read."""
     now = time.monotonic()
-    cached = _metadata.get(base_url)
-    if cached is not None and now - cached[0] < METADATA_FRESH_SECONDS:
+    key = (base_url, token_env)
+    cached = _metadata.get(key)
+    if cached is not None and now < cached[0]:
         return cached[1]
-    types: dict[str, str] = {}
+    if deadline.remaining() < METADATA_MIN_SECONDS:
+        return {}
+    types = None
     try:
         response = backend_get(
             backend="Prometheus",
@@ -100,16 +103,36 @@ def metric_types(*, base_url: str, token_env: str, deadline: Deadline) -> dict[s
             headers=bearer_headers(token_env, "Prometheus"),
             deadline=deadline,
         )
-        data = response.json().get("data") if response.status_code == 200 else None
-    except (ToolFailure, ValueError, AttributeError):
-        data = None  # ToolTimeout is a ToolFailure
-    for family, entries in (data if isinstance(data, dict) else {}).items():
-        kinds = {e.get("type") for e in entries if isinstance(e, dict)}
-        if len(kinds) == 1 and isinstance(family, str):  # targets that disagree say nothing
-            kind = kinds.pop()
-            types[family] = kind.lower() if isinstance(kind, str) else ""
-    _metadata[base_url] = (now, types)
+        if response.status_code == 200:
+            types = _types_parse(response.json())
+    except (ToolFailure, ToolTimeout, ValueError):
+        pass
+    fresh = METADATA_FRESH_SECONDS if types is not None else METADATA_RETRY_SECONDS
+    _metadata[key] = (now + fresh, types or {})
+    return types or {}
+
+
+def _types_parse(body: object) -> dict[str, str] | None:
+    """The family -> type map of a metadata answer; None when it is not one. Families whose
+    targets disagree on the type say nothing."""
+    data = body.get("data") if isinstance(body, dict) else None
+    if not isinstance(data, dict):
+        return None
+    types: dict[str, str] = {}
+    for family, entries in data.items():
+        if not isinstance(entries, list):
+            continue
+        kinds = {_entry_type(e) for e in entries}
+        kind = kinds.pop() if len(kinds) == 1 else None
+        if isinstance(family, str) and isinstance(kind, str):
+            types[family] = kind.lower()
     return types
+
+
+def _entry_type(entry: object) -> str | None:
+    """One target's type in a metadata answer; None when it is not a string."""
+    kind = entry.get("type") if isinstance(entry, dict) else None
+    return kind if isinstance(kind, str) else None
 
 
 def _series_read(

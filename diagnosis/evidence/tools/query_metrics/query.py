@@ -17,11 +17,16 @@ from diagnosis.evidence.common import (
 )
 from diagnosis.evidence.timeutil import duration_format
 from diagnosis.evidence.tools.query_metrics.files import metrics_from_files, rates_apply
-from diagnosis.evidence.tools.query_metrics.prometheus import metrics_from_prometheus
+from diagnosis.evidence.tools.query_metrics.prometheus import metric_types, metrics_from_prometheus
 from diagnosis.evidence.tools.query_metrics.promql import promql_relabelled
 from diagnosis.evidence.tools.query_metrics.render import metrics_render
 from diagnosis.evidence.tools.query_metrics.selector import Matcher, Selector, selector_build
-from diagnosis.evidence.tools.query_metrics.series import MAX_GRID_POINTS, Grid, RawSeries
+from diagnosis.evidence.tools.query_metrics.series import (
+    MAX_GRID_POINTS,
+    Grid,
+    RawSeries,
+    types_declare,
+)
 from diagnosis.models import SERVICE_LABEL
 
 SWEEP_MAX_POINTS = 80  # grid points over baseline and window for the whole-fleet sweep
@@ -79,7 +84,10 @@ def _from_prometheus(
             deadline=deadline,
             service_label=service_label,
         )
-        return rates_apply(fetched), notes
+        types = metric_types(
+            base_url=prometheus_url, token_env=prometheus_token_env, deadline=deadline
+        )
+        return rates_apply(types_declare(fetched, types)), notes
     # A PromQL expression is evaluated with this environment's label names; service and
     # labels filter its result.
     fetched, notes = metrics_from_prometheus(

@@ -9,7 +9,7 @@ import itertools
 import math
 import re
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -66,28 +66,41 @@ def is_counter_name(name: str) -> bool:
     return name.endswith(COUNTER_SUFFIXES)
 
 
-# Family types whose samples named with a counter suffix are monotonic counters: a counter's
-# _total, a histogram's or summary's _count, _sum and _bucket.
+# The family types a suffixed sample name belongs to (OpenMetrics): a counter's _total, a
+# histogram's or summary's _count and _sum, a histogram's or gauge histogram's _bucket.
+_SUFFIX_FAMILIES = {
+    "_total": {"counter"},
+    "_count": {"histogram", "summary"},
+    "_sum": {"histogram", "summary"},
+    "_bucket": {"histogram", "gaugehistogram"},
+}
+# Family types whose suffixed samples count up (a gauge histogram's _bucket is a gauge).
 _COUNTING_TYPES = {"counter", "histogram", "summary"}
-# Family types whose samples carry a suffix (a gauge histogram's _bucket is a gauge).
-_SUFFIXED_TYPES = _COUNTING_TYPES | {"gaugehistogram"}
 # Types that say nothing of monotonicity.
 _UNDECLARED_TYPES = {"", "unknown", "untyped"}
 
 
 def declared_type_of(name: str, types: Mapping[str, str]) -> str:
     """The type declared for the family a sample ``name`` belongs to: its own ``# TYPE``, else
-    the one of the name without its suffix (OpenMetrics declares ``foo`` for ``foo_total``,
-    a histogram ``foo`` for ``foo_count``…); "" when neither is declared."""
+    the one of the name without its suffix where that family's samples carry it (OpenMetrics
+    declares ``foo`` for ``foo_total``, a histogram ``foo`` for ``foo_count``…); "" when
+    neither is declared."""
     own = types.get(name, "")
     if own not in _UNDECLARED_TYPES:
         return own
-    for suffix in COUNTER_SUFFIXES:
+    for suffix, families in _SUFFIX_FAMILIES.items():
         if name.endswith(suffix):
             family = types.get(name[: -len(suffix)], "")
-            if family in _SUFFIXED_TYPES:
+            if family in families:
                 return family
     return own
+
+
+def types_declare(series: Iterable[RawSeries], types: Mapping[str, str]) -> Iterator[RawSeries]:
+    """The series with the type their family is declared (``declared_type_of``)."""
+    for item in series:
+        item.declared_type = declared_type_of(item.name, types)
+        yield item
 
 
 def is_counter(series: RawSeries) -> bool:
