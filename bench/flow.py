@@ -156,7 +156,10 @@ def _timed_sessions(bench: Bench, sessions: int) -> dict[str, Any]:
 def _run(*, bench: Bench, workers: int, sessions: int, latency: float) -> dict[str, Any]:
     queue = f"bench-{uuid.uuid4().hex[:8]}"
     app.conf.task_default_queue = queue
-    with openai_server_running(responder=bench.responder, latency=latency) as server:
+    # keep_alive: the workers reuse one connection to the model, as with a real model server
+    with openai_server_running(
+        responder=bench.responder, latency=latency, keep_alive=True
+    ) as server:
         env = worker_env(
             queue=queue,
             extra={

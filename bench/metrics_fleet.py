@@ -21,6 +21,7 @@ import tempfile
 import time
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -101,7 +102,14 @@ def main() -> None:
                 calls: list[str] = []
                 real_get = httpx.Client.get
 
-                def counting_get(client, url, *a, _calls=calls, _get=real_get, **k):
+                def counting_get(
+                    client: httpx.Client,
+                    url: str,
+                    *a: Any,
+                    _calls: list[str] = calls,
+                    _get: Any = real_get,
+                    **k: Any,
+                ) -> httpx.Response:
                     if url.endswith("/query_range"):  # not the metadata read beside it
                         _calls.append(url)
                     return _get(client, url, *a, **k)

@@ -14,10 +14,8 @@ STARTS = "2026-03-02T10:20:00.123456789Z"
 
 
 @pytest.fixture(autouse=True)
-def _no_flow_runs(monkeypatch):
-    from diagnosis import tasks
-
-    monkeypatch.setattr(tasks.diagnosis_run_task, "delay", lambda *a, **k: None)
+def _no_flow_runs(no_flow_runs):
+    """These tests build sessions in the database; the flow itself is not run here."""
 
 
 @pytest.fixture

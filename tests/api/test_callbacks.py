@@ -70,10 +70,8 @@ def receiver_factory():
 
 
 @pytest.fixture(autouse=True)
-def _no_flow_runs(monkeypatch):
-    from diagnosis import tasks
-
-    monkeypatch.setattr(tasks.diagnosis_run_task, "delay", lambda *a, **k: None)
+def _no_flow_runs(no_flow_runs):
+    """These tests build sessions in the database; the flow itself is not run here."""
 
 
 def _submit(api, url, capture):

@@ -15,11 +15,8 @@ pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture(autouse=True)
-def _no_flow_runs(monkeypatch):
+def _no_flow_runs(no_flow_runs):
     """These tests build sessions in the database; the flow itself is not run here."""
-    from diagnosis import tasks
-
-    monkeypatch.setattr(tasks.diagnosis_run_task, "delay", lambda *a, **k: None)
 
 
 def _create(api, body, **headers):

@@ -82,10 +82,8 @@ CASES = [(name, value) for name, values in REFUSED.items() for value in values]
 
 
 @pytest.fixture(autouse=True)
-def _no_flow_runs(monkeypatch):
-    from diagnosis import tasks
-
-    monkeypatch.setattr(tasks.diagnosis_run_task, "delay", lambda *a, **k: None)
+def _no_flow_runs(no_flow_runs):
+    """These tests build sessions in the database; the flow itself is not run here."""
 
 
 @pytest.fixture(scope="module")
