@@ -5,6 +5,7 @@ tool errors; bearer tokens read from the environment."""
 from __future__ import annotations
 
 import os
+import time
 from http.cookiejar import CookieJar, DefaultCookiePolicy
 
 import httpx
@@ -15,13 +16,14 @@ from diagnosis.per_process import per_process
 # A worker runs one session at a time (a few back-to-back calls to one Prometheus and one
 # Loki); the web process a handful of threads. Past max_connections a request waits for a
 # free connection within its own timeout, as a ToolTimeout if none comes.
-# Idle connections are dropped after 2 s: under the idle timeouts servers commonly close them
-# at (5 s for Node, HAProxy's and nginx's shorter settings), so a reused one is rarely being
-# closed by its server at that moment; when it is, the GET is sent once more (below).
-LIMITS = httpx.Limits(max_connections=32, max_keepalive_connections=8, keepalive_expiry=2.0)
-# What a kept-alive connection its server closed as it was reused looks like: the request
-# got no answer at all. A GET is idempotent, so it is sent again once, on a new connection.
+LIMITS = httpx.Limits(max_connections=32, max_keepalive_connections=8, keepalive_expiry=5.0)
+# A kept-alive connection its server closed while the request was on its way: the request got
+# no answer at all, at once. A GET is idempotent, so it is sent again once, on a new
+# connection, when it failed so within STALE_FAILURE_SECONDS (a reset after the server worked
+# on it, or an answer cut off part-way after a while, is the server's failure: not resent).
+# (httpcore itself replaces a pooled connection its server closed before it is reused.)
 _STALE_CONNECTION = (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError)
+STALE_FAILURE_SECONDS = 0.5
 
 
 # Per process (diagnosis.per_process): a client built before a fork (a Celery prefork
@@ -61,11 +63,14 @@ def backend_get(
     """GET ``url`` within what is left of ``deadline``; no answer is a ToolTimeout, no
     connection a ToolFailure, both naming ``backend`` at ``base_url``."""
     try:
+        sent = time.monotonic()
         try:
             return http_client().get(
                 url, params=params, headers=headers, timeout=max(deadline.remaining(), 0.05)
             )
         except _STALE_CONNECTION:
+            if time.monotonic() - sent > STALE_FAILURE_SECONDS:
+                raise
             return http_client().get(
                 url, params=params, headers=headers, timeout=max(deadline.remaining(), 0.05)
             )

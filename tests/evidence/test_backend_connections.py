@@ -15,6 +15,7 @@ from typing import Any
 import httpx
 import pytest
 
+from diagnosis.evidence import http as http_module
 from diagnosis.evidence.common import Deadline, ToolFailure, ToolTimeout
 from diagnosis.evidence.http import backend_get, http_client
 from tests.support.forking import forked_child_check
@@ -166,3 +167,14 @@ def test_a_get_whose_kept_alive_connection_its_server_closed_is_sent_once_more(s
     server.drops = 2
     with pytest.raises(ToolFailure, match="cannot reach Prometheus"):
         _get(server, "/drop-2")  # once more only: a server that never answers is an error
+
+
+def test_a_get_the_server_dropped_after_working_on_it_is_not_sent_again(server, monkeypatch):
+    # Every failure counts as a slow one here: the server had the request, resending it
+    # would make it do the work twice.
+    monkeypatch.setattr(http_module, "STALE_FAILURE_SECONDS", -1.0)
+    assert _get(server, "/first").text == "/first"
+    server.drops = 1
+    with pytest.raises(ToolFailure, match="cannot reach Prometheus"):
+        _get(server, "/drop-1")
+    assert server.drops == 0 and server.connections == 1  # sent once, on the kept connection

@@ -81,25 +81,29 @@ def test_a_gauge_named_like_a_count_keeps_its_values(tmp_path):
     assert [value for _, value in series.points] == [125.0, 130.0, 135.0, 140.0, 145.0, 150.0]
 
 
-def _prometheus_answers(metadata: httpx.Response | Exception) -> tuple[list[str], Any]:
+def _prometheus_answers(
+    metadata: httpx.Response | Exception, name: str = "sessions_count"
+) -> tuple[list[str], list[Deadline], Any]:
     calls: list[str] = []
+    metadata_deadlines: list[Deadline] = []
 
-    def backend_get(*, url: str, **_kwargs: Any) -> httpx.Response:
+    def backend_get(*, url: str, deadline: Deadline, **_kwargs: Any) -> httpx.Response:
         calls.append(url.rsplit("/", 1)[-1])
         if url.endswith("/metadata"):
+            metadata_deadlines.append(deadline)
             if isinstance(metadata, Exception):
                 raise metadata
             return metadata
         values = [[START + 60 * i, str(100 + 5 * i)] for i in range(40)]
-        metric = {"__name__": "sessions_count", "service": "pay"}
+        metric = {"__name__": name, "service": "pay"}
         body = {"resultType": "matrix", "result": [{"metric": metric, "values": values}]}
         return httpx.Response(200, json={"status": "success", "data": body})
 
-    return calls, backend_get
+    return calls, metadata_deadlines, backend_get
 
 
 def _prometheus_rated(metric: str = "sessions_count", seconds: float = 10) -> bool | None:
-    """Whether the query_metrics answer on Prometheus reads sessions_count as a rate."""
+    """Whether the query_metrics answer on Prometheus reads the series as a rate."""
     end = datetime.fromtimestamp(START + 2400, UTC)
     output = metrics_query(
         service="pay",
@@ -119,36 +123,45 @@ def _answer(data: object, status: int = 200) -> httpx.Response:
 
 
 @pytest.mark.parametrize(
-    ("metadata", "rated"),
+    ("name", "metadata", "rated"),
     [
-        (_answer({}), True),  # backfilled only: the name decides
-        (_answer({"sessions_count": [{"type": "gauge", "help": ""}]}), False),
-        (_answer({"sessions": [{"type": "histogram"}]}), True),  # a histogram's _count
-        (_answer({"sessions_count": [{"type": "gauge"}, {"type": "counter"}]}), True),
-        (httpx.Response(500, text="boom"), True),
-        (_answer({"sessions_count": None, "x": [None, {"type": ["a"]}]}), True),  # malformed
-        (ToolTimeout("slow"), True),  # the series are read: a slow metadata read loses nothing
-        (ToolFailure("refused"), True),
+        ("sessions_count", _answer({}), True),  # backfilled only: the name decides
+        ("sessions_count", _answer({"sessions_count": [{"type": "gauge", "help": ""}]}), False),
+        ("sessions", _answer({"sessions": [{"type": "counter"}]}), True),  # no _total: a counter
+        ("queue_bucket", _answer({"queue": [{"type": "gaugehistogram"}]}), False),
+        # targets that disagree say nothing: the name decides (not the last one read)
+        ("sessions", _answer({"sessions": [{"type": "gauge"}, {"type": "counter"}]}), False),
+        ("sessions_count", httpx.Response(500, text="boom"), True),
+        ("sessions", _answer({"sessions": None, "x": [None, {"type": ["a"]}]}), False),
+        ("sessions_count", ToolTimeout("slow"), True),  # the series are read: nothing is lost
+        ("sessions_count", ToolFailure("refused"), True),
     ],
 )
 def test_prometheus_series_take_their_type_from_its_metadata_when_it_has_one(
-    monkeypatch, metadata, rated
+    monkeypatch, name, metadata, rated
 ):
-    calls, fake = _prometheus_answers(metadata)
+    calls, _deadlines, fake = _prometheus_answers(metadata, name)
     monkeypatch.setattr(prometheus, "backend_get", fake)
-    assert _prometheus_rated() is rated
-    assert _prometheus_rated() is rated
-    # read once for both calls (a failed read is retried only after a few seconds)
-    assert calls == ["query_range", "metadata", "query_range"]
+    assert _prometheus_rated(metric=name) is rated
+    assert _prometheus_rated(metric=name) is rated
+    assert calls == ["query_range", "metadata", "query_range"]  # read once a minute, whatever came
+
+
+def test_the_metadata_read_has_its_own_budget_inside_the_call(monkeypatch):
+    _calls, deadlines, fake = _prometheus_answers(_answer({}))
+    monkeypatch.setattr(prometheus, "backend_get", fake)
+    _prometheus_rated(seconds=3)
+    (budget,) = deadlines
+    assert budget.seconds <= min(prometheus.METADATA_BUDGET_SECONDS, 3 / 2)  # a slow one: a part
 
 
 def test_prometheus_metadata_is_read_again_once_it_is_old_and_not_when_time_is_short(
     monkeypatch,
 ):
-    calls, fake = _prometheus_answers(_answer({"sessions_count": [{"type": "gauge"}]}))
+    calls, _deadlines, fake = _prometheus_answers(_answer({"sessions_count": [{"type": "gauge"}]}))
     monkeypatch.setattr(prometheus, "backend_get", fake)
     now = [1000.0]
-    monkeypatch.setattr(prometheus.time, "monotonic", lambda: now[0])
+    monkeypatch.setattr(prometheus, "_clock", lambda: now[0])
     assert _prometheus_rated() is False
     now[0] += prometheus.METADATA_FRESH_SECONDS + 1
     assert _prometheus_rated(seconds=prometheus.METADATA_MIN_SECONDS / 2) is True  # not read
@@ -157,21 +170,22 @@ def test_prometheus_metadata_is_read_again_once_it_is_old_and_not_when_time_is_s
 
 
 def test_a_promql_expression_does_not_read_the_metadata(monkeypatch):
-    calls, fake = _prometheus_answers(_answer({}))
+    calls, _deadlines, fake = _prometheus_answers(_answer({}))
     monkeypatch.setattr(prometheus, "backend_get", fake)
     _prometheus_rated(metric="max(sessions_count)")
     assert calls == ["query_range"]
 
 
-def test_files_that_declare_a_family_differently_leave_its_name_to_decide(tmp_path):
+@pytest.mark.parametrize(("name", "rated"), [("workers_count", True), ("workers", False)])
+def test_files_that_declare_a_family_differently_leave_its_name_to_decide(tmp_path, name, rated):
     (tmp_path / "a.om").write_text(
-        "\n".join(["# TYPE workers_count gauge", *_samples("workers_count")]) + "\n# EOF\n"
+        "\n".join([f"# TYPE {name} gauge", *_samples(name)]) + "\n# EOF\n"
     )
-    (tmp_path / "b.om").write_text("# TYPE workers_count counter\n# EOF\n")
+    (tmp_path / "b.om").write_text(f"# TYPE {name} counter\n# EOF\n")
     read, _ = metrics_from_files(
         files=[tmp_path / "a.om", tmp_path / "b.om"],
-        selector=selector_parse("workers_count"),
+        selector=selector_parse(name),
         grid=Grid(start=START + 300, end=START + 1140, step=60),
         deadline=Deadline.after(10),
     )
-    assert [s.is_rate for s in rates_apply(read)] == [True]  # _count: as before
+    assert [s.is_rate for s in rates_apply(read)] == [rated]  # by the name, not the last file

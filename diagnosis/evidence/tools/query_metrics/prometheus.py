@@ -74,24 +74,28 @@ def metrics_from_prometheus(
 
 
 # Metric types from Prometheus' metadata (what its scrape targets declare), per server and
-# token: read at most once a minute, so a session's calls share one read; a failed read is
-# tried again after a few seconds. Not read when less than a second of the call is left.
+# token: read at most once a minute, whatever came of it (a server whose metadata is slow or
+# missing stays so), so a session's calls share one read. The read has its own budget, at most
+# METADATA_BUDGET_SECONDS and half of what is left of the call, so a slow answer never costs
+# the call its deadline; with less than METADATA_MIN_SECONDS left it is not made.
 METADATA_FRESH_SECONDS = 60.0
-METADATA_RETRY_SECONDS = 5.0
+METADATA_BUDGET_SECONDS = 2.0
 METADATA_MIN_SECONDS = 1.0
 _metadata: dict[tuple[str, str], tuple[float, dict[str, str]]] = {}
+_clock = time.monotonic  # the cache's clock (tests move it, not the process's)
 
 
 def metric_types(*, base_url: str, token_env: str, deadline: Deadline) -> dict[str, str]:
     """Each metric family's type as Prometheus' ``/api/v1/metadata`` has it; empty when it has
     none (data only backfilled) or cannot say (an error, a timeout, an old server): series
     are then judged by their names, as before. Never a tool failure: the series are read."""
-    now = time.monotonic()
+    now = _clock()
     key = (base_url, token_env)
     cached = _metadata.get(key)
     if cached is not None and now < cached[0]:
         return cached[1]
-    if deadline.remaining() < METADATA_MIN_SECONDS:
+    left = deadline.remaining()
+    if left < METADATA_MIN_SECONDS:
         return {}
     types = None
     try:
@@ -101,14 +105,13 @@ def metric_types(*, base_url: str, token_env: str, deadline: Deadline) -> dict[s
             url=base_url.rstrip("/") + "/api/v1/metadata",
             params={},
             headers=bearer_headers(token_env, "Prometheus"),
-            deadline=deadline,
+            deadline=Deadline.after(min(METADATA_BUDGET_SECONDS, left / 2)),
         )
         if response.status_code == 200:
             types = _types_parse(response.json())
     except (ToolFailure, ToolTimeout, ValueError):
         pass
-    fresh = METADATA_FRESH_SECONDS if types is not None else METADATA_RETRY_SECONDS
-    _metadata[key] = (now + fresh, types or {})
+    _metadata[key] = (now + METADATA_FRESH_SECONDS, types or {})
     return types or {}
 
 

@@ -84,6 +84,8 @@ def _from_prometheus(
             deadline=deadline,
             service_label=service_label,
         )
+        if not fetched:
+            return fetched, notes
         types = metric_types(
             base_url=prometheus_url, token_env=prometheus_token_env, deadline=deadline
         )
