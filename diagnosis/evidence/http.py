@@ -62,18 +62,20 @@ def backend_get(
 ) -> httpx.Response:
     """GET ``url`` within what is left of ``deadline``; no answer is a ToolTimeout, no
     connection a ToolFailure, both naming ``backend`` at ``base_url``."""
+
+    def send() -> httpx.Response:
+        return http_client().get(
+            url, params=params, headers=headers, timeout=max(deadline.remaining(), 0.05)
+        )
+
     try:
         sent = time.monotonic()
         try:
-            return http_client().get(
-                url, params=params, headers=headers, timeout=max(deadline.remaining(), 0.05)
-            )
+            return send()
         except _STALE_CONNECTION:
             if time.monotonic() - sent > STALE_FAILURE_SECONDS:
                 raise
-            return http_client().get(
-                url, params=params, headers=headers, timeout=max(deadline.remaining(), 0.05)
-            )
+            return send()
     except httpx.TimeoutException as exc:
         raise ToolTimeout(
             f"{backend} at {base_url} did not answer within {deadline.seconds:g}s"

@@ -405,14 +405,12 @@ def test_messages_written_with_json_escapes_are_counted_without_reading_lines(
     # quotes and backslashes in any message as \" and \\.
     start = WINDOW.start + timedelta(minutes=1)
     lines = [
-        json.dumps(
-            {
-                "ts": _stamp(start + timedelta(seconds=i)),
-                "service": ["payment-service", "order-service"][i % 2],
-                "level": "ERROR",
-                "message": f'数据库连接池耗尽 v{1 + i % 2} 等待 {i % 40} 个 "pool-{i % 3}" C:\\tmp',
-                "trace_id": f"{i:032x}",
-            }
+        _line(
+            start + timedelta(seconds=i),
+            ["payment-service", "order-service"][i % 2],
+            "ERROR",
+            f'数据库连接池耗尽 v{1 + i % 2} 等待 {i % 40} 个 "pool-{i % 3}" C:\\tmp',
+            trace_id=f"{i:032x}",
         )
         for i in range(1500)
     ]
