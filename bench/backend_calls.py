@@ -110,6 +110,8 @@ def _loopback(cert: str | None) -> Iterator[tuple[str, Any]]:
     )
     process.start()
     while not port.value:
+        if not process.is_alive():
+            raise RuntimeError("the loopback server did not start")
         time.sleep(0.01)
     try:
         yield f"{'https' if cert else 'http'}://127.0.0.1:{port.value}", connections
@@ -214,7 +216,11 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--no-prometheus", action="store_true")
     args = parser.parse_args()
-    work = Path(tempfile.mkdtemp(prefix="rootproof-backend-calls-"))
+    with tempfile.TemporaryDirectory(prefix="rootproof-backend-calls-") as tmp:
+        _measure(args, Path(tmp))
+
+
+def _measure(args: argparse.Namespace, work: Path) -> None:
     cert, bundle = _self_signed(work)
     os.environ["SSL_CERT_FILE"] = bundle  # read by httpx (trust_env) when a client is built
     print(

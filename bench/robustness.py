@@ -30,8 +30,20 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+# The evaluations' database: this run's own (removed at its end), for the subprocesses and for
+# the transforms, which read metric types with query_metrics' own rule (Django set up).
+DATABASE = Path(tempfile.gettempdir()) / f"rootproof-robustness-{os.getpid()}.sqlite3"
+os.environ.update(
+    DEBUG="1",
+    DATABASE_URL=f"sqlite:///{DATABASE}",
+    DJANGO_SETTINGS_MODULE="config.settings",
+)
 
-from tests.support.pack_transforms import AMOUNTS, TRANSFORMS, pack_transform
+import django  # noqa: E402
+
+django.setup()
+
+from tests.support.pack_transforms import AMOUNTS, TRANSFORMS, pack_transform  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 DEMO_PACKS = (
@@ -47,14 +59,13 @@ SETS = {
         p.parent for p in (ROOT / "scenarios/public/petshop-train").glob("*/scenario.yaml")
     ),
 }
-DATABASE = "/tmp/evC.sqlite3"
 
 
 # --- running --------------------------------------------------------------------------
 
 
 def _env() -> dict[str, str]:
-    return {**os.environ, "DEBUG": "1", "DATABASE_URL": f"sqlite:///{DATABASE}"}
+    return dict(os.environ)
 
 
 def _manage(*args: str) -> None:
@@ -90,8 +101,12 @@ def main() -> None:
     parser.add_argument("--transforms", nargs="+", choices=list(TRANSFORMS), default=None)
     parser.add_argument("--sets", nargs="+", choices=list(SETS), default=list(SETS))
     parser.add_argument("--seed", type=int, default=7)
-    parser.add_argument("--drop", type=float, default=0.3, help="share of samples sparse drops")
-    parser.add_argument("--noise", type=float, default=0.1, help="noise factor range: 1 ± this")
+    parser.add_argument(
+        "--drop", type=float, default=AMOUNTS["drop"], help="share of samples sparse drops"
+    )
+    parser.add_argument(
+        "--noise", type=float, default=AMOUNTS["noise"], help="noise factor range: 1 ± this"
+    )
     parser.add_argument("--json", help="write every report here")
     args = parser.parse_args()
     AMOUNTS.update(drop=args.drop, noise=args.noise)
@@ -118,4 +133,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    finally:
+        DATABASE.unlink(missing_ok=True)

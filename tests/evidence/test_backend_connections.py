@@ -7,7 +7,6 @@ on the wrong request are all visible.
 
 from __future__ import annotations
 
-import socket
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -19,6 +18,7 @@ from diagnosis.evidence import http as http_module
 from diagnosis.evidence.common import Deadline, ToolFailure, ToolTimeout
 from diagnosis.evidence.http import backend_get, http_client
 from tests.support.forking import forked_child_check
+from tests.support.prometheus import free_port
 
 
 class CountingServer(ThreadingHTTPServer):
@@ -91,12 +91,6 @@ def _get(
     )
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def test_sequential_calls_to_a_backend_share_one_connection(server):
     answers = [_get(server, f"/call-{i}").text for i in range(5)]
     assert answers == [f"/call-{i}" for i in range(5)]
@@ -123,7 +117,7 @@ def test_a_slow_answer_on_a_reused_connection_is_a_tool_timeout(server):
 
 
 def test_an_unreachable_backend_is_a_tool_failure_with_httpx_own_reason():
-    url = f"http://127.0.0.1:{_free_port()}"
+    url = f"http://127.0.0.1:{free_port()}"
     with pytest.raises(httpx.ConnectError) as direct:
         httpx.get(url + "/api/v1/query_range", timeout=2)
     with pytest.raises(ToolFailure) as failure:
@@ -159,7 +153,9 @@ def test_a_forked_child_builds_its_own_client_and_leaves_the_parents_alone(serve
     assert server.connections == 2
 
 
-def test_a_get_whose_kept_alive_connection_its_server_closed_is_sent_once_more(server):
+def test_a_get_whose_kept_alive_connection_its_server_closed_is_sent_once_more(server, monkeypatch):
+    # Every failure counts as a quick one here, however loaded the machine is.
+    monkeypatch.setattr(http_module, "STALE_FAILURE_SECONDS", 60.0)
     assert _get(server, "/first").text == "/first"
     server.drops = 1
     assert _get(server, "/drop-1").text == "/drop-1"  # no "cannot reach": sent again

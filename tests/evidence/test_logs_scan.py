@@ -12,6 +12,7 @@ import multiprocessing
 import tracemalloc
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -29,9 +30,18 @@ def _stamp(at: datetime, digits: int = 3) -> str:
     return at.strftime("%Y-%m-%dT%H:%M:%S") + (f".{fraction}" if digits else "") + "Z"
 
 
-def _line(at: datetime, service: str, level: str, message: str, **extra: object) -> str:
+def _line(
+    at: datetime,
+    service: str,
+    level: str,
+    message: str,
+    *,
+    dumps: dict[str, Any] | None = None,
+    **extra: object,
+) -> str:
+    """One line in the common layout, as ``json.dumps`` writes it (``dumps``: its options)."""
     record = {"ts": _stamp(at), "service": service, "level": level, "message": message}
-    return json.dumps({**record, **extra})
+    return json.dumps({**record, **extra}, **(dumps or {}))
 
 
 def _awkward_lines() -> list[str]:
@@ -308,16 +318,13 @@ def test_the_counting_scan_keeps_memory_flat_in_the_file_size(tmp_path, monkeypa
 def _cjk_lines(count: int, separators: tuple[str, str] = (", ", ": ")) -> list[str]:
     start = WINDOW.start + timedelta(minutes=1)
     return [
-        json.dumps(
-            {
-                "ts": _stamp(start + timedelta(seconds=i)),
-                "service": ["支付服务", "订单服务"][i % 2],
-                "level": "ERROR",
-                "message": f"数据库连接池耗尽 v{1 + i % 2} 等待 {i % 40} 个 订单 O2603{i:07d}",
-                "trace_id": f"{i:032x}",
-            },
-            ensure_ascii=False,
-            separators=separators,
+        _line(
+            start + timedelta(seconds=i),
+            ["支付服务", "订单服务"][i % 2],
+            "ERROR",
+            f"数据库连接池耗尽 v{1 + i % 2} 等待 {i % 40} 个 订单 O2603{i:07d}",
+            trace_id=f"{i:032x}",
+            dumps={"ensure_ascii": False, "separators": separators},
         )
         for i in range(count)
     ]
@@ -345,7 +352,6 @@ def _counted_without_reading_lines(
         patch.setattr(
             logscan._Aggregator, one_by_one, lambda self, *args: line_by_line.append(args)
         )
-        patch.setattr(logscan, "_workers", lambda: 1)
         got = _scan([path], counting=True, monkeypatch=monkeypatch)
     assert got == expected
     assert not line_by_line

@@ -150,9 +150,12 @@ def test_prometheus_series_take_their_type_from_its_metadata_when_it_has_one(
 def test_the_metadata_read_has_its_own_budget_inside_the_call(monkeypatch):
     _calls, deadlines, fake = _prometheus_answers(_answer({}))
     monkeypatch.setattr(prometheus, "backend_get", fake)
-    _prometheus_rated(seconds=3)
-    (budget,) = deadlines
-    assert budget.seconds <= min(prometheus.METADATA_BUDGET_SECONDS, 3 / 2)  # a slow one: a part
+    _prometheus_rated(seconds=3)  # half of what is left, under the cap
+    prometheus._metadata.clear()
+    _prometheus_rated(seconds=10)  # the cap
+    short, long = deadlines
+    assert short.seconds == pytest.approx(1.5, abs=0.1)
+    assert long.seconds == prometheus.METADATA_BUDGET_SECONDS
 
 
 def test_prometheus_metadata_is_read_again_once_it_is_old_and_not_when_time_is_short(

@@ -27,10 +27,17 @@ def _diagnosed(pack: Path, transform: str, tmp_path: Path) -> tuple[bool | None,
     copy = tmp_path / pack.name
     shutil.copytree(pack, copy)
     pack_transform(pack=copy, transform=transform, seed=7)
+    assert _contents(copy) != _contents(pack)  # the rewrite did rewrite something
     result = pack_evaluate(path=copy, provider="offline")
     assert result.status == "completed", result.error
     assert result.leaked == 0
     return result.hit_at_1, result.kind_ok
+
+
+def _contents(pack: Path) -> dict[str, bytes]:
+    return {
+        str(p.relative_to(pack)): p.read_bytes() for p in sorted(pack.rglob("*")) if p.is_file()
+    }
 
 
 @pytest.mark.parametrize("pack", [DEMO, PETSHOP], ids=["demo", "petshop"])
@@ -49,3 +56,5 @@ def test_metrics_in_another_naming_scheme_give_the_same_diagnosis(tmp_path):
 
 def test_a_request_gauge_named_like_a_count_is_read_as_the_gauge_it_is(tmp_path):
     assert _diagnosed(PETSHOP, "metrics", tmp_path) == (True, True)
+    om = "".join(p.read_text() for p in (tmp_path / PETSHOP.name / "metrics").glob("*.om"))
+    assert "# TYPE service_request_count gauge" in om  # the renamed gauge, declared a gauge

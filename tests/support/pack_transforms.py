@@ -29,6 +29,12 @@ from typing import Any
 
 import yaml
 
+from diagnosis.evidence.tools.query_metrics.series import (
+    RawSeries,
+    declared_type_of,
+    is_counter,
+)
+
 # How much the sparse and noise transforms take away (the bench sets them from its options).
 AMOUNTS = {"drop": 0.3, "noise": 0.1}
 
@@ -244,14 +250,9 @@ def samples_thin(*, pack: Path, rng: random.Random) -> None:
 
 
 def _cumulative(name: str, types: dict[str, str]) -> bool:
-    for suffix in _CUMULATIVE_SUFFIXES:
-        if name.endswith(suffix) and types.get(name.removesuffix(suffix)) in (
-            "counter",
-            "summary",
-            "histogram",
-        ):
-            return True
-    return types.get(name) == "counter"
+    """Whether the product reads the series as a counter (query_metrics' own rule)."""
+    series = RawSeries(name, {}, [], declared_type=declared_type_of(name, types))
+    return is_counter(series)
 
 
 def _om_noise(text: str, rng: random.Random) -> str:
