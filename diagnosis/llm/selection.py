@@ -8,7 +8,7 @@ from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
 from diagnosis.llm.base import AgentProvider, Role
-from diagnosis.llm.offline import OfflineProvider
+from diagnosis.offline import OfflineProvider
 from diagnosis.llm.openai_provider import OpenAIProvider
 from diagnosis.llm.scripted import ScriptedProvider
 from diagnosis.models import DiagnosisSession

@@ -13,7 +13,7 @@ PACK = Path(settings.BASE_DIR) / "scenarios" / "payment-pool-saturation"
 
 @pytest.fixture
 def pack_environment(db):
-    pytest.importorskip("diagnosis.llm.offline")
+    pytest.importorskip("diagnosis.offline")
     from diagnosis.evidence.services import environments_sync_from_packs
 
     [environment] = environments_sync_from_packs(dirs=[PACK])

@@ -15,7 +15,7 @@ from diagnosis.contracts import (
     ParseStatus,
     VerifierPayload,
 )
-from diagnosis.llm.offline import OfflineProvider
+from diagnosis.offline import OfflineProvider
 from tests.llm_offline.fakes import Recorder
 from tests.llm_offline.test_offline_verifier import LOG, METRIC, TRACES, _claim
 

@@ -104,7 +104,7 @@ def test_an_unknown_provider_is_improperly_configured(session):
 
 
 def test_with_no_configuration_every_role_is_the_offline_engine(settings, session):
-    offline = pytest.importorskip("diagnosis.llm.offline")
+    offline = pytest.importorskip("diagnosis.offline")
     settings.LLM_PROVIDER = "offline"
     _role_settings(settings)
 

@@ -8,10 +8,10 @@ import re
 from diagnosis.contracts import AllowedClaim, AllowedHypothesis, ComposerInput, Decision
 from diagnosis.flow.guard import composer_guard
 from diagnosis.llm.base import ExecutorRequest
-from diagnosis.llm.offline import OfflineProvider
-from diagnosis.llm.offline.common import numbers_covered
-from diagnosis.llm.offline.symptoms import MAX_SYMPTOMS
-from diagnosis.llm.offline.wording import TEMPLATE_CHARS, short_text
+from diagnosis.offline import OfflineProvider
+from diagnosis.offline.common import numbers_covered
+from diagnosis.offline.symptoms import MAX_SYMPTOMS
+from diagnosis.offline.wording import TEMPLATE_CHARS, short_text
 
 from .fakes import LOGS, METRICS, WINDOW, FakeTools, Recorder, series, template
 

@@ -11,7 +11,7 @@ from diagnosis.contracts import (
 )
 from diagnosis.flow.guard import composer_guard
 from diagnosis.llm.base import Role
-from diagnosis.llm.offline import OfflineProvider
+from diagnosis.offline import OfflineProvider
 
 from .fakes import Recorder
 

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from diagnosis.llm.offline import vocab
-from diagnosis.llm.offline.analysis import Call
-from diagnosis.llm.offline.localise import _ancestors, _path, topology_build
+from diagnosis.offline import vocab
+from diagnosis.offline.analysis import Call
+from diagnosis.offline.localise import _ancestors, _path, topology_build
 
 
 def _metrics_call(labels: list[dict[str, str]]) -> Call:

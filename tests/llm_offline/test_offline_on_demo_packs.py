@@ -21,7 +21,7 @@ from diagnosis.evidence.services import environments_sync_from_packs
 from diagnosis.flow.parsing import executor_output_parse
 from diagnosis.flow.run import gatekeeper_run
 from diagnosis.llm.base import ExecutorRequest, PlannerRequest
-from diagnosis.llm.offline import OfflineProvider
+from diagnosis.offline import OfflineProvider
 from diagnosis.models import DiagnosisSession
 
 PACKS_ROOT = Path(__file__).resolve().parents[2] / "scenarios"

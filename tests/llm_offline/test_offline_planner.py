@@ -3,7 +3,7 @@ from __future__ import annotations
 import json
 
 from diagnosis.llm.base import PlannerRequest, Role
-from diagnosis.llm.offline import OfflineProvider
+from diagnosis.offline import OfflineProvider
 
 from .fakes import Recorder
 

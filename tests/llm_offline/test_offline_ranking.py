@@ -9,9 +9,9 @@ from __future__ import annotations
 from typing import Any
 
 from diagnosis.llm.base import ExecutorRequest
-from diagnosis.llm.offline.analysis import Call
-from diagnosis.llm.offline.gather import Evidence, suspects_localise
-from diagnosis.llm.offline.localise import topology_build
+from diagnosis.offline.analysis import Call
+from diagnosis.offline.gather import Evidence, suspects_localise
+from diagnosis.offline.localise import topology_build
 
 NOW = "2026-03-02T10:40:00Z"
 QUESTION = "web 延迟在 2026-03-02 10:20 (UTC) 左右升高，请帮我定位根因服务。"

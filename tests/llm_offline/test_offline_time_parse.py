@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
-from diagnosis.llm.offline.common import time_parse
+from diagnosis.offline.common import time_parse
 
 TEN_TWENTY = datetime(2026, 3, 2, 10, 20, tzinfo=UTC)
 

@@ -10,7 +10,7 @@ from diagnosis.contracts import (
     VerifierPayload,
 )
 from diagnosis.llm.base import Role
-from diagnosis.llm.offline import OfflineProvider
+from diagnosis.offline import OfflineProvider
 
 from .fakes import Recorder
 
