@@ -8,8 +8,8 @@ plan, the decision, the final answer and its source, the self-evaluation, the to
 tokens, status, request, raw response). What changes from run to run (ids, clocks,
 latencies, durations) is left out, so two recordings of the same code are byte-identical.
 
-    .venv/bin/python bench/record_answers.py --out /tmp/answers scenarios scenarios/public/petshop-train
-    diff -r /tmp/answers-before /tmp/answers-after
+    .venv/bin/python bench/record_answers.py --out /tmp/after scenarios scenarios/public
+    diff -r /tmp/before /tmp/after
 
 The database is a temporary SQLite file unless DATABASE_URL names another.
 """

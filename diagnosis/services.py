@@ -30,8 +30,7 @@ from diagnosis.contracts import (
     SessionOutcome,
 )
 from diagnosis.evidence.packs import pack_header_load
-from diagnosis.flow.renderer import language_key
-from diagnosis.i18n import language_override
+from diagnosis.i18n import language_key, language_override
 from diagnosis.models import DiagnosisSession, Environment, SessionEvent
 from diagnosis.storable import nul_free
 
@@ -70,7 +69,7 @@ def answer_language_pick(*, question: str, ui_language: str | None = None) -> st
         return "zh-CN"
     if len(_PLAIN_WORD.findall(question)) >= 2:
         return "en"
-    if ui_language and ui_language.lower().startswith("en"):
+    if ui_language and language_key(ui_language) == "en":
         return "en"
     return "zh-CN"
 

@@ -19,7 +19,7 @@ from markdown_it.token import Token
 from markdown_it.utils import OptionsDict
 
 from diagnosis.flow.gatekeeper.details import FINDING_DETAILS, WHERE_CHUNK, evidence_in_sentence
-from diagnosis.flow.renderer import language_key
+from diagnosis.i18n import language_key
 
 register = template.Library()
 

@@ -22,10 +22,6 @@ from diagnosis.i18n import language_override
 ROOT_TYPES = frozenset({ClaimType.ROOT_CAUSE, ClaimType.CONTRIBUTING_FACTOR})
 
 
-def language_key(language: str) -> str:
-    return "en" if language.lower().startswith("en") else "zh"
-
-
 def _one_line(text: str) -> str:
     # Model text is data: keep it on one line so it cannot open Markdown structure.
     return " ".join(text.split())

@@ -8,10 +8,10 @@ from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
 from diagnosis.llm.base import AgentProvider, Role
-from diagnosis.offline import OfflineProvider
 from diagnosis.llm.openai_provider import OpenAIProvider
 from diagnosis.llm.scripted import ScriptedProvider
 from diagnosis.models import DiagnosisSession
+from diagnosis.offline import OfflineProvider
 
 
 def _offline() -> AgentProvider:

@@ -9,16 +9,14 @@ from datetime import UTC, datetime
 from typing import Any
 
 from diagnosis.evidence import timeutil
+from diagnosis.i18n import language_key
 from diagnosis.llm.base import CallRecorder, Role
 from diagnosis.tokens import estimate_tokens
 
 PROVIDER_NAME = "offline"
 MODEL_NAME = "rootproof-offline-1"
-
-
-def lang_key(language: str | None) -> str:
-    """``en`` for English sessions, ``zh`` for everything else (Chinese is the default)."""
-    return "en" if (language or "").strip().lower().startswith("en") else "zh"
+# the one answer-language rule (diagnosis.i18n), by the name this engine's modules use
+lang_key = language_key
 
 
 def json_dump(value: Any) -> str:

@@ -21,8 +21,8 @@ from diagnosis.evidence.services import environments_sync_from_packs
 from diagnosis.flow.parsing import executor_output_parse
 from diagnosis.flow.run import gatekeeper_run
 from diagnosis.llm.base import ExecutorRequest, PlannerRequest
-from diagnosis.offline import OfflineProvider
 from diagnosis.models import DiagnosisSession
+from diagnosis.offline import OfflineProvider
 
 PACKS_ROOT = Path(__file__).resolve().parents[2] / "scenarios"
 PACKS = sorted(
