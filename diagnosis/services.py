@@ -9,7 +9,7 @@ import re
 import socket
 import time
 from collections.abc import Iterator, Mapping
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
@@ -30,6 +30,7 @@ from diagnosis.contracts import (
     SessionOutcome,
 )
 from diagnosis.evidence.packs import pack_header_load
+from diagnosis.evidence.timeutil import rfc3339
 from diagnosis.i18n import language_key, language_override
 from diagnosis.models import DiagnosisSession, Environment, SessionEvent
 from diagnosis.storable import nul_free
@@ -101,12 +102,6 @@ def environment_default() -> Environment:
     if env is None:
         raise Environment.DoesNotExist("no active environment is configured")
     return env
-
-
-def rfc3339(moment: datetime) -> str:
-    """A moment as the UTC timestamp the flow, the tools and the model exchange."""
-    # isoformat, not strftime: "%Y" does not pad a year before 1000 to four digits.
-    return moment.astimezone(UTC).replace(microsecond=0, tzinfo=None).isoformat() + "Z"
 
 
 def environment_context(*, environment: Environment) -> dict[str, Any]:

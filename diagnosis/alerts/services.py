@@ -17,9 +17,10 @@ from django.utils.translation import gettext
 
 from audit.services import audit_event_record
 from diagnosis.api.auth import receiver_token_generate, secret_hash
+from diagnosis.evidence.timeutil import rfc3339
 from diagnosis.i18n import language_override
 from diagnosis.models import AlertGroupStart, AlertmanagerReceiver, DiagnosisSession, Environment
-from diagnosis.services import diagnosis_submit, rfc3339
+from diagnosis.services import diagnosis_submit
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f\u2028\u2029]+")
 _SPACES = re.compile(r"\s+")

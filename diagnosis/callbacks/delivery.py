@@ -21,8 +21,8 @@ from diagnosis.callbacks.services import (
     callback_signature,
 )
 from diagnosis.evidence.http import http_client
+from diagnosis.evidence.timeutil import rfc3339
 from diagnosis.models import ApiKey, ApiSubmission, CallbackAttempt, DiagnosisSession
-from diagnosis.services import rfc3339
 
 logger = logging.getLogger(__name__)
 

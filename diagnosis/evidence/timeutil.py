@@ -80,12 +80,24 @@ def time_from_unix(seconds: float) -> datetime:
     return datetime.fromtimestamp(seconds, tz=UTC)
 
 
-def time_format(value: datetime) -> str:
-    """RFC 3339 in UTC with a Z; milliseconds only when the time has them."""
+def time_format(value: datetime, *, fraction: bool = True) -> str:
+    """RFC 3339 in UTC with a Z: the one writer of times.
+
+    With ``fraction`` (tool output, points, log lines), milliseconds when the time has
+    them; without (``rfc3339``), to the second.
+    """
     value = value.astimezone(UTC)
-    if value.microsecond:
-        return value.strftime("%Y-%m-%dT%H:%M:%S.") + f"{value.microsecond // 1000:03d}Z"
-    return value.strftime("%Y-%m-%dT%H:%M:%SZ")
+    # isoformat, not strftime: "%Y" does not pad a year before 1000 to four digits.
+    text = value.replace(microsecond=0, tzinfo=None).isoformat()
+    if fraction and value.microsecond:
+        return f"{text}.{value.microsecond // 1000:03d}Z"
+    return text + "Z"
+
+
+def rfc3339(moment: datetime) -> str:
+    """A moment as the UTC timestamp the flow, the sessions and the model exchange:
+    to the second (a plan's window, a session's ``now``, stored records)."""
+    return time_format(moment, fraction=False)
 
 
 def unix_format(seconds: float) -> str:

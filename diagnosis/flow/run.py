@@ -38,6 +38,7 @@ from diagnosis.contracts import (
 )
 from diagnosis.evidence import registry
 from diagnosis.evidence.registry import ToolResult
+from diagnosis.evidence.timeutil import rfc3339
 from diagnosis.evidence.topology import environment_call_edges
 from diagnosis.flow.composer import ComposerResult, composer_stage
 from diagnosis.flow.composer_filter import FilterResult, composer_input_build
@@ -68,7 +69,6 @@ from diagnosis.selectors import session_self_evaluation
 from diagnosis.services import (
     SessionEventLog,
     SessionLost,
-    rfc3339,
     run_commits_unflushed,
     session_claim,
     session_fail,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import re
 import time
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from diagnosis.evidence import timeutil
@@ -38,8 +38,8 @@ def time_parse(value: object) -> datetime | None:
         return timeutil.time_parse(text, strict=False)
 
 
-def time_format(value: datetime) -> str:
-    return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+# the one RFC 3339 writer (diagnosis.evidence.timeutil), to the second
+time_format = timeutil.rfc3339
 
 
 _NUMBER = re.compile(r"\d+(?:\.\d+)?")
