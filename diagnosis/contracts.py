@@ -516,7 +516,7 @@ class SelfEvaluation(Lenient):
     """``DiagnosisSession.self_evaluation``: the whole audit record of one run.
 
     Read with ``diagnosis.selectors.session_self_evaluation`` and written with
-    ``diagnosis.services.session_self_evaluation_save``; nothing else touches
+    ``diagnosis.sessions.record.session_self_evaluation_save``; nothing else touches
     the JSON. Older rows (``gatekeeper_v1``, missing keys) stay readable.
     """
 
@@ -528,7 +528,7 @@ class SelfEvaluation(Lenient):
     restarts: list[RestartRecord] = Field(default_factory=list)
 
 
-# --- How a run ends (diagnosis.services.session_finish) ---------------------
+# --- How a run ends (diagnosis.sessions.lifecycle.session_finish) ---------------------
 
 
 @dataclass(frozen=True)

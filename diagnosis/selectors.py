@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import bisect
-import copy
 import itertools
 import re
 from collections.abc import Sequence
@@ -25,13 +24,16 @@ from diagnosis.contracts import (
     GatekeeperClaimResult,
     Hypothesis,
     RecommendedAction,
-    SelfEvaluation,
     Verdict,
     VerifierEvaluation,
 )
 from diagnosis.flow.gatekeeper import excerpt_locate
 from diagnosis.flow.parsing import executor_proposals_parse
 from diagnosis.models import DiagnosisSession, ToolInvocation
+
+# the session record's reads (diagnosis.sessions.record), named here as the app's entry points
+from diagnosis.sessions.record import llm_usage_totals as llm_usage_totals
+from diagnosis.sessions.record import session_self_evaluation as session_self_evaluation
 
 EXCERPT_CONTEXT_LINES = 2  # lines shown before and after an excerpt in its output
 _Item = TypeVar("_Item", bound=BaseModel)
@@ -427,50 +429,3 @@ def session_claims_view(*, session: DiagnosisSession) -> list[ClaimView]:
 
 
 # --- What a session records about itself (self_evaluation) ---------------------------
-
-_REPAIRS_MAX = 200  # each repair drops one stored part; a row is never that broken
-
-
-def _drop(stored: dict[str, Any], loc: tuple[int | str, ...]) -> bool:
-    """Remove the part at ``loc`` (as far as it exists); False when nothing is left to drop."""
-    parent: Any = None
-    node: Any = stored
-    key: int | str | None = None
-    for step in loc:
-        if isinstance(node, dict) and step in node:
-            parent, node, key = node, node[step], step
-        elif isinstance(node, list) and isinstance(step, int) and 0 <= step < len(node):
-            parent, node, key = node, node[step], step
-        else:
-            break  # a step naming a union member or a validator, not stored data
-    if parent is None or key is None:
-        return False
-    del parent[key]
-    return True
-
-
-def _error_part(error: Any) -> tuple[int | str, ...]:
-    """What to drop for one validation error: the bad value, or the object missing a field."""
-    loc = tuple(error["loc"])
-    return loc[:-1] if error["type"] == "missing" else loc
-
-
-def session_self_evaluation(session: DiagnosisSession) -> SelfEvaluation:
-    """The session's audit record, typed; a malformed stored part reads as absent.
-
-    A part that does not read (an old or hand-edited row) hides only itself: a bad value
-    is dropped, and then the smallest record or list item that needs it, so one broken
-    fact leaves the rest of the Gatekeeper report readable. The one reader of
-    ``DiagnosisSession.self_evaluation`` (its writer is
-    ``diagnosis.services.session_self_evaluation_save``).
-    """
-    stored = session.self_evaluation if isinstance(session.self_evaluation, dict) else {}
-    stored = copy.deepcopy(stored)
-    for _ in range(_REPAIRS_MAX):
-        try:
-            return SelfEvaluation.model_validate(stored)
-        except ValidationError as exc:
-            part = _error_part(exc.errors()[0])
-        if not _drop(stored, part):
-            break
-    return SelfEvaluation()

@@ -4,7 +4,7 @@ Planner → Executor (with the evidence tools) → Gatekeeper → Verifier → r
 (the retry loop back to the Executor) → Composer filter → Composer (guard, and
 the renderer as fallback). Each stage is a function of ``diagnosis.flow``; this
 module calls them in that order, records what each did in the session's
-``SelfEvaluation`` and ends the session through ``services.session_finish``.
+``SelfEvaluation`` and ends the session through ``sessions.lifecycle.session_finish``.
 A malformed or failed stage becomes a recorded status and a safe fallback; the
 only way out of ``flow_run`` is a terminal session (or an exception that
 ``diagnosis_run`` turns into one).
@@ -20,7 +20,6 @@ from typing import Any
 from celery.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
 from django.db import DatabaseError, transaction
-from django.db.models import Count, Sum
 from django.utils import timezone
 
 from diagnosis.contracts import (
@@ -64,15 +63,12 @@ from diagnosis.llm.base import (
     ToolRunner,
 )
 from diagnosis.llm.recorder import llm_call_recorder
-from diagnosis.models import DiagnosisSession, LLMCall, SessionEvent
-from diagnosis.selectors import session_self_evaluation
-from diagnosis.services import (
-    SessionEventLog,
-    SessionLost,
-    run_commits_unflushed,
-    session_claim,
-    session_fail,
-    session_finish,
+from diagnosis.models import DiagnosisSession, SessionEvent
+from diagnosis.sessions.events import SessionEventLog, SessionLost, run_commits_unflushed
+from diagnosis.sessions.lifecycle import session_claim, session_fail, session_finish
+from diagnosis.sessions.record import (
+    llm_usage_totals,
+    session_self_evaluation,
     session_self_evaluation_save,
 )
 from diagnosis.storable import nul_free
@@ -262,21 +258,6 @@ def _execute(
     session.executor_output_parse_status = executed.parsed.status.value
     run.save("executor_final_answer", "executor_structured_output", "executor_output_parse_status")
     return executed
-
-
-def gatekeeper_record(
-    *, session: DiagnosisSession, evaluation: SelfEvaluation, report: GatekeeperReport
-) -> None:
-    """Record the Gatekeeper's report as the session's current one."""
-    evaluation.gatekeeper = report
-    session_self_evaluation_save(session=session, evaluation=evaluation)
-
-
-def gatekeeper_run(*, session: DiagnosisSession, parsed: ParsedExecutorOutput) -> GatekeeperReport:
-    """The Gatekeeper on a session's invocations, its report recorded (a re-check)."""
-    report = gatekeeper_stage(session=session, parsed=parsed)
-    gatekeeper_record(session=session, evaluation=session_self_evaluation(session), report=report)
-    return report
 
 
 def _gatekeep(run: _Run, parsed: ParsedExecutorOutput) -> GatekeeperReport:
@@ -472,34 +453,6 @@ def _flow(run: _Run) -> CompletedOutcome:
         evaluation=run.evaluation,
         llm_usage=llm_usage_totals(session=run.session),
     )
-
-
-def llm_usage_totals(*, session: DiagnosisSession) -> dict[str, Any]:
-    rows = (
-        LLMCall.objects.filter(session=session)
-        .values("role")
-        .annotate(
-            calls=Count("id"),
-            tokens_in=Sum("tokens_in"),
-            tokens_out=Sum("tokens_out"),
-            latency_ms=Sum("latency_ms"),
-        )
-        .order_by("role")
-    )
-    per_role = {
-        row["role"]: {
-            "calls": row["calls"],
-            "tokens_in": row["tokens_in"] or 0,
-            "tokens_out": row["tokens_out"] or 0,
-            "latency_ms": row["latency_ms"] or 0,
-        }
-        for row in rows
-    }
-    totals = {
-        key: sum(role[key] for role in per_role.values())
-        for key in ("calls", "tokens_in", "tokens_out", "latency_ms")
-    }
-    return {"roles": per_role, "total": totals}
 
 
 def flow_run(*, session: DiagnosisSession) -> CompletedOutcome | CancelledOutcome:

@@ -7,7 +7,7 @@ from django.urls import reverse
 from django.utils import translation
 
 from diagnosis.flow.parsing import executor_output_parse
-from diagnosis.flow.run import gatekeeper_run
+from tests.support.gatekeeper import gatekeeper_run
 
 pytestmark = pytest.mark.django_db
 

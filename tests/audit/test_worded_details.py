@@ -10,7 +10,7 @@ from diagnosis.api.selectors import diagnosis_detail
 from diagnosis.api.serializers import DiagnosisDetailSerializer
 from diagnosis.flow.parsing import executor_output_parse
 from diagnosis.flow.router import scope_note
-from diagnosis.flow.run import gatekeeper_run
+from tests.support.gatekeeper import gatekeeper_run
 
 RECORDED_IN_ENGLISH = "（原文：英文）"
 

@@ -16,8 +16,8 @@ from diagnosis.contracts import (
 )
 from diagnosis.flow.composer_filter import composer_input_build
 from diagnosis.flow.parsing import executor_output_parse
-from diagnosis.flow.run import gatekeeper_run
 from diagnosis.models import DiagnosisSession, Environment, SessionEvent, ToolInvocation
+from tests.support.gatekeeper import gatekeeper_run
 
 WINDOW = {"start": "2026-03-02T10:20:00Z", "end": "2026-03-02T10:50:00Z"}
 BASELINE = {"start": "2026-03-02T08:20:00Z", "end": "2026-03-02T10:20:00Z"}

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from diagnosis.flow.parsing import executor_output_parse
-from diagnosis.flow.run import gatekeeper_run
+from tests.support.gatekeeper import gatekeeper_run
 
 from .conftest import binding, claim, executor_json
 

@@ -10,8 +10,8 @@ from django.utils import translation
 from chat.templatetags.chat_tags import evidence_label, finding_detail
 from diagnosis.flow.gatekeeper.details import FINDING_DETAILS
 from diagnosis.flow.parsing import PARSE_DETAILS, executor_output_parse
-from diagnosis.flow.run import gatekeeper_run
 from diagnosis.flow.verifier import verifier_payload_build
+from tests.support.gatekeeper import gatekeeper_run
 
 from .conftest import binding, claim, executor_json
 

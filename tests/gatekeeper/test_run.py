@@ -14,7 +14,7 @@ from diagnosis.flow.gatekeeper import (
     gatekeeper_check,
 )
 from diagnosis.flow.parsing import ParsedExecutorOutput, executor_output_parse
-from diagnosis.flow.run import gatekeeper_run
+from tests.support.gatekeeper import gatekeeper_run
 
 from .conftest import LOGS_OUTPUT, binding, claim, executor_json
 

@@ -19,10 +19,10 @@ from diagnosis.evidence.packs import ScenarioPack
 from diagnosis.evidence.registry import tool_invoke
 from diagnosis.evidence.services import environments_sync_from_packs
 from diagnosis.flow.parsing import executor_output_parse
-from diagnosis.flow.run import gatekeeper_run
 from diagnosis.llm.base import ExecutorRequest, PlannerRequest
 from diagnosis.models import DiagnosisSession
 from diagnosis.offline import OfflineProvider
+from tests.support.gatekeeper import gatekeeper_run
 
 PACKS_ROOT = Path(__file__).resolve().parents[2] / "scenarios"
 PACKS = sorted(
