@@ -16,9 +16,9 @@ from diagnosis.contracts import (
     ComposerStatus,
 )
 from diagnosis.flow.guard import composer_guard
-from diagnosis.flow.parsing import model_output_parse
 from diagnosis.flow.renderer import answer_render
 from diagnosis.llm.base import AgentProvider, CallRecorder, LLMError
+from diagnosis.llm.parsing import model_output_parse
 
 
 @dataclass(frozen=True)

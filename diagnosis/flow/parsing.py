@@ -1,4 +1,8 @@
-"""Tolerant parsing of model output (contracts.md §1).
+"""Tolerant parsing of the Executor's answer, claim by claim (contracts.md §1).
+
+The generic reading (the JSON value in a reply, whole-object contracts, findings and
+their codes) is the model layer's: ``diagnosis.llm.parsing``; its names are importable
+here too.
 
 Models wrap their JSON in prose, fences and byte-order marks, and get types
 wrong. Parsing here finds the JSON value wherever it is and then validates
@@ -39,15 +43,11 @@ Decisions where contracts.md is silent:
 
 from __future__ import annotations
 
-import json
-import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Generic, TypeVar, cast
+from typing import Any, TypeVar, cast
 
-from django.utils.functional import Promise
-from django.utils.translation import gettext_lazy as _
-from pydantic import BaseModel, ValidationError
+from pydantic import ValidationError
 
 from diagnosis.contracts import (
     EXECUTOR_V1,
@@ -64,374 +64,34 @@ from diagnosis.contracts import (
     RecommendedAction,
     SupportLevel,
 )
-from diagnosis.llm.base import text_cut
 
-# json_object_extract statuses (model_output_parse adds "not_an_object"/"schema_invalid").
-EXTRACT_OK = "ok"
-EXTRACT_EMPTY = "empty"
-EXTRACT_INVALID_JSON = "invalid_json"
-# the text opens a JSON object that never closes, and holds no complete top-level value
-EXTRACT_UNTERMINATED = "truncated"
+# The generic reading (diagnosis.llm.parsing), named here too for the flow's callers.
+from diagnosis.llm.parsing import EXTRACT_EMPTY as EXTRACT_EMPTY
+from diagnosis.llm.parsing import EXTRACT_INVALID_JSON as EXTRACT_INVALID_JSON
+from diagnosis.llm.parsing import EXTRACT_OK as EXTRACT_OK
+from diagnosis.llm.parsing import EXTRACT_UNTERMINATED as EXTRACT_UNTERMINATED
+from diagnosis.llm.parsing import PARSE_DETAILS as PARSE_DETAILS
+from diagnosis.llm.parsing import PARSE_STATUS_WORDS as PARSE_STATUS_WORDS
+from diagnosis.llm.parsing import Params as Params
+from diagnosis.llm.parsing import Parsed as Parsed
+from diagnosis.llm.parsing import Problem as _Problem
+from diagnosis.llm.parsing import detail_clip as detail_clip
+from diagnosis.llm.parsing import detail_coded as detail_coded
+from diagnosis.llm.parsing import evidence_numbers as evidence_numbers
+from diagnosis.llm.parsing import failed_problem as _failed_problem
+from diagnosis.llm.parsing import finding as finding
+from diagnosis.llm.parsing import invalid_fields as _invalid_fields
+from diagnosis.llm.parsing import json_object_extract as json_object_extract
+from diagnosis.llm.parsing import model_output_parse as model_output_parse
+from diagnosis.llm.parsing import output_problem as _output_problem
+from diagnosis.llm.parsing import problem_finding as _problem_finding
+from diagnosis.llm.parsing import validation_summary as _validation_summary
 
-# Bounds on the search for a JSON value inside prose, so a 10 MB answer full of
-# braces costs a bounded amount of scanning.
-_MAX_CANDIDATES = 64
-_MAX_SCAN_CHARS = 64_000_000
-_MAX_FENCES = 16
-_DETAIL_LIMIT = 300
-_PARAM_MAX_CHARS = 120  # a name or text a detail quotes (the model may write any length)
-
-_FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[^\n`]*\n(.*?)```", re.DOTALL)
 _KNOWN_CLAIM_TYPES = {t.value for t in ClaimType if t is not ClaimType.OTHER}
 _SUPPORT_LEVELS = {s.value for s in SupportLevel}
 _SOURCE_ID_TYPES = (str, int)
 
-
-def detail_clip(text: str, limit: int = _DETAIL_LIMIT) -> str:
-    """A finding's detail, bounded (shared with the Gatekeeper)."""
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def evidence_numbers(indexes: Iterable[int]) -> str:
-    """Binding indexes (as the model wrote them, from 0) as people and models read them:
-    ``evidence 1, 3``, numbered from 1 as the pages number evidence."""
-    return "evidence " + ", ".join(str(index + 1) for index in indexes)
-
-
-# What each parse status means, in a reader's language (the audit pages' labels; a retry
-# instruction that names why an output did not parse can say it in words).
-PARSE_STATUS_WORDS: dict[str, Promise] = {
-    "parsed_v2": _("已解析"),
-    "parsed_v1": _("已解析（旧格式 v1）"),
-    "empty": _("输出为空"),
-    "invalid_json": _("输出中没有 JSON"),
-    "not_an_object": _("JSON 不是对象"),
-    "schema_invalid": _("结构不符合约定"),
-    "truncated": _("输出被截断（达到 max_tokens 上限，对象不完整）"),
-}
-
-# What a parse finding's (or a stage's) ``detail`` says, as a stable code and its
-# parameters, in a reader's language. ``claim`` and ``item`` number from 1, as pages do;
-# ``value`` is what the model wrote, as written; ``fields`` are the contract's field paths.
-PARSE_DETAILS: dict[str, Promise] = {
-    "output_empty": _("输出是空的"),
-    "output_no_json": _("输出中找不到 JSON 值"),
-    "output_truncated": _("输出在 JSON 对象闭合前就被截断了（可能达到了 max_tokens 上限）"),
-    "output_not_object": _("输出的 JSON 值不是对象（JSON 类型：%(type)s）"),
-    "output_invalid": _("输出不符合约定"),
-    "output_fields_invalid": _("输出中这些字段不符合约定：%(fields)s"),
-    "parse_failed": _("解析输出时出错（%(error)s）"),
-    "claims_missing": _("输出没有 claims 字段，不是 Executor 的回答"),
-    "claims_not_list": _("claims 不是列表：%(value)s"),
-    "answer_version_unknown": _("answer_version %(value)s 未知，按 %(read_as)s 读取"),
-    "claim_not_object": _("第 %(claim)s 条论断不是对象（%(value)s），已丢弃"),
-    "claim_id_missing": _("第 %(claim)s 条论断没有可用的 claim_id（%(value)s），已丢弃"),
-    "claim_fields_invalid": _(
-        "第 %(claim)s 条论断（%(claim_id)s）的这些字段不符合约定：%(fields)s，已丢弃"
-    ),
-    "claim_text_missing": _("claim_text 缺失或不是字符串（%(value)s），论断一律降级"),
-    "claim_type_unknown": _("claim_type %(value)s 不是已知类型（%(known)s），按 other 处理"),
-    "support_level_unknown": _(
-        "support_level %(value)s 不是 direct、indirect 或 none，按 direct 检查"
-    ),
-    "bindings_not_list": _("第 %(claim)s 条论断的 evidence_bindings 不是列表：%(value)s"),
-    "binding_not_object": _("这条证据绑定不是对象：%(value)s"),
-    "binding_field_missing": _("%(field)s 缺失或不是字符串：%(value)s"),
-    "binding_field_not_string": _("%(field)s 不是字符串：%(value)s"),
-    "binding_ids_not_integers": _("source_invocation_ids 不是整数列表：%(value)s"),
-    "binding_fields_invalid": _("这条证据绑定的这些字段不符合约定：%(fields)s"),
-    "items_not_list": _("%(field)s 不是列表（%(value)s），按空列表读取"),
-    "item_not_object": _("%(field)s 的第 %(item)s 项不是对象（%(value)s），已丢弃"),
-    "item_text_missing": _(
-        "%(field)s 的第 %(item)s 项缺少 %(text_field)s 或它不是字符串（%(value)s），已丢弃"
-    ),
-    "item_empty": _("%(field)s 的第 %(item)s 项是空字符串，已丢弃"),
-    "item_not_string": _("%(field)s 的第 %(item)s 项不是字符串（%(value)s），已丢弃"),
-    "item_failed": _("%(field)s 的第 %(item)s 项解析出错（%(error)s），已丢弃"),
-}
-
-Params = dict[str, str | int | list[int]]
-
-
-@dataclass(frozen=True)
-class _Problem:
-    """What was wrong: the English ``text`` (stored as ``detail``), and it as a code."""
-
-    text: str
-    code: str
-    params: Mapping[str, str | int | list[int]] = field(default_factory=dict)
-
-
-# JSON's names for the types a JSON value decodes to (a reader knows JSON, not Python)
-_JSON_TYPES = {"list": "array", "str": "string", "int": "number", "float": "number"}
-_JSON_TYPES |= {"bool": "boolean", "NoneType": "null"}
-
-
-def _reject_constant(_name: str) -> None:
-    """NaN/Infinity are not JSON; read them as null so the object stays storable."""
-    return None
-
-
-_DECODER = json.JSONDecoder(parse_constant=_reject_constant, strict=False)
-# A `{` that starts a JSON object (not a brace in prose such as "{service}").
-_OBJECT_START = re.compile(r'\{\s*["}]')
-_STRUCTURE = re.compile(r'[{}\[\]"\\]')
-
-
-def _as_text(raw: object) -> str | None:
-    if raw is None:
-        return None
-    if isinstance(raw, bytes | bytearray | memoryview):
-        return bytes(raw).decode("utf-8", errors="replace")
-    if isinstance(raw, str):
-        return raw
-    return str(raw)
-
-
-def _decode_whole(text: str) -> tuple[bool, object]:
-    try:
-        return True, _DECODER.decode(text)
-    except Exception:  # JSONDecodeError, RecursionError, ValueError (huge ints), …
-        return False, None
-
-
-def _closing_end(text: str, start: int) -> int | None:
-    """Where the bracketed value opened at ``start`` closes (strings respected), or None.
-
-    Only counts brackets, so it also closes values that are not valid JSON; bounded
-    by ``_MAX_SCAN_CHARS``.
-    """
-    depth = 0
-    in_string = False
-    skip_to = -1
-    for match in _STRUCTURE.finditer(text, start):
-        at = match.start()
-        if at - start > _MAX_SCAN_CHARS:
-            return None
-        if at < skip_to:
-            continue
-        char = match.group()
-        if in_string:
-            if char == "\\":
-                skip_to = at + 2
-            elif char == '"':
-                in_string = False
-        elif char == '"':
-            in_string = True
-        elif char in "{[":
-            depth += 1
-        elif char in "}]":
-            depth -= 1
-            if depth <= 0:
-                return match.end()
-    return None
-
-
-def _unterminated_before(text: str, position: int) -> bool:
-    """Does a JSON object open before ``position`` and never close (a cut-off answer)?"""
-    pos = 0
-    for _attempt in range(_MAX_CANDIDATES):
-        match = _OBJECT_START.search(text, pos)
-        if match is None or match.start() >= position:
-            return False
-        end = _closing_end(text, match.start())
-        if end is None:
-            return True
-        pos = end
-    return False
-
-
-def _scan(text: str, opener: str, want: type, before: int = -1) -> tuple[object | None, int, int]:
-    """Longest top-level value of type ``want`` starting at an ``opener`` (before ``before``).
-
-    Returns the value (or None), its start and the position just after it.
-    """
-    best: object | None = None
-    best_len = -1
-    best_end = -1
-    best_start = -1
-    pos = text.find(opener)
-    tries = 0
-    scanned = 0
-    while pos != -1 and tries < _MAX_CANDIDATES and scanned < _MAX_SCAN_CHARS:
-        if before != -1 and pos >= before:
-            break
-        tries += 1
-        try:
-            value, end = _DECODER.raw_decode(text, pos)
-        except json.JSONDecodeError as exc:
-            scanned += max(exc.pos - pos, 1)
-            pos = text.find(opener, pos + 1)
-            continue
-        except Exception:
-            scanned += 1
-            pos = text.find(opener, pos + 1)
-            continue
-        scanned += end - pos
-        if isinstance(value, want) and end - pos > best_len:
-            best, best_len, best_end, best_start = value, end - pos, end, pos
-        pos = text.find(opener, end)
-    return best, best_start, best_end
-
-
-def json_object_extract(raw: str | bytes | None) -> tuple[str, dict | list | object | None]:
-    """Find the JSON value in raw model text; returns ``(status, value)``.
-
-    ``status`` is ``"ok"``, ``"empty"``, ``"invalid_json"`` or ``"truncated"`` (an
-    object opens and never closes, and nothing complete stands outside it). Tried in
-    order: the whole text (after a BOM and surrounding whitespace), fenced blocks
-    (```` ```json ```` first), then (in prose) an array that encloses the first ``{``,
-    the longest object starting at a ``{`` that is not nested in an unterminated
-    object, an array before any ``{``. A value that is already a dict or list (a
-    provider with structured output) is returned as is. Never raises.
-    """
-    try:
-        if isinstance(raw, dict | list):
-            return EXTRACT_OK, raw
-        text = _as_text(raw)
-        if text is None:
-            return EXTRACT_EMPTY, None
-        text = text.lstrip("\ufeff").strip()
-        if not text:
-            return EXTRACT_EMPTY, None
-        ok, value = _decode_whole(text)
-        if ok:
-            return EXTRACT_OK, value
-        if "```" in text:
-            fences = []
-            for n, match in enumerate(_FENCE.finditer(text)):
-                if n >= _MAX_FENCES:
-                    break
-                fences.append((match.group(1).lower() != "json", match.group(2)))
-            for _not_json, body in sorted(fences, key=lambda f: f[0]):
-                ok, value = _decode_whole(body.strip().lstrip("\ufeff"))
-                if ok:
-                    return EXTRACT_OK, value
-        # An array counts when it is the outermost value, not one inside a broken object.
-        first_brace = text.find("{")
-        array, _array_start, array_end = _scan(text, "[", list, before=first_brace)
-        if array is not None and (first_brace == -1 or array_end > first_brace):
-            return EXTRACT_OK, array
-        found, found_start, _end = _scan(text, "{", dict)
-        if found is not None and not _unterminated_before(text, found_start):
-            return EXTRACT_OK, found
-        if array is not None:
-            return EXTRACT_OK, array
-        if _unterminated_before(text, len(text)):
-            return EXTRACT_UNTERMINATED, None
-        return EXTRACT_INVALID_JSON, None
-    except Exception:
-        return EXTRACT_INVALID_JSON, None
-
-
-ModelT = TypeVar("ModelT", bound=BaseModel)
 ItemT = TypeVar("ItemT")  # an item a list parser keeps (a hypothesis, an action, a text)
-
-
-def _bounded(params: Mapping[str, str | int | list[int]]) -> Params:
-    return {
-        name: detail_clip(value, _PARAM_MAX_CHARS) if isinstance(value, str) else value
-        for name, value in params.items()
-    }
-
-
-@dataclass(frozen=True)
-class Parsed(Generic[ModelT]):
-    """A whole-object contract after tolerant parsing: ``output`` is set only when ``ok``.
-
-    ``detail`` says in English what was wrong; ``detail_code`` and ``detail_params`` say
-    the same as a code (``PARSE_DETAILS``) a page words in its own language.
-    """
-
-    status: str
-    output: ModelT | None
-    detail: str
-    detail_code: str = ""
-    detail_params: Params = field(default_factory=dict)
-
-
-def detail_coded(result: object) -> dict[str, object]:
-    """A stage result's ``detail_code`` and ``detail_params``, to store beside its ``detail``.
-
-    ``{}`` when it has no code, so a record without a problem reads as it always did.
-    """
-    code = getattr(result, "detail_code", "")
-    if not code:
-        return {}
-    return {"detail_code": code, "detail_params": dict(getattr(result, "detail_params", {}))}
-
-
-def _problem_parsed(status: ParseStatus, problem: _Problem) -> Parsed[Any]:
-    return Parsed(status.value, None, problem.text, problem.code, _bounded(problem.params))
-
-
-def _output_problem(raw: object, status: str, value: object) -> tuple[ParseStatus, _Problem] | None:
-    """Why what was extracted from ``raw`` is not a JSON object (None when it is one)."""
-    if status != EXTRACT_OK and (status == EXTRACT_UNTERMINATED or text_cut(raw)):
-        return ParseStatus.TRUNCATED, _Problem(_TRUNCATED_DETAIL, "output_truncated")
-    if status == EXTRACT_EMPTY:
-        return ParseStatus.EMPTY, _Problem("the output is empty", "output_empty")
-    if status != EXTRACT_OK:
-        detail = "no JSON value found in the output"
-        return ParseStatus.INVALID_JSON, _Problem(detail, "output_no_json")
-    if not isinstance(value, dict):
-        name = type(value).__name__
-        detail = f"the JSON value is a {name}, not an object"
-        params: Params = {"type": _JSON_TYPES.get(name, name)}
-        return ParseStatus.NOT_AN_OBJECT, _Problem(detail, "output_not_object", params)
-    return None
-
-
-def _failed_problem(exc: BaseException, text: str, code: str = "parse_failed") -> _Problem:
-    """Parsing itself raised ``exc`` (a model's own validator, RecursionError, …)."""
-    return _Problem(text, code, {"error": type(exc).__name__})
-
-
-def model_output_parse(raw: object, model: type[ModelT]) -> Parsed[ModelT]:
-    """Tolerant parse of a whole-object contract (verifier_v2, composer_v1, planner).
-
-    The status is one of ``ok``, ``empty``, ``invalid_json``, ``not_an_object``,
-    ``schema_invalid``, ``truncated``; ``detail`` says what was wrong. Validation
-    of the object is strict (the model's own rules). Never raises.
-    """
-    try:
-        status, value = json_object_extract(raw)  # type: ignore[arg-type]
-        problem = _output_problem(raw, status, value)
-        if problem is not None:
-            return _problem_parsed(*problem)
-        try:
-            return Parsed("ok", model.model_validate(value), "")
-        except ValidationError as exc:
-            fields = _invalid_fields(exc)
-            problem_ = _Problem(
-                detail_clip(_validation_summary(exc), 1000),
-                "output_fields_invalid" if fields else "output_invalid",
-                {"fields": fields} if fields else {},
-            )
-            return _problem_parsed(ParseStatus.SCHEMA_INVALID, problem_)
-    except Exception as exc:  # a model's own validator misbehaving, RecursionError, …
-        text = detail_clip(f"{type(exc).__name__}: {exc}", 1000)
-        return _problem_parsed(ParseStatus.SCHEMA_INVALID, _failed_problem(exc, text))
-
-
-_TRUNCATED_DETAIL = "the output was cut off before its JSON object closed (max_tokens?)"
-
-
-def _validation_summary(exc: ValidationError) -> str:
-    parts = []
-    for err in exc.errors(include_url=False, include_input=False)[:10]:
-        loc = ".".join(str(p) for p in err.get("loc", ()))
-        parts.append(f"{loc}: {err.get('msg', '')}")
-    return "; ".join(parts)
-
-
-def _invalid_fields(exc: ValidationError) -> str:
-    """The field paths a validation error names ("" when it names the whole object)."""
-    locs = (
-        ".".join(str(p) for p in err.get("loc", ()))
-        for err in exc.errors(include_url=False, include_input=False)[:10]
-    )
-    return ", ".join(dict.fromkeys(loc for loc in locs if loc))
 
 
 # --- Executor output ------------------------------------------------------------
@@ -465,34 +125,6 @@ class ParsedExecutorOutput:
     output: ExecutorEvidenceV2 | None
     dropped: list[Finding]
     claim_notes: tuple[ClaimNotes, ...] = field(default=())
-
-
-def finding(
-    code: FindingCode | str,
-    detail: str = "",
-    binding: int | None = None,
-    *,
-    detail_code: str | None = None,
-    params: Mapping[str, str | int | list[int]] | None = None,
-) -> Finding:
-    """One finding with a bounded detail (shared with the Gatekeeper).
-
-    ``detail_code`` and ``params`` say what the English ``detail`` says, so a page words
-    it in its own language (``PARSE_DETAILS``, the Gatekeeper's ``FINDING_DETAILS``).
-    ``params`` is a mapping, not keyword arguments, so a parameter may have any name
-    (``code``, ``detail``, ``binding``) without taking the finding's own.
-    """
-    return Finding(
-        code=str(getattr(code, "value", code)),
-        binding=binding,
-        detail=detail_clip(detail),
-        detail_code=detail_code,
-        detail_params=_bounded(params or {}),
-    )
-
-
-def _problem_finding(code: FindingCode, problem: _Problem, binding: int | None = None) -> Finding:
-    return finding(code, problem.text, binding, detail_code=problem.code, params=problem.params)
 
 
 def _describe(value: object) -> str:

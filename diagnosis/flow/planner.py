@@ -9,8 +9,8 @@ from typing import Any
 from diagnosis.contracts import PlannerOutput
 from diagnosis.evidence import timeutil
 from diagnosis.evidence.timeutil import rfc3339
-from diagnosis.flow.parsing import Params, Parsed, model_output_parse
 from diagnosis.llm.base import AgentProvider, CallRecorder, LLMError, PlannerRequest
+from diagnosis.llm.parsing import Params, Parsed, model_output_parse
 
 
 @dataclass(frozen=True)

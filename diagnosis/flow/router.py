@@ -29,7 +29,7 @@ from diagnosis.contracts import (
     Verdict,
     VerifierOutput,
 )
-from diagnosis.flow.parsing import evidence_numbers
+from diagnosis.llm.parsing import evidence_numbers
 
 # What each routing note says, in the reader's language (parameters as RouteNote.params).
 ROUTE_NOTES: dict[str, Promise] = {

@@ -43,7 +43,7 @@ from diagnosis.flow.composer import ComposerResult, composer_stage
 from diagnosis.flow.composer_filter import FilterResult, composer_input_build
 from diagnosis.flow.executor import ExecutorResult, executor_stage
 from diagnosis.flow.gatekeeper import gatekeeper_stage
-from diagnosis.flow.parsing import ParsedExecutorOutput, detail_coded
+from diagnosis.flow.parsing import ParsedExecutorOutput
 from diagnosis.flow.planner import PlannerResult, planner_stage, time_parse
 from diagnosis.flow.router import RouteResult, route, scope_note
 from diagnosis.flow.scope import (
@@ -62,6 +62,7 @@ from diagnosis.llm.base import (
     Role,
     ToolRunner,
 )
+from diagnosis.llm.parsing import detail_coded
 from diagnosis.llm.recorder import llm_call_recorder
 from diagnosis.models import DiagnosisSession, SessionEvent
 from diagnosis.sessions.events import SessionEventLog, SessionLost, run_commits_unflushed

@@ -20,8 +20,9 @@ from diagnosis.contracts import (
     VerifierPayload,
 )
 from diagnosis.flow import trace_summary
-from diagnosis.flow.parsing import Params, ParsedExecutorOutput, model_output_parse
+from diagnosis.flow.parsing import ParsedExecutorOutput
 from diagnosis.llm.base import AgentProvider, CallRecorder, LLMError
+from diagnosis.llm.parsing import Params, model_output_parse
 from diagnosis.models import DiagnosisSession
 
 

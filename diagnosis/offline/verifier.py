@@ -37,8 +37,8 @@ from diagnosis.contracts import (
     VerifierOutput,
     VerifierPayload,
 )
-from diagnosis.flow.parsing import PARSE_STATUS_WORDS
 from diagnosis.i18n import language_override
+from diagnosis.llm.parsing import PARSE_STATUS_WORDS
 
 PARSED = {ParseStatus.PARSED_V2, ParseStatus.PARSED_V1}
 CAUSAL_TYPES = {"root_cause", "contributing_factor"}
