@@ -35,8 +35,8 @@ from diagnosis.contracts import (
     SelfEvaluation,
     VerifierEvaluation,
 )
-from diagnosis.evidence import registry
-from diagnosis.evidence.registry import ToolResult
+from diagnosis.evidence import invoke
+from diagnosis.evidence.invoke import ToolResult
 from diagnosis.evidence.timeutil import rfc3339
 from diagnosis.evidence.topology import environment_call_edges
 from diagnosis.flow.composer import ComposerResult, composer_stage
@@ -202,13 +202,13 @@ def _plan(run: _Run) -> PlannerResult:
 def _tool_runner(run: _Run) -> ToolRunner:
     # Each call is one INSERT. The first attempt starts at 0: a session's invocations come
     # after its attempt_count is saved, so a takeover runs attempt 2 or later.
-    counter = registry.InvocationCounter(last=0 if run.attempt == 1 else None)
+    counter = invoke.InvocationCounter(last=0 if run.attempt == 1 else None)
 
     def run_tool(name: str, arguments: object) -> ToolResult:
         run.check_cancelled()
         shown = arguments if isinstance(arguments, dict) else {"raw": str(arguments)[:200]}
         run.event(SessionEvent.Kind.TOOL_CALL, "executor", str(name)[:50], arguments=shown)
-        result = registry.tool_invoke(
+        result = invoke.tool_invoke(
             session=run.session,
             attempt=run.attempt,
             tool_name=name,
@@ -252,7 +252,7 @@ def _execute(
         agent=run.agents[Role.EXECUTOR],
         recorder=run.recorder,
         tools=_tool_runner(run),
-        tool_specs=registry.tool_specs(),
+        tool_specs=invoke.tool_specs(),
     )
     session.executor_final_answer = executed.raw
     session.executor_structured_output = executed.parsed.raw_object

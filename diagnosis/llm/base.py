@@ -57,7 +57,7 @@ class ExecutorRequest:
     call_edges: tuple[tuple[str, str], ...] = ()
 
 
-# (tool_name, arguments) -> the persisted result (diagnosis.evidence.registry.ToolResult);
+# (tool_name, arguments) -> the persisted result (diagnosis.evidence.invoke.ToolResult);
 # never raises for bad arguments.
 ToolRunner = Callable[[str, object], Any]
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from diagnosis.evidence.registry import tool_invoke
+from diagnosis.evidence.invoke import tool_invoke
 from diagnosis.models import DiagnosisSession, Environment, ToolInvocation
 
 CONTEXT = {

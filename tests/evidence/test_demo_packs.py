@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from diagnosis.evidence.invoke import tool_invoke
 from diagnosis.evidence.pack_check import pack_load
 from diagnosis.evidence.packs import pack_discover
-from diagnosis.evidence.registry import tool_invoke
 from diagnosis.evidence.services import environments_sync_from_packs
 from diagnosis.models import DiagnosisSession, ToolInvocation
 

@@ -10,7 +10,7 @@ import httpx
 import pytest
 
 from diagnosis.evidence.common import Deadline
-from diagnosis.evidence.registry import tool_invoke
+from diagnosis.evidence.invoke import tool_invoke
 from diagnosis.evidence.tools.query_metrics import render
 from diagnosis.evidence.tools.query_metrics.files import metrics_from_files
 from diagnosis.evidence.tools.query_metrics.selector import selector_parse

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.core.management import call_command
 
-from diagnosis.evidence.registry import tool_invoke
+from diagnosis.evidence.invoke import tool_invoke
 from diagnosis.evidence.services import knowledge_import_markdown
 from diagnosis.models import KnowledgeChunk, KnowledgeDocument, ToolInvocation
 

@@ -19,7 +19,7 @@ from urllib.parse import parse_qs, urlparse
 import pytest
 
 from diagnosis.evidence.common import Deadline, QueryWindow
-from diagnosis.evidence.registry import tool_invoke
+from diagnosis.evidence.invoke import tool_invoke
 from diagnosis.evidence.tools.query_logs import loki as loki_backend
 from diagnosis.evidence.tools.query_logs.filter import LogFilter
 from diagnosis.evidence.tools.query_logs.loki import logql_build, logql_count_build, loki_count

@@ -6,7 +6,7 @@ import json
 import tracemalloc
 
 from diagnosis.evidence.common import Deadline, QueryWindow
-from diagnosis.evidence.registry import tool_invoke
+from diagnosis.evidence.invoke import tool_invoke
 from diagnosis.evidence.timeutil import time_parse
 from diagnosis.evidence.tools.query_logs.files import logs_from_files
 from diagnosis.evidence.tools.query_logs.filter import LogFilter

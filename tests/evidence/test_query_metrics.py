@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from diagnosis.evidence.registry import tool_invoke
+from diagnosis.evidence.invoke import tool_invoke
 from diagnosis.evidence.tools.query_metrics import render
 from diagnosis.evidence.tools.query_metrics.selector import selector_parse
 from diagnosis.models import ToolInvocation

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from diagnosis.evidence.registry import tool_invoke
+from diagnosis.evidence.invoke import tool_invoke
 from diagnosis.evidence.services import environments_sync_from_packs
 from diagnosis.models import DiagnosisSession, ToolInvocation
 from tests.evidence.packbuilder import recorded_write

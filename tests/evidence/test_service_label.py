@@ -23,7 +23,7 @@ from django.urls import reverse
 
 from diagnosis.evidence import topology
 from diagnosis.evidence.common import Deadline, QueryWindow
-from diagnosis.evidence.registry import tool_invoke
+from diagnosis.evidence.invoke import tool_invoke
 from diagnosis.evidence.tools.query_logs.filter import LogFilter
 from diagnosis.evidence.tools.query_logs.loki import _loki_record, logs_from_loki
 from diagnosis.evidence.tools.query_metrics import query as metrics_query_module

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from diagnosis.evidence.registry import tool_invoke
+from diagnosis.evidence.invoke import tool_invoke
 from diagnosis.models import ToolInvocation
 
 CONTEXT = {

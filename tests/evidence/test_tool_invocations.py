@@ -7,7 +7,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from diagnosis.evidence import tools
-from diagnosis.evidence.registry import InvocationCounter, tool_invoke, tool_specs
+from diagnosis.evidence.invoke import InvocationCounter, tool_invoke, tool_specs
 from diagnosis.evidence.tools.base import ToolDefinition
 from diagnosis.evidence.tools.query_logs.clustering import LogClusterer
 from diagnosis.models import ToolInvocation

@@ -17,9 +17,9 @@ from typing import Any
 import pytest
 
 from diagnosis.evidence.common import BackendOutput
+from diagnosis.evidence.invoke import tool_invoke, tool_specs
 from diagnosis.evidence.pack_check import pack_load
 from diagnosis.evidence.packs import PackError
-from diagnosis.evidence.registry import tool_invoke, tool_specs
 from diagnosis.evidence.services import environments_sync_from_packs
 from diagnosis.evidence.tools import (
     evidence_tool_names,

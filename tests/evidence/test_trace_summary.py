@@ -7,7 +7,7 @@ import json
 from django.utils import timezone
 
 from diagnosis.contracts import TraceSummaryEntry
-from diagnosis.evidence.registry import tool_invoke
+from diagnosis.evidence.invoke import tool_invoke
 from diagnosis.flow.trace_summary import trace_summary_build
 from diagnosis.models import ToolInvocation
 from diagnosis.tokens import estimate_tokens

@@ -7,7 +7,7 @@ import pytest
 from celery.exceptions import Retry, SoftTimeLimitExceeded
 from django.utils import timezone
 
-from diagnosis.evidence import registry
+from diagnosis.evidence import invoke
 from diagnosis.flow.run import diagnosis_run
 from diagnosis.models import DiagnosisSession, LLMCall, ToolInvocation
 from diagnosis.services import (
@@ -39,14 +39,14 @@ def _running(mini_env, owner, runner: str) -> DiagnosisSession:
 
 def _after_the_first_tool_call(monkeypatch, change) -> None:
     """Run ``change(session id)`` after each tool call, as another process might."""
-    real_invoke = registry.tool_invoke
+    real_invoke = invoke.tool_invoke
 
     def invoke_then_change(**kwargs):
         result = real_invoke(**kwargs)
         change(kwargs["session"].pk)
         return result
 
-    monkeypatch.setattr(registry, "tool_invoke", invoke_then_change)
+    monkeypatch.setattr(invoke, "tool_invoke", invoke_then_change)
 
 
 def test_a_finished_session_is_skipped_when_its_task_is_delivered_again(run_scripted):
@@ -143,7 +143,7 @@ def test_a_run_past_its_soft_time_limit_ends_failed_with_the_timeout_code(
     def out_of_time(**kwargs):
         raise SoftTimeLimitExceeded()
 
-    monkeypatch.setattr(registry, "tool_invoke", out_of_time)
+    monkeypatch.setattr(invoke, "tool_invoke", out_of_time)
     session = run_scripted({"executor": [QUERY_LOGS, executor_json(log_claim())]})
     assert session.status == DiagnosisSession.Status.FAILED
     assert session.error.startswith("timeout:")

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 from django.db import connection
 
-from diagnosis.evidence import registry
+from diagnosis.evidence import invoke
 from diagnosis.flow import run as flow_run_module
 from diagnosis.models import DiagnosisSession, LLMCall, SessionEvent, ToolInvocation
 from diagnosis.services import SessionEventLog
@@ -60,7 +60,7 @@ def _seen_during(run_scripted, monkeypatch, owner, name: str) -> dict:
 
 
 def test_while_a_tool_runs_its_stage_plan_and_call_are_already_shown(run_scripted, monkeypatch):
-    during = _seen_during(run_scripted, monkeypatch, registry, "tool_invoke")
+    during = _seen_during(run_scripted, monkeypatch, invoke, "tool_invoke")
     assert during["session"].stage == DiagnosisSession.Stage.EXECUTOR
     assert during["session"].plan["status"] == "ok"
     assert during["session"].attempt_count == 1
@@ -117,7 +117,7 @@ def test_a_cancel_between_two_tool_calls_stops_the_second_once_the_bound_has_pas
     # With no bound every tool call looks, as a run whose model answers slower than the
     # bound does; the default bound is covered by the SessionEventLog tests.
     monkeypatch.setattr(SessionEventLog, "CANCEL_SEEN_WITHIN_SECONDS", 0.0)
-    _around(monkeypatch, registry, "tool_invoke", after=_cancel)
+    _around(monkeypatch, invoke, "tool_invoke", after=_cancel)
     session = run_scripted({**SCRIPT, "executor": [TWO_CALLS, executor_json(log_claim())]})
 
     assert session.status == DiagnosisSession.Status.CANCELLED
@@ -136,9 +136,7 @@ def test_a_runs_writes_skip_the_flush_to_disk_and_its_ending_does_not(run_script
             cursor.execute("SHOW synchronous_commit")
             return cursor.fetchone()[0]
 
-    _around(
-        monkeypatch, registry, "tool_invoke", before=lambda k: settings_seen.update(tool=show())
-    )
+    _around(monkeypatch, invoke, "tool_invoke", before=lambda k: settings_seen.update(tool=show()))
     _around(
         monkeypatch,
         flow_run_module,

@@ -11,7 +11,7 @@ import json
 
 import pytest
 
-from diagnosis.evidence.registry import tool_invoke
+from diagnosis.evidence.invoke import tool_invoke
 from diagnosis.llm.base import LLMError, Role
 from diagnosis.llm.openai_provider import OpenAIProvider
 from diagnosis.models import LLMCall, ToolInvocation

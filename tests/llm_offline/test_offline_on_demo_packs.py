@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 
 from diagnosis.contracts import GatekeeperReport
+from diagnosis.evidence.invoke import tool_invoke
 from diagnosis.evidence.pack_check import pack_load
 from diagnosis.evidence.packs import ScenarioPack
-from diagnosis.evidence.registry import tool_invoke
 from diagnosis.evidence.services import environments_sync_from_packs
 from diagnosis.flow.parsing import executor_output_parse
 from diagnosis.llm.base import ExecutorRequest, PlannerRequest

@@ -147,12 +147,12 @@ def test_invariant_2_an_exception_anywhere_in_the_flow_ends_the_session_failed_a
 def test_invariant_2_a_worker_that_dies_mid_session_leaves_nothing_running(
     run_scripted, monkeypatch, settings
 ):
-    from diagnosis.evidence import registry
+    from diagnosis.evidence import invoke
 
     def worker_killed(**kwargs):
         raise SystemExit("SIGKILL")  # not an Exception: nothing in the worker catches it
 
-    monkeypatch.setattr(registry, "tool_invoke", worker_killed)
+    monkeypatch.setattr(invoke, "tool_invoke", worker_killed)
     with pytest.raises(SystemExit):
         run_scripted({"executor": [QUERY_LOGS, executor_json(log_claim())]})
     session = DiagnosisSession.objects.get()

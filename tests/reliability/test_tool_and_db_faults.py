@@ -12,7 +12,7 @@ import pytest
 from django.db import OperationalError, connection
 from django.utils import timezone
 
-from diagnosis.evidence import registry
+from diagnosis.evidence import invoke
 from diagnosis.flow.trace_summary import trace_summary_build
 from diagnosis.models import DiagnosisSession, Environment, LLMCall, ToolInvocation
 from diagnosis.services import SAFE_FAILURE_ANSWER, sessions_reap_stale
@@ -62,7 +62,7 @@ def _assert_safe(session) -> None:
 def test_prometheus_stopping_mid_session_becomes_an_error_row_and_a_recorded_gap(
     openai_run, live_env, monkeypatch
 ):
-    real_invoke = registry.tool_invoke
+    real_invoke = invoke.tool_invoke
     with observability_stub_running() as prometheus, observability_stub_running() as loki:
         env = live_env(prometheus_url=prometheus.url, loki_url=loki.url)
 
@@ -72,7 +72,7 @@ def test_prometheus_stopping_mid_session_becomes_an_error_row_and_a_recorded_gap
                 prometheus.stop()
             return result
 
-        monkeypatch.setattr(registry, "tool_invoke", invoke_then_stop_prometheus)
+        monkeypatch.setattr(invoke, "tool_invoke", invoke_then_stop_prometheus)
         session, _ = openai_run(
             executor_turns_responder([[METRICS], [METRICS, LOGS]]), environment=env
         )

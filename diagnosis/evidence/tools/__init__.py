@@ -6,7 +6,7 @@ description, JSON-schema arguments, ``kind`` evidence/knowledge, how its summary
 facts, whether it can be recorded, whether it is charted) and its backends beside it.
 
 Everything that needs to know which tools exist asks here: the model's tool specs and
-``tool_invoke`` (``diagnosis.evidence.registry``), pack validation (which tools a recorded
+``tool_invoke`` (``diagnosis.evidence.invoke``), pack validation (which tools a recorded
 invocation may name), replay, the Gatekeeper (a tool's ``kind``: whether its output is observed
 evidence a direct claim can rest on), the trace summary (``ToolDefinition.summary_facts``),
 the prompts (``{{ tool_catalogue }}`` and friends, filled by ``diagnosis.llm.prompts``)
