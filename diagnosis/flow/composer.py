@@ -15,10 +15,12 @@ from diagnosis.contracts import (
     ComposerOutputSnapshot,
     ComposerStatus,
 )
+from diagnosis.flow.agent import role_ask
 from diagnosis.flow.guard import composer_guard
 from diagnosis.flow.renderer import answer_render
-from diagnosis.llm.base import AgentProvider, CallRecorder, LLMError
+from diagnosis.llm.base import Agent, CallRecorder, LLMError, Role
 from diagnosis.llm.parsing import model_output_parse
+from diagnosis.llm.prompts import prompt_messages
 
 
 @dataclass(frozen=True)
@@ -27,6 +29,12 @@ class ComposerResult:
 
     answer: str
     snapshot: ComposerOutputSnapshot
+
+
+def composer_messages(composer_input: ComposerInput) -> list[dict[str, str]]:
+    return prompt_messages(
+        "composer", language=composer_input.language, composer_input=composer_input
+    )
 
 
 def _fallback(
@@ -44,15 +52,21 @@ def _fallback(
 def composer_stage(
     *,
     composer_input: ComposerInput,
-    agent: AgentProvider,
+    agent: Agent,
     recorder: CallRecorder,
     known_services: list[str],
 ) -> ComposerResult:
     """Ask the Composer and guard its answer; fall back to the renderer when it fails."""
     try:
-        parsed = model_output_parse(
-            agent.compose(composer_input, recorder=recorder), ComposerOutput
+        raw = role_ask(
+            agent=agent,
+            role=Role.COMPOSER,
+            request=composer_input,
+            messages=lambda: composer_messages(composer_input),
+            contract=ComposerOutput,
+            recorder=recorder,
         )
+        parsed = model_output_parse(raw, ComposerOutput)
     except LLMError as exc:
         return _fallback(composer_input, ComposerStatus.ERROR, [f"{exc.status}: {exc}"[:300]])
     output = parsed.output

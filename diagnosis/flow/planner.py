@@ -9,8 +9,10 @@ from typing import Any
 from diagnosis.contracts import PlannerOutput
 from diagnosis.evidence import timeutil
 from diagnosis.evidence.timeutil import rfc3339
-from diagnosis.llm.base import AgentProvider, CallRecorder, LLMError, PlannerRequest
+from diagnosis.flow.agent import role_ask
+from diagnosis.llm.base import Agent, CallRecorder, LLMError, PlannerRequest, Role
 from diagnosis.llm.parsing import Params, Parsed, model_output_parse
+from diagnosis.llm.prompts import prompt_messages, prompt_services
 
 
 @dataclass(frozen=True)
@@ -23,6 +25,19 @@ class PlannerResult:
     window: dict[str, str]
     detail_code: str = ""  # ``detail`` as a code when the plan did not parse (parsing.Parsed)
     detail_params: Params = field(default_factory=dict)
+
+
+def planner_messages(request: PlannerRequest) -> list[dict[str, str]]:
+    return prompt_messages(
+        "planner",
+        question=request.question,
+        language=request.language,
+        now=request.now,
+        window_hint=request.window,
+        services=prompt_services(request.services, text=request.question),
+        history=request.history,
+        alert=request.alert,
+    )
 
 
 def time_parse(value: object) -> datetime | None:
@@ -46,7 +61,7 @@ def effective_window(
 def planner_stage(
     *,
     request: PlannerRequest,
-    agent: AgentProvider,
+    agent: Agent,
     recorder: CallRecorder,
     now: datetime,
     hinted_services: list[str],
@@ -54,7 +69,15 @@ def planner_stage(
     """Ask the Planner; a failed or malformed plan is a recorded status and no plan."""
     parsed: Parsed[PlannerOutput] = Parsed("error", None, "")
     try:
-        parsed = model_output_parse(agent.plan(request, recorder=recorder), PlannerOutput)
+        raw = role_ask(
+            agent=agent,
+            role=Role.PLANNER,
+            request=request,
+            messages=lambda: planner_messages(request),
+            contract=PlannerOutput,
+            recorder=recorder,
+        )
+        parsed = model_output_parse(raw, PlannerOutput)
     except LLMError as exc:
         parsed = Parsed(exc.status, None, str(exc))
     plan = parsed.output

@@ -55,7 +55,7 @@ from diagnosis.flow.scope import (
 from diagnosis.flow.verifier import VerifierResult, verifier_payload_build, verifier_stage
 from diagnosis.llm import selection
 from diagnosis.llm.base import (
-    AgentProvider,
+    Agent,
     CallRecorder,
     ExecutorRequest,
     PlannerRequest,
@@ -92,7 +92,7 @@ class _Run:
         self,
         *,
         session: DiagnosisSession,
-        agents: dict[Role, AgentProvider],
+        agents: dict[Role, Agent],
         evaluation: SelfEvaluation,
     ) -> None:
         self.session = session

@@ -20,9 +20,11 @@ from diagnosis.contracts import (
     VerifierPayload,
 )
 from diagnosis.flow import trace_summary
+from diagnosis.flow.agent import role_ask
 from diagnosis.flow.parsing import ParsedExecutorOutput
-from diagnosis.llm.base import AgentProvider, CallRecorder, LLMError
+from diagnosis.llm.base import Agent, CallRecorder, LLMError, Role
 from diagnosis.llm.parsing import Params, model_output_parse
+from diagnosis.llm.prompts import prompt_messages
 from diagnosis.models import DiagnosisSession
 
 
@@ -88,12 +90,24 @@ def verifier_payload_build(
     )
 
 
+def verifier_messages(payload: VerifierPayload) -> list[dict[str, str]]:
+    return prompt_messages("verifier", payload=payload)
+
+
 def verifier_stage(
-    *, payload: VerifierPayload, agent: AgentProvider, recorder: CallRecorder
+    *, payload: VerifierPayload, agent: Agent, recorder: CallRecorder
 ) -> VerifierResult:
     """Ask the Verifier; a failed or malformed verdict is a recorded status and no verdict."""
     try:
-        parsed = model_output_parse(agent.verify(payload, recorder=recorder), VerifierOutput)
+        raw = role_ask(
+            agent=agent,
+            role=Role.VERIFIER,
+            request=payload,
+            messages=lambda: verifier_messages(payload),
+            contract=VerifierOutput,
+            recorder=recorder,
+        )
+        parsed = model_output_parse(raw, VerifierOutput)
     except LLMError as exc:
         return VerifierResult(status=exc.status, output=None, detail=str(exc), payload=payload)
     return VerifierResult(

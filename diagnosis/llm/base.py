@@ -1,7 +1,12 @@
-"""The one boundary between the flow and any model: four roles, three providers.
+"""The one boundary between the flow and what answers a role.
 
-Every role returns the model's raw text; the flow parses it tolerantly, so the
-offline engine and a real model go through the same parsing and checking.
+Two kinds of agent answer a role. A ``ChatModel`` is a transport: ``chat(messages,
+*, tools, tool_choice, schema, max_tokens)`` returns one ``ChatReply`` and knows
+nothing of roles but the name it records the call under; the flow builds each
+stage's messages and runs the Executor's tool loop above it. A ``RoleAnswerer``
+(the offline engine, a scripted replay) answers a role's request itself, with the
+role's contract. Either way the flow gets the raw text and parses it tolerantly,
+so the offline engine and a real model go through the same parsing and checking.
 A call that fails for good raises ``LLMError`` after the recorder has written
 its row; the flow turns that into a recorded status and a safe fallback.
 """
@@ -11,7 +16,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
+
+from pydantic import BaseModel
 
 from diagnosis.contracts import ComposerInput, VerifierPayload
 
@@ -79,25 +86,73 @@ class CallRecorder(Protocol):
     ) -> None: ...
 
 
-class AgentProvider(Protocol):
-    """One provider; the flow may use a different one per role."""
+@dataclass
+class ToolCall:
+    """One tool call a model asked for: ``arguments`` as the model sent them (usually a
+    JSON string); ``id`` may be empty (the loop numbers it)."""
+
+    id: str
+    name: str
+    arguments: Any
+
+
+@dataclass
+class ChatReply:
+    """One model reply: its text, how it ended (``finish_reason``), the tools it called."""
+
+    content: str
+    finish_reason: str
+    tool_calls: list[ToolCall] = field(default_factory=list)
+
+    def text(self) -> ModelText:
+        return ModelText(self.content, finish_reason=self.finish_reason)
+
+
+@runtime_checkable
+class ChatModel(Protocol):
+    """A transport to one chat model; ``tool_choice`` is what to ask on a first tool turn."""
+
+    name: str
+    model: str
+    tool_choice: str
+
+    def chat(
+        self,
+        messages: list[dict[str, Any]],
+        *,
+        role: Role,
+        recorder: CallRecorder,
+        tools: list[dict[str, Any]] | None = None,
+        tool_choice: str = "auto",
+        schema: type[BaseModel] | None = None,
+        max_tokens: int | None = None,
+    ) -> ChatReply: ...
+
+
+# What a role is asked: the Planner's and Executor's requests, the Verifier's payload,
+# the Composer's input.
+RoleRequest = PlannerRequest | ExecutorRequest | VerifierPayload | ComposerInput
+
+
+@runtime_checkable
+class RoleAnswerer(Protocol):
+    """Answers a role's request itself, with the role's contract (offline, scripted);
+    ``tools`` runs the Executor's calls."""
 
     name: str
 
-    def plan(self, request: PlannerRequest, *, recorder: CallRecorder) -> str: ...
-
-    def execute(
+    def answer(
         self,
-        request: ExecutorRequest,
+        role: Role,
+        request: RoleRequest,
         *,
-        tools: ToolRunner,
-        tool_specs: list[dict[str, Any]],
         recorder: CallRecorder,
+        tools: ToolRunner | None = None,
     ) -> str: ...
 
-    def verify(self, payload: VerifierPayload, *, recorder: CallRecorder) -> str: ...
 
-    def compose(self, composer_input: ComposerInput, *, recorder: CallRecorder) -> str: ...
+# What the flow may ask for a role.
+Agent = ChatModel | RoleAnswerer
 
 
 class ModelText(str):

@@ -19,12 +19,13 @@ for the life of the process:
 - Tool calls are read tolerantly: arguments as a JSON string (raw control
   characters allowed, JSON-in-a-string unwrapped), as an object, or missing; ids
   missing; several calls a turn; an unknown tool becomes an error invocation.
-- When the Executor stops calling tools without a complete answer (no content,
-  prose, a cut object), it is asked once more for the answer alone, without tools
-  and with the schema, so a grammar-constrained server makes it schema-valid.
+- Tool results go back as ``tool`` messages, or as ``user`` messages for a server
+  that refuses the ``tool`` role (``LLM_TOOL_RESULT_ROLE=user``).
 
-Every role returns a ``ModelText`` carrying the reply's ``finish_reason``, so the
-parser knows a reply cut by ``max_tokens``.
+It is a transport (``diagnosis.llm.base.ChatModel``): one ``chat`` call, retried and
+recorded here; the messages, the Executor's tool loop and what counts as an answer
+are the flow's (``diagnosis.flow``). A reply carries its ``finish_reason``, so the
+parser knows one cut by ``max_tokens``.
 """
 
 from __future__ import annotations
@@ -35,32 +36,16 @@ import random
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import openai
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
+from pydantic import BaseModel
 
-from diagnosis.contracts import ComposerInput, ParseStatus, VerifierPayload
-from diagnosis.flow.parsing import executor_output_parse
-from diagnosis.llm.base import (
-    CallRecorder,
-    ExecutorRequest,
-    LLMError,
-    ModelText,
-    PlannerRequest,
-    Role,
-    ToolRunner,
-)
-from diagnosis.llm.prompts import (
-    composer_messages,
-    executor_messages,
-    planner_messages,
-    prompt_render,
-    verifier_messages,
-)
-from diagnosis.llm.schemas import role_response_schema
+from diagnosis.llm.base import CallRecorder, ChatReply, LLMError, Role, ToolCall
+from diagnosis.llm.schemas import contract_response_schema
 from diagnosis.per_process import per_process
 from diagnosis.tokens import estimate_tokens
 
@@ -91,7 +76,6 @@ _FORMAT_LADDERS = {
 _FORMAT_WORDS = ("response_format", "json_schema", "schema", "grammar", "json_object")
 _TOOL_CHOICE_WORDS = ("tool_choice", "required")
 _REFUSAL_STATUS = {400, 422, 500, 501}
-_ANSWERED = {ParseStatus.PARSED_V2, ParseStatus.PARSED_V1}
 
 # What each endpoint (base URL) refused, for the life of the process.
 _refused_formats: dict[str, set[str]] = {}
@@ -120,30 +104,13 @@ def _client_shared(*, base_url: str | None, api_key: str, timeout: float) -> ope
 
 
 @dataclass
-class _ToolCall:
-    id: str
-    name: str
-    arguments: Any  # the model's raw arguments: usually a JSON string
-
-
-@dataclass
-class _Reply:
-    content: str
-    finish_reason: str
-    tool_calls: list[_ToolCall] = field(default_factory=list)
-
-    def text(self) -> ModelText:
-        return ModelText(self.content, finish_reason=self.finish_reason)
-
-
-@dataclass
 class _Attempt:
     """One HTTP attempt: what to record, and what to do next."""
 
     status: str
     raw: str = ""
     error: str = ""
-    reply: _Reply | None = None
+    reply: ChatReply | None = None
     tokens_in: int = 0
     tokens_out: int = 0
     retryable: bool = False
@@ -215,52 +182,13 @@ def _tool_name(spec: dict[str, Any]) -> str:
     return str(spec.get("function", {}).get("name", "?"))
 
 
-def _tool_message_content(result: Any) -> str:
-    trace_ref = getattr(result, "trace_ref", "trace-?")
-    status = getattr(result, "status", "error")
-    output = getattr(result, "output", "")
-    return f"[{trace_ref} {status}]\n{output}"
-
-
-# Real servers put raw newlines and tabs inside argument strings (a grammar allows them).
-_ARGUMENTS_DECODER = json.JSONDecoder(strict=False)
-
-
-def _arguments_for_runner(raw: Any) -> object:
-    """A dict when the model sent a JSON object; otherwise the raw value, so the
-    registry records an error invocation that shows what the model sent.
-
-    Missing or empty arguments are ``{}``; a JSON string that itself holds the
-    JSON object (double-encoded) is unwrapped once.
-    """
-    if raw is None:
-        return {}
-    if isinstance(raw, dict):
-        return raw
-    if not isinstance(raw, str):
-        return raw
-    text = raw.strip()
-    for _ in range(2):
-        if not text:
-            return {}
-        try:
-            value, end = _ARGUMENTS_DECODER.raw_decode(text)
-        except ValueError:
-            return raw
-        if text[end:].strip():
-            return raw  # something after the object: show the model what it sent
-        if isinstance(value, str):
-            text = value.strip()
-            continue
-        return value if isinstance(value, dict) else raw
-    return raw
-
-
 def _endpoint(base_url: str | None) -> str:
     return (base_url or "default").rstrip("/")
 
 
-def _response_format(level: str, role: Role, max_tokens: int | None) -> dict[str, Any] | None:
+def _response_format(
+    level: str, schema: type[BaseModel], max_tokens: int | None
+) -> dict[str, Any] | None:
     """The ``response_format`` of a ladder level; the schema's bounds fit ``max_tokens``
     (``None``: the contract's schema unbounded)."""
     if level == "none":
@@ -268,10 +196,10 @@ def _response_format(level: str, role: Role, max_tokens: int | None) -> dict[str
     if level == "json_object":
         return {"type": "json_object"}
     bound = None if level == "json_schema_unbounded" else max_tokens
-    name, schema = role_response_schema(role, bound)
+    name, body = contract_response_schema(schema, bound)
     if level == "json_object_schema":
-        return {"type": "json_object", "schema": schema}
-    return {"type": "json_schema", "json_schema": {"name": name, "schema": schema, "strict": True}}
+        return {"type": "json_object", "schema": body}
+    return {"type": "json_schema", "json_schema": {"name": name, "schema": body, "strict": True}}
 
 
 def _recorded_format(response_format: dict[str, Any]) -> dict[str, Any]:
@@ -284,12 +212,6 @@ def _recorded_format(response_format: dict[str, Any]) -> dict[str, Any]:
             k: v for k, v in recorded["json_schema"].items() if k != "schema"
         }
     return recorded
-
-
-def _answered(reply: _Reply) -> bool:
-    """Is this reply's content a complete Executor answer (not prose, not a cut object)?"""
-    text = ModelText(reply.content, finish_reason=reply.finish_reason)
-    return executor_output_parse(text).status in _ANSWERED
 
 
 class OpenAIProvider:
@@ -379,108 +301,22 @@ class OpenAIProvider:
         with _capabilities_lock:
             _refused_formats.setdefault(self._endpoint, set()).add(level)
 
-    def _first_tool_choice(self) -> str:
-        if self.tool_choice == "required":
+    def _tool_choice_sent(self, tool_choice: str) -> str:
+        """``required`` unless this endpoint refused it before (then ``auto``)."""
+        if tool_choice == "required":
             with _capabilities_lock:
                 if self._endpoint in _refused_required:
                     return "auto"
-        return self.tool_choice
+        return tool_choice
 
-    # --- the four roles ------------------------------------------------------
-
-    def plan(self, request: PlannerRequest, *, recorder: CallRecorder) -> ModelText:
-        return self._chat(
-            role=Role.PLANNER,
-            messages=planner_messages(request),
-            recorder=recorder,
-            structured=True,
-        ).text()
-
-    def verify(self, payload: VerifierPayload, *, recorder: CallRecorder) -> ModelText:
-        return self._chat(
-            role=Role.VERIFIER,
-            messages=verifier_messages(payload),
-            recorder=recorder,
-            structured=True,
-        ).text()
-
-    def compose(self, composer_input: ComposerInput, *, recorder: CallRecorder) -> ModelText:
-        return self._chat(
-            role=Role.COMPOSER,
-            messages=composer_messages(composer_input),
-            recorder=recorder,
-            structured=True,
-        ).text()
-
-    def execute(
-        self,
-        request: ExecutorRequest,
-        *,
-        tools: ToolRunner,
-        tool_specs: list[dict[str, Any]],
-        recorder: CallRecorder,
-    ) -> ModelText:
-        specs = [_function_spec(spec) for spec in tool_specs]
-        messages: list[dict[str, Any]] = list(executor_messages(request))
-        max_rounds = settings.LLM_EXECUTOR_MAX_TOOL_ROUNDS
-        rounds_spent = not specs
-        for round_no in range(max_rounds if specs else 0):
-            choice = self._first_tool_choice() if round_no == 0 else self._later_tool_choice()
-            reply = self._chat(
-                role=Role.EXECUTOR,
-                messages=messages,
-                recorder=recorder,
-                tools=specs,
-                tool_choice=choice,
-            )
-            if not reply.tool_calls:
-                if _answered(reply):
-                    return reply.text()
-                if reply.content.strip():
-                    messages.append({"role": "assistant", "content": reply.content})
-                messages.append({"role": "user", "content": prompt_render("executor_answer_turn")})
-                break
-            messages.append(self._assistant_turn(reply, round_no))
-            for call in reply.tool_calls:
-                result = tools(call.name, _arguments_for_runner(call.arguments))
-                messages.append(self._tool_result_message(call, result))
-        else:
-            rounds_spent = True
-        if rounds_spent and specs:
-            final_turn = prompt_render("executor_final_turn", max_tool_rounds=str(max_rounds))
-            messages.append({"role": "user", "content": final_turn.strip()})
-        return self._chat(
-            role=Role.EXECUTOR, messages=messages, recorder=recorder, structured=True
-        ).text()
-
-    def _later_tool_choice(self) -> str:
-        return "none" if self.tool_choice == "none" else "auto"
-
-    def _tool_result_message(self, call: _ToolCall, result: Any) -> dict[str, Any]:
-        content = _tool_message_content(result)
-        if self.tool_result_role == "user":
-            return {"role": "user", "content": content}
-        return {"role": "tool", "tool_call_id": call.id, "content": content}
-
-    @staticmethod
-    def _assistant_turn(reply: _Reply, round_no: int) -> dict[str, Any]:
-        calls = []
-        for index, call in enumerate(reply.tool_calls):
-            if not call.id:
-                call.id = f"call_{round_no}_{index}"
-            arguments = call.arguments
-            if not isinstance(arguments, str):
-                arguments = json.dumps(arguments, ensure_ascii=False)
-            calls.append(
-                {
-                    "id": call.id,
-                    "type": "function",
-                    "function": {"name": call.name, "arguments": arguments},
-                }
-            )
-        # a string, never null: llama-cpp-python's server refuses an assistant message whose
-        # content is null (HTTP 500), and OpenAI accepts an empty one beside tool_calls
-        return {"role": "assistant", "content": reply.content or "", "tool_calls": calls}
+    def _messages_sent(self, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Tool results as ``user`` messages for a server that refuses the ``tool`` role."""
+        if self.tool_result_role != "user":
+            return messages
+        return [
+            {"role": "user", "content": m.get("content", "")} if m.get("role") == "tool" else m
+            for m in messages
+        ]
 
     # --- one model call, with retries -----------------------------------------
 
@@ -497,28 +333,34 @@ class OpenAIProvider:
         delay = min(self.backoff_max, self.backoff_base * 2 ** (failures - 1))
         return delay * random.uniform(0.5, 1.0)
 
-    def _chat(
+    def chat(
         self,
+        messages: list[dict[str, Any]],
         *,
         role: Role,
-        messages: list[dict[str, Any]],
         recorder: CallRecorder,
         tools: list[dict[str, Any]] | None = None,
         tool_choice: str = "auto",
-        structured: bool = False,
-    ) -> _Reply:
-        """One model call. With ``tools``, a reply without calls or content is returned
-        (the model chose to stop); without, it is an ``empty`` error."""
+        schema: type[BaseModel] | None = None,
+        max_tokens: int | None = None,
+    ) -> ChatReply:
+        """One model call, recorded under ``role``, retried on what may pass; ``schema``
+        asks for an answer to that contract. With ``tools``, a reply without calls or
+        content is returned (the model chose to stop); without, it is an ``empty`` error."""
         failures = 0
         required_refused = False
+        max_tokens = max_tokens or self.max_tokens
+        tools = [_function_spec(spec) for spec in tools] if tools else None
+        tool_choice = self._tool_choice_sent(tool_choice) if tools else tool_choice
+        messages = self._messages_sent(messages)
         while True:
-            level = self.format_level() if structured else "none"
-            bound = self.max_tokens if self.schema_bounds == "fit" else None
-            response_format = _response_format(level, role, bound)
+            level = self.format_level() if schema is not None else "none"
+            bound = max_tokens if self.schema_bounds == "fit" else None
+            response_format = _response_format(level, schema, bound) if schema else None
             body: dict[str, Any] = {
                 "model": self.model,
                 "messages": messages,
-                "max_tokens": self.max_tokens,
+                "max_tokens": max_tokens,
                 "temperature": settings.LLM_TEMPERATURE,
             }
             if tools:
@@ -638,7 +480,7 @@ class OpenAIProvider:
             content = _content_text(message.get("content"))
             finish_reason = str(choice.get("finish_reason") or "")
             tool_calls = [
-                _ToolCall(
+                ToolCall(
                     id=str(call.get("id") or ""),
                     name=str((call.get("function") or {}).get("name") or "").strip(),
                     arguments=(call.get("function") or {}).get("arguments"),
@@ -666,7 +508,7 @@ class OpenAIProvider:
                 estimate_tokens(c.name + json.dumps(c.arguments, ensure_ascii=False))
                 for c in tool_calls
             )
-        reply = _Reply(content=content, finish_reason=finish_reason, tool_calls=tool_calls)
+        reply = ChatReply(content=content, finish_reason=finish_reason, tool_calls=tool_calls)
         usable_calls = tools_offered and bool(tool_calls)
         counts: dict[str, Any] = {"raw": raw, "tokens_in": tokens_in, "tokens_out": tokens_out}
         if finish_reason == "length":

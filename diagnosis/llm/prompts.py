@@ -27,10 +27,8 @@ from typing import Any
 
 from django.conf import settings
 
-from diagnosis.contracts import ComposerInput, VerifierPayload
 from diagnosis.evidence.tools import tool_definitions
 from diagnosis.evidence.tools.base import ToolDefinition
-from diagnosis.llm.base import ExecutorRequest, PlannerRequest
 
 USER_MARKER = "<!-- user -->"
 _PLACEHOLDER = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
@@ -147,7 +145,7 @@ def prompt_messages(name: str, **variables: Any) -> list[dict[str, str]]:
     ]
 
 
-# --- the four roles: request -> messages ------------------------------------
+# --- what every role's prompt shows ---------------------------------------------
 
 # What a prompt says when it lists only some of a large fleet's services.
 SERVICES_NOT_LISTED_NOTE = (
@@ -174,44 +172,3 @@ def prompt_services(
         "not_listed": len(set(services) - set(shown)),
         "note": SERVICES_NOT_LISTED_NOTE,
     }
-
-
-def planner_messages(request: PlannerRequest) -> list[dict[str, str]]:
-    return prompt_messages(
-        "planner",
-        question=request.question,
-        language=request.language,
-        now=request.now,
-        window_hint=request.window,
-        services=prompt_services(request.services, text=request.question),
-        history=request.history,
-        alert=request.alert,
-    )
-
-
-def executor_messages(request: ExecutorRequest) -> list[dict[str, str]]:
-    return prompt_messages(
-        "executor",
-        question=request.question,
-        language=request.language,
-        now=request.now,
-        window=request.window,
-        services=prompt_services(
-            request.services,
-            first=[str(s) for s in request.plan.get("services") or [] if isinstance(s, str)],
-            text=request.question,
-        ),
-        plan=request.plan,
-        attempt=str(request.attempt),
-        retry_context=request.retry_context,
-    )
-
-
-def verifier_messages(payload: VerifierPayload) -> list[dict[str, str]]:
-    return prompt_messages("verifier", payload=payload)
-
-
-def composer_messages(composer_input: ComposerInput) -> list[dict[str, str]]:
-    return prompt_messages(
-        "composer", language=composer_input.language, composer_input=composer_input
-    )

@@ -213,22 +213,32 @@ def schema_cost(schema: dict[str, Any]) -> float:
     return _cost(schema, 0)
 
 
-def role_schema_name(role: Role) -> str:
-    """The role's contract version (``planner_v1``…): the schema's name in response_format."""
-    fields = ROLE_CONTRACTS[role].model_fields
+def contract_schema_name(model: type[BaseModel]) -> str:
+    """A contract's version (``planner_v1``…): the schema's name in response_format."""
     return next(
         (
             str(field.default)
-            for key, field in fields.items()
+            for key, field in model.model_fields.items()
             if key.endswith("_version") and isinstance(field.default, str)
         ),
-        role.value,
+        model.__name__,
     )
 
 
-def role_response_schema(role: Role, max_tokens: int | None = None) -> tuple[str, dict[str, Any]]:
-    """``(name, schema)`` of the role's answer, for ``response_format``: bounded to
+def role_schema_name(role: Role) -> str:
+    """The role's contract version (``planner_v1``…)."""
+    return contract_schema_name(ROLE_CONTRACTS[role])
+
+
+def contract_response_schema(
+    model: type[BaseModel], max_tokens: int | None = None
+) -> tuple[str, dict[str, Any]]:
+    """``(name, schema)`` of an answer to ``model``, for ``response_format``: bounded to
     ``max_tokens`` when given, the contract's own shape otherwise."""
-    model = ROLE_CONTRACTS[role]
     schema = contract_schema(model) if max_tokens is None else bounded_schema(model, max_tokens)
-    return role_schema_name(role), schema
+    return contract_schema_name(model), schema
+
+
+def role_response_schema(role: Role, max_tokens: int | None = None) -> tuple[str, dict[str, Any]]:
+    """``(name, schema)`` of the role's answer (its contract, ``ROLE_CONTRACTS``)."""
+    return contract_response_schema(ROLE_CONTRACTS[role], max_tokens)

@@ -1,4 +1,7 @@
-"""The ``scripted`` provider: replays role responses, for tests and regression cases.
+"""The ``scripted`` replay: answers each role from recorded turns, for tests and regression
+cases. Like the offline engine it is a ``RoleAnswerer`` (``answer(role, request)``): a
+turn is a role's answer as a model gave it, not a chat reply, so a malformed answer
+reaches the flow's parser as it was recorded.
 
 A script is ``{"planner": [turn, …], "executor": [turn, …], "verifier": […],
 "composer": […]}``, in memory or read from a scenario pack's ``scripted/``
@@ -27,15 +30,13 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from diagnosis.contracts import ComposerInput, VerifierPayload
 from diagnosis.llm.base import (
-    AgentProvider,
     CallRecorder,
-    ExecutorRequest,
     LLMError,
     ModelText,
-    PlannerRequest,
     Role,
+    RoleAnswerer,
+    RoleRequest,
     ToolRunner,
 )
 from diagnosis.tokens import estimate_tokens
@@ -112,7 +113,7 @@ class ScriptedProvider:
         self,
         script: Mapping[str, Sequence[Any]] | None = None,
         *,
-        fallback: AgentProvider | None = None,
+        fallback: RoleAnswerer | None = None,
         source: str = "memory",
     ) -> None:
         self._turns: dict[Role, deque[dict[str, Any]]] = {role: deque() for role in Role}
@@ -129,7 +130,7 @@ class ScriptedProvider:
 
     @classmethod
     def from_folder(
-        cls, folder: Path | str, *, fallback: AgentProvider | None = None
+        cls, folder: Path | str, *, fallback: RoleAnswerer | None = None
     ) -> ScriptedProvider:
         """Turns from a pack's ``scripted/`` folder; a missing folder means no turns."""
         folder = Path(folder)
@@ -139,50 +140,33 @@ class ScriptedProvider:
     def remaining(self, role: Role | str) -> int:
         return len(self._turns[Role(role)])
 
-    # --- the four roles ------------------------------------------------------
+    # --- answering a role ------------------------------------------------------
 
-    def plan(self, request: PlannerRequest, *, recorder: CallRecorder) -> str:
-        self.asked.append((Role.PLANNER, request))
-        if not self._turns[Role.PLANNER]:
-            return self._fallback(Role.PLANNER, request, recorder).plan(request, recorder=recorder)
-        return self._answer(Role.PLANNER, request, recorder)
-
-    def verify(self, payload: VerifierPayload, *, recorder: CallRecorder) -> str:
-        self.asked.append((Role.VERIFIER, payload))
-        if not self._turns[Role.VERIFIER]:
-            return self._fallback(Role.VERIFIER, payload, recorder).verify(
-                payload, recorder=recorder
-            )
-        return self._answer(Role.VERIFIER, payload, recorder)
-
-    def compose(self, composer_input: ComposerInput, *, recorder: CallRecorder) -> str:
-        self.asked.append((Role.COMPOSER, composer_input))
-        if not self._turns[Role.COMPOSER]:
-            return self._fallback(Role.COMPOSER, composer_input, recorder).compose(
-                composer_input, recorder=recorder
-            )
-        return self._answer(Role.COMPOSER, composer_input, recorder)
-
-    def execute(
+    def answer(
         self,
-        request: ExecutorRequest,
+        role: Role,
+        request: RoleRequest,
         *,
-        tools: ToolRunner,
-        tool_specs: list[dict[str, Any]],
         recorder: CallRecorder,
+        tools: ToolRunner | None = None,
     ) -> str:
-        self.asked.append((Role.EXECUTOR, request))
-        turns = self._turns[Role.EXECUTOR]
-        while turns:
+        """The role's next turn; the Executor's tool-call turns run through ``tools`` first.
+        A role whose turns ran out (the Executor possibly mid-investigation) goes to the
+        fallback, which carries on."""
+        role = Role(role)
+        self.asked.append((role, request))
+        turns = self._turns[role]
+        while turns and role is Role.EXECUTOR and tools is not None:
             if "tool_calls" not in turns[0]:
-                return self._answer(Role.EXECUTOR, request, recorder)
+                break
             calls = turns.popleft()["tool_calls"]
-            self._record(recorder, Role.EXECUTOR, request, json.dumps(calls, ensure_ascii=False))
+            self._record(recorder, role, request, json.dumps(calls, ensure_ascii=False))
             for call in calls:
                 tools(call["name"], call["arguments"])
-        # Out of turns (possibly mid-investigation): the fallback carries on.
-        return self._fallback(Role.EXECUTOR, request, recorder).execute(
-            request, tools=tools, tool_specs=tool_specs, recorder=recorder
+        if turns:
+            return self._answer(role, request, recorder)
+        return self._fallback(role, request, recorder).answer(
+            role, request, recorder=recorder, tools=tools
         )
 
     # --- helpers ---------------------------------------------------------------
@@ -209,7 +193,7 @@ class ScriptedProvider:
             self._record(recorder, role, request, content)
         return ModelText(content, finish_reason=finish_reason)
 
-    def _fallback(self, role: Role, request: Any, recorder: CallRecorder) -> AgentProvider:
+    def _fallback(self, role: Role, request: Any, recorder: CallRecorder) -> RoleAnswerer:
         if self.fallback is not None:
             return self.fallback
         message = f"no scripted {role.value} turn left and no fallback provider"

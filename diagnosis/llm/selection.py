@@ -1,4 +1,5 @@
-"""Which provider answers each role of a session."""
+"""Which agent answers each role of a session: a chat model (``openai``) or an answerer
+(``offline``, ``scripted``), from ``LLM_<ROLE>_PROVIDER``-style settings."""
 
 from __future__ import annotations
 
@@ -7,20 +8,20 @@ from pathlib import Path
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
-from diagnosis.llm.base import AgentProvider, Role
+from diagnosis.llm.base import Agent, Role, RoleAnswerer
 from diagnosis.llm.openai_provider import OpenAIProvider
 from diagnosis.llm.scripted import ScriptedProvider
 from diagnosis.models import DiagnosisSession
-from diagnosis.offline import OfflineProvider
+from diagnosis.offline import OfflineEngine
 
 
-def _offline() -> AgentProvider:
-    return OfflineProvider()
+def _offline() -> RoleAnswerer:
+    return OfflineEngine()
 
 
 def agents_for_session(
     *, session: DiagnosisSession, provider: str | None = None
-) -> dict[Role, AgentProvider]:
+) -> dict[Role, Agent]:
     """One provider per role, from ``LLM_ROLE_SETTINGS`` or the ``provider`` override.
 
     Call it once per flow run: a scripted provider consumes its turns across the
@@ -30,14 +31,14 @@ def agents_for_session(
     if provider is not None and provider not in settings.LLM_PROVIDERS:
         known = ", ".join(settings.LLM_PROVIDERS)
         raise ImproperlyConfigured(f"unknown LLM provider {provider!r}; expected one of {known}")
-    shared: dict[str, AgentProvider] = {}
+    shared: dict[str, RoleAnswerer] = {}
 
-    def offline() -> AgentProvider:
+    def offline() -> RoleAnswerer:
         if "offline" not in shared:
             shared["offline"] = _offline()
         return shared["offline"]
 
-    def scripted() -> AgentProvider:
+    def scripted() -> RoleAnswerer:
         if "scripted" not in shared:
             pack_path = session.environment.pack_path
             folder = Path(pack_path) / "scripted" if pack_path else None
@@ -47,7 +48,7 @@ def agents_for_session(
                 shared["scripted"] = ScriptedProvider.from_folder(folder, fallback=offline())
         return shared["scripted"]
 
-    agents: dict[Role, AgentProvider] = {}
+    agents: dict[Role, Agent] = {}
     for role in Role:
         name = provider or settings.LLM_ROLE_SETTINGS.get(role.value, {}).get(
             "provider", settings.LLM_PROVIDER

@@ -1,4 +1,8 @@
-"""The ``offline`` provider: a deterministic, evidence-driven engine for the four roles.
+"""The ``offline`` engine: deterministic and evidence-driven, it answers the four roles.
+
+A sibling of the flow, not a model: ``OfflineEngine.answer`` answers a role's request
+with the role's contract, picked from one table (``ROLE_ANSWERS``), and records the
+call as a model call (provider ``offline``), so the audit trail reads the same.
 
 It is the default when no model endpoint is configured, so a fresh machine
 diagnoses for real: the Planner reads services, window and symptoms from the
@@ -10,10 +14,17 @@ renders only the filtered material. Same inputs, same output.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
 
 from diagnosis.contracts import ComposerInput, VerifierPayload
-from diagnosis.llm.base import CallRecorder, ExecutorRequest, PlannerRequest, Role, ToolRunner
+from diagnosis.llm.base import (
+    CallRecorder,
+    ExecutorRequest,
+    PlannerRequest,
+    Role,
+    RoleRequest,
+    ToolRunner,
+)
 
 from .common import MODEL_NAME, PROVIDER_NAME, clock, json_dump, record_call
 from .composer import compose_run
@@ -21,105 +32,130 @@ from .executor import execute_run
 from .planner import plan_build
 from .verifier import verify_run
 
-__all__ = ["MODEL_NAME", "OfflineProvider"]
+__all__ = ["MODEL_NAME", "OfflineEngine"]
 
 
-class OfflineProvider:
+def _plan(request: PlannerRequest, *, recorder: CallRecorder) -> str:
+    started = clock()
+    raw = plan_build(request).model_dump_json()
+    record_call(
+        recorder,
+        role=Role.PLANNER,
+        request={
+            "question": request.question,
+            "language": request.language,
+            "now": request.now,
+            "window": request.window,
+            # the count, not the list: a 1,000-service fleet would make every audit
+            # row (and the cost estimate) grow with the fleet; the plan names the
+            # services it picked
+            "services": len(request.services),
+            "history_turns": len(request.history or []),
+            "alert": bool(request.alert),
+        },
+        raw_response=raw,
+        started=started,
+    )
+    return raw
+
+
+def _execute(request: ExecutorRequest, *, tools: ToolRunner, recorder: CallRecorder) -> str:
+    started = clock()
+    output, evidence = execute_run(request, tools)
+    raw = json_dump(output.model_dump(mode="json"))
+    record_call(
+        recorder,
+        role=Role.EXECUTOR,
+        request={
+            "question": request.question,
+            "language": request.language,
+            "window": request.window,
+            "plan_services": list(request.plan.get("services") or []),
+            "attempt": request.attempt,
+            "retry": bool(request.retry_context),
+            "tool_calls": [
+                {
+                    "tool": c.tool_name,
+                    "arguments": c.arguments,
+                    "trace_ref": c.trace_ref,
+                    "status": c.status,
+                }
+                for c in evidence.calls
+            ],
+        },
+        raw_response=raw,
+        started=started,
+    )
+    return raw
+
+
+def _verify(payload: VerifierPayload, *, recorder: CallRecorder) -> str:
+    started = clock()
+    raw = verify_run(payload).model_dump_json()
+    record_call(
+        recorder,
+        role=Role.VERIFIER,
+        request={
+            "original_query": payload.original_query,
+            "parse_status": payload.executor_output_parse_status.value,
+            "claims": payload.gatekeeper.counts.model_dump(),
+            "trace_entries": len(payload.tool_trace_summary),
+            "retry": payload.retry_context is not None,
+        },
+        raw_response=raw,
+        started=started,
+    )
+    return raw
+
+
+def _compose(composer_input: ComposerInput, *, recorder: CallRecorder) -> str:
+    started = clock()
+    raw = json_dump(compose_run(composer_input).model_dump(mode="json"))
+    record_call(
+        recorder,
+        role=Role.COMPOSER,
+        request={
+            "decision": composer_input.decision.value,
+            "language": composer_input.language,
+            "allowed_claims": len(composer_input.allowed_claims),
+            "allowed_hypotheses": len(composer_input.allowed_hypotheses),
+            "missing_info": len(composer_input.missing_info),
+            "recommended_actions": len(composer_input.recommended_actions),
+        },
+        raw_response=raw,
+        started=started,
+    )
+    return raw
+
+
+# Each role: the request it takes and how the engine answers it.
+ROLE_ANSWERS: dict[Role, tuple[type, Callable[..., str]]] = {
+    Role.PLANNER: (PlannerRequest, _plan),
+    Role.EXECUTOR: (ExecutorRequest, _execute),
+    Role.VERIFIER: (VerifierPayload, _verify),
+    Role.COMPOSER: (ComposerInput, _compose),
+}
+
+
+class OfflineEngine:
+    """The flow's ``RoleAnswerer`` when settings pick ``offline`` for a role."""
+
     name = PROVIDER_NAME
     model = MODEL_NAME
 
-    def plan(self, request: PlannerRequest, *, recorder: CallRecorder) -> str:
-        started = clock()
-        raw = plan_build(request).model_dump_json()
-        record_call(
-            recorder,
-            role=Role.PLANNER,
-            request={
-                "question": request.question,
-                "language": request.language,
-                "now": request.now,
-                "window": request.window,
-                # the count, not the list: a 1,000-service fleet would make every audit
-                # row (and the cost estimate) grow with the fleet; the plan names the
-                # services it picked
-                "services": len(request.services),
-                "history_turns": len(request.history or []),
-                "alert": bool(request.alert),
-            },
-            raw_response=raw,
-            started=started,
-        )
-        return raw
-
-    def execute(
+    def answer(
         self,
-        request: ExecutorRequest,
+        role: Role,
+        request: RoleRequest,
         *,
-        tools: ToolRunner,
-        tool_specs: list[dict[str, Any]],
         recorder: CallRecorder,
+        tools: ToolRunner | None = None,
     ) -> str:
-        started = clock()
-        output, evidence = execute_run(request, tools)
-        raw = json_dump(output.model_dump(mode="json"))
-        record_call(
-            recorder,
-            role=Role.EXECUTOR,
-            request={
-                "question": request.question,
-                "language": request.language,
-                "window": request.window,
-                "plan_services": list(request.plan.get("services") or []),
-                "attempt": request.attempt,
-                "retry": bool(request.retry_context),
-                "tool_calls": [
-                    {
-                        "tool": c.tool_name,
-                        "arguments": c.arguments,
-                        "trace_ref": c.trace_ref,
-                        "status": c.status,
-                    }
-                    for c in evidence.calls
-                ],
-            },
-            raw_response=raw,
-            started=started,
-        )
-        return raw
-
-    def verify(self, payload: VerifierPayload, *, recorder: CallRecorder) -> str:
-        started = clock()
-        raw = verify_run(payload).model_dump_json()
-        record_call(
-            recorder,
-            role=Role.VERIFIER,
-            request={
-                "original_query": payload.original_query,
-                "parse_status": payload.executor_output_parse_status.value,
-                "claims": payload.gatekeeper.counts.model_dump(),
-                "trace_entries": len(payload.tool_trace_summary),
-                "retry": payload.retry_context is not None,
-            },
-            raw_response=raw,
-            started=started,
-        )
-        return raw
-
-    def compose(self, composer_input: ComposerInput, *, recorder: CallRecorder) -> str:
-        started = clock()
-        raw = json_dump(compose_run(composer_input).model_dump(mode="json"))
-        record_call(
-            recorder,
-            role=Role.COMPOSER,
-            request={
-                "decision": composer_input.decision.value,
-                "language": composer_input.language,
-                "allowed_claims": len(composer_input.allowed_claims),
-                "allowed_hypotheses": len(composer_input.allowed_hypotheses),
-                "missing_info": len(composer_input.missing_info),
-                "recommended_actions": len(composer_input.recommended_actions),
-            },
-            raw_response=raw,
-            started=started,
-        )
-        return raw
+        kind, run = ROLE_ANSWERS[Role(role)]
+        if not isinstance(request, kind):
+            raise TypeError(f"the offline {role} answers a {kind.__name__}, not {request!r:.80}")
+        if kind is ExecutorRequest:
+            if tools is None:
+                raise TypeError("the offline executor needs a tool runner")
+            return run(request, tools=tools, recorder=recorder)
+        return run(request, recorder=recorder)

@@ -381,9 +381,11 @@ class _DiesAfterExecuting:
     def __getattr__(self, name):
         return getattr(self.inner, name)
 
-    def execute(self, request, *, tools, tool_specs, recorder):
-        self.inner.execute(request, tools=tools, tool_specs=tool_specs, recorder=recorder)
-        raise WorkerDied
+    def answer(self, role, request, *, recorder, tools=None):
+        answer = self.inner.answer(role, request, recorder=recorder, tools=tools)
+        if role == Role.EXECUTOR:
+            raise WorkerDied
+        return answer
 
 
 class _CitesInvocationIds(ScriptedProvider):
@@ -391,17 +393,20 @@ class _CitesInvocationIds(ScriptedProvider):
 
     def __init__(self, script, *, answer, calls: int) -> None:
         super().__init__(script)
-        self.answer, self.calls, self.made = answer, calls, []
+        self.final, self.calls, self.made = answer, calls, []
 
-    def execute(self, request, *, tools, tool_specs, recorder):
+    def answer(self, role, request, *, recorder, tools=None):
+        if role != Role.EXECUTOR:
+            return super().answer(role, request, recorder=recorder, tools=tools)
+
         def run(name, arguments):
             result = tools(name, arguments)
             self.made.append(result)
             if len(self.made) == self.calls:
-                self._turns[Role.EXECUTOR].append({"content": self.answer(self.made)})
+                self._turns[Role.EXECUTOR].append({"content": self.final(self.made)})
             return result
 
-        return super().execute(request, tools=run, tool_specs=tool_specs, recorder=recorder)
+        return super().answer(role, request, recorder=recorder, tools=run)
 
 
 def _binding(trace: str, ids: list[int]) -> dict:

@@ -73,11 +73,11 @@ def test_stated_text_takes_the_conclusion_and_confirmed_sections_only():
 def run_adversarial(mini_env, owner, monkeypatch, django_capture_on_commit_callbacks):
     from diagnosis.llm import selection
     from diagnosis.llm.scripted import ScriptedProvider
-    from diagnosis.offline import OfflineProvider
+    from diagnosis.offline import OfflineEngine
     from diagnosis.services import diagnosis_submit
 
     def run(script, language="zh-CN"):
-        provider = ScriptedProvider({"planner": [PLANNER], **script}, fallback=OfflineProvider())
+        provider = ScriptedProvider({"planner": [PLANNER], **script}, fallback=OfflineEngine())
         monkeypatch.setattr(
             selection, "agents_for_session", lambda **kwargs: dict.fromkeys(Role, provider)
         )

@@ -15,9 +15,11 @@ from diagnosis.contracts import (
     ParseStatus,
     VerifierPayload,
 )
-from diagnosis.offline import OfflineProvider
+from diagnosis.llm.base import Role
+from diagnosis.offline import OfflineEngine
 from tests.llm_offline.fakes import Recorder
 from tests.llm_offline.test_offline_verifier import LOG, METRIC, TRACES, _claim
+from tests.support.agents import agent_answer
 
 RAW_CODES = re.compile("|".join([*(c.value for c in Classification), *(d.value for d in Decision)]))
 
@@ -34,7 +36,7 @@ def _summary(query, claims, verdicts):
         ),
         tool_trace_summary=TRACES,
     )
-    output = json.loads(OfflineProvider().verify(payload, recorder=Recorder()))
+    output = json.loads(agent_answer(OfflineEngine(), Role.VERIFIER, payload, recorder=Recorder()))
     return output["summary"], output["decision"]
 
 

@@ -118,29 +118,25 @@ TOOL_SPECS = [
 
 
 class StubProvider:
-    """A fallback provider that answers every role with a fixed text and remembers it."""
+    """A fallback answerer that answers every role with a fixed text and remembers it."""
 
     name = "stub"
+    ANSWERS = {
+        "planner": '{"plan_version": "planner_v1", "notes": "stub"}',
+        "executor": '{"answer_version": "executor_evidence_v2", "claims": [], "notes": "stub"}',
+        "verifier": '{"verifier_version": "verifier_v2", "decision": "LOW_CONFID"}',
+        "composer": '{"answer_version": "composer_v1", "final_answer": "stub"}',
+    }
+    CALLS = {"planner": "plan", "executor": "execute", "verifier": "verify", "composer": "compose"}
 
     def __init__(self) -> None:
         self.calls: list[str] = []
 
-    def plan(self, request, *, recorder):
-        self.calls.append("plan")
-        return '{"plan_version": "planner_v1", "notes": "stub"}'
-
-    def execute(self, request, *, tools, tool_specs, recorder):
-        self.calls.append("execute")
-        tools("query_logs", {"service": "payment-service"})
-        return '{"answer_version": "executor_evidence_v2", "claims": [], "notes": "stub"}'
-
-    def verify(self, payload, *, recorder):
-        self.calls.append("verify")
-        return '{"verifier_version": "verifier_v2", "decision": "LOW_CONFID"}'
-
-    def compose(self, composer_input, *, recorder):
-        self.calls.append("compose")
-        return '{"answer_version": "composer_v1", "final_answer": "stub"}'
+    def answer(self, role, request, *, recorder, tools=None):
+        self.calls.append(self.CALLS[str(role)])
+        if str(role) == "executor":
+            tools("query_logs", {"service": "payment-service"})
+        return self.ANSWERS[str(role)]
 
 
 @pytest.fixture

@@ -12,6 +12,7 @@ from diagnosis.llm.openai_provider import OpenAIProvider
 from diagnosis.models import LLMCall
 from tests.llm.conftest import TEST_API_KEY, TOOL_SPECS
 from tests.llm.requests import composer_input, executor_request, planner_request, verifier_payload
+from tests.support.agents import agent_answer
 from tests.support.openai_server import HUGE_CHARS, Reply
 
 PLAN = {"plan_version": "planner_v1", "services": ["payment-service"], "tools": ["query_logs"]}
@@ -74,8 +75,13 @@ def test_the_executor_runs_two_tool_calls_from_one_turn_and_returns_the_final_js
         Reply.text(EVIDENCE),
     )
 
-    answer = provider_for(Role.EXECUTOR).execute(
-        executor_request(), tools=fake_tools, tool_specs=TOOL_SPECS, recorder=recorder
+    answer = agent_answer(
+        provider_for(Role.EXECUTOR),
+        Role.EXECUTOR,
+        executor_request(),
+        tools=fake_tools,
+        tool_specs=TOOL_SPECS,
+        recorder=recorder,
     )
 
     assert json.loads(answer) == EVIDENCE
@@ -104,8 +110,13 @@ def test_malformed_tool_arguments_reach_the_tool_runner_as_the_raw_string(
 ):
     openai_server.enqueue(Reply.tools(("query_logs", '{"service": "pay')), Reply.text(EVIDENCE))
 
-    provider_for(Role.EXECUTOR).execute(
-        executor_request(), tools=fake_tools, tool_specs=TOOL_SPECS, recorder=recorder
+    agent_answer(
+        provider_for(Role.EXECUTOR),
+        Role.EXECUTOR,
+        executor_request(),
+        tools=fake_tools,
+        tool_specs=TOOL_SPECS,
+        recorder=recorder,
     )
 
     assert fake_tools.calls == [("query_logs", '{"service": "pay')]
@@ -123,8 +134,13 @@ def test_tools_are_withdrawn_after_the_round_limit_and_the_final_json_is_asked_f
         Reply.text(EVIDENCE),
     )
 
-    answer = provider_for(Role.EXECUTOR).execute(
-        executor_request(), tools=fake_tools, tool_specs=TOOL_SPECS, recorder=recorder
+    answer = agent_answer(
+        provider_for(Role.EXECUTOR),
+        Role.EXECUTOR,
+        executor_request(),
+        tools=fake_tools,
+        tool_specs=TOOL_SPECS,
+        recorder=recorder,
     )
 
     assert json.loads(answer)["answer_version"] == "executor_evidence_v2"
@@ -145,8 +161,13 @@ def test_a_model_that_calls_tools_after_they_were_withdrawn_gets_an_empty_status
     )
 
     with pytest.raises(LLMError) as error:
-        provider_for(Role.EXECUTOR).execute(
-            executor_request(), tools=fake_tools, tool_specs=TOOL_SPECS, recorder=recorder
+        agent_answer(
+            provider_for(Role.EXECUTOR),
+            Role.EXECUTOR,
+            executor_request(),
+            tools=fake_tools,
+            tool_specs=TOOL_SPECS,
+            recorder=recorder,
         )
 
     assert error.value.status == "empty"
@@ -162,7 +183,9 @@ def test_the_planner_asks_for_its_contract_schema_and_returns_the_content(
 ):
     openai_server.enqueue(Reply.text(PLAN))
 
-    answer = provider_for(Role.PLANNER).plan(planner_request(), recorder=recorder)
+    answer = agent_answer(
+        provider_for(Role.PLANNER), Role.PLANNER, planner_request(), recorder=recorder
+    )
 
     assert json.loads(answer) == PLAN
     (request,) = openai_server.chat_requests
@@ -188,8 +211,10 @@ def test_the_verifier_and_composer_send_only_their_payloads(
         Reply.text({"answer_version": "composer_v1", "final_answer": "结论"}),
     )
 
-    provider_for(Role.VERIFIER).verify(verifier_payload(), recorder=recorder)
-    provider_for(Role.COMPOSER).compose(composer_input("en"), recorder=recorder)
+    agent_answer(provider_for(Role.VERIFIER), Role.VERIFIER, verifier_payload(), recorder=recorder)
+    agent_answer(
+        provider_for(Role.COMPOSER), Role.COMPOSER, composer_input("en"), recorder=recorder
+    )
 
     verifier_request, composer_request = openai_server.chat_requests
     assert '"tool_trace_summary"' in verifier_request["messages"][1]["content"]
@@ -206,7 +231,9 @@ def test_a_429_is_retried_after_its_retry_after_and_then_succeeds(
 ):
     openai_server.enqueue(Reply.failing("429", retry_after="2"), Reply.text(PLAN))
 
-    answer = provider_for(Role.PLANNER).plan(planner_request(), recorder=recorder)
+    answer = agent_answer(
+        provider_for(Role.PLANNER), Role.PLANNER, planner_request(), recorder=recorder
+    )
 
     assert json.loads(answer) == PLAN
     assert sleeps == [2.0]
@@ -222,7 +249,9 @@ def test_500s_spend_the_retry_budget_and_then_raise_an_llm_error(
     openai_server.enqueue(*[Reply.failing("500") for _ in range(5)])
 
     with pytest.raises(LLMError) as error:
-        provider_for(Role.VERIFIER).verify(verifier_payload(), recorder=recorder)
+        agent_answer(
+            provider_for(Role.VERIFIER), Role.VERIFIER, verifier_payload(), recorder=recorder
+        )
 
     assert error.value.status == "error"
     assert len(openai_server.chat_requests) == 3
@@ -234,7 +263,7 @@ def test_a_client_error_is_not_retried(provider_for, openai_server, recorder, se
     openai_server.enqueue(Reply.failing("401"), Reply.text(PLAN))
 
     with pytest.raises(LLMError) as error:
-        provider_for(Role.PLANNER).plan(planner_request(), recorder=recorder)
+        agent_answer(provider_for(Role.PLANNER), Role.PLANNER, planner_request(), recorder=recorder)
 
     assert error.value.status == "rejected"
     assert len(openai_server.chat_requests) == 1
@@ -250,7 +279,7 @@ def test_a_timeout_is_recorded_and_raised_as_an_llm_error(
     openai_server.enqueue(Reply.failing("timeout"))
 
     with pytest.raises(LLMError) as error:
-        provider_for(Role.PLANNER).plan(planner_request(), recorder=recorder)
+        agent_answer(provider_for(Role.PLANNER), Role.PLANNER, planner_request(), recorder=recorder)
 
     assert error.value.status == "timeout"
     (row,) = calls(session)
@@ -264,7 +293,7 @@ def test_a_timeout_then_an_answer_is_retried(
     settings.LLM_TIMEOUT_SECONDS = 0.3
     openai_server.enqueue(Reply.failing("timeout"), Reply.text(PLAN))
 
-    provider_for(Role.PLANNER).plan(planner_request(), recorder=recorder)
+    agent_answer(provider_for(Role.PLANNER), Role.PLANNER, planner_request(), recorder=recorder)
 
     assert statuses(session) == ["timeout", "ok"]
 
@@ -281,7 +310,7 @@ def test_an_unreachable_server_is_retried_then_an_error(
     provider = OpenAIProvider.for_role(Role.PLANNER, backoff_base=0.001, sleep=sleeps.append)
 
     with pytest.raises(LLMError) as error:
-        provider.plan(planner_request(), recorder=recorder)
+        agent_answer(provider, Role.PLANNER, planner_request(), recorder=recorder)
 
     assert error.value.status == "error"
     assert statuses(session) == ["error", "error"]
@@ -294,7 +323,7 @@ def test_a_malformed_response_body_is_an_error_row_not_a_crash(
     openai_server.enqueue(Reply.failing("malformed_json"), Reply.text(PLAN))
 
     with pytest.raises(LLMError) as error:
-        provider_for(Role.PLANNER).plan(planner_request(), recorder=recorder)
+        agent_answer(provider_for(Role.PLANNER), Role.PLANNER, planner_request(), recorder=recorder)
 
     assert error.value.status == "error"
     (row,) = calls(session)
@@ -309,7 +338,9 @@ def test_valid_json_that_is_not_a_chat_completion_is_an_error_row(
     openai_server.enqueue(Reply.failing("wrong_schema"))
 
     with pytest.raises(LLMError):
-        provider_for(Role.COMPOSER).compose(composer_input(), recorder=recorder)
+        agent_answer(
+            provider_for(Role.COMPOSER), Role.COMPOSER, composer_input(), recorder=recorder
+        )
 
     (row,) = calls(session)
     assert (row.status, row.raw_response) == ("error", '{"result": "ok", "data": [1, 2, 3]}')
@@ -320,7 +351,9 @@ def test_model_text_that_is_not_json_is_returned_for_the_parser_to_judge(
 ):
     openai_server.enqueue(Reply.text("I think the database is down."))
 
-    answer = provider_for(Role.PLANNER).plan(planner_request(), recorder=recorder)
+    answer = agent_answer(
+        provider_for(Role.PLANNER), Role.PLANNER, planner_request(), recorder=recorder
+    )
 
     assert answer == "I think the database is down."
     assert statuses(session) == ["ok"]
@@ -331,7 +364,9 @@ def test_output_cut_by_the_length_limit_is_recorded_as_truncated_and_still_retur
 ):
     openai_server.enqueue(Reply.text(PLAN, fault="truncated"))
 
-    answer = provider_for(Role.PLANNER).plan(planner_request(), recorder=recorder)
+    answer = agent_answer(
+        provider_for(Role.PLANNER), Role.PLANNER, planner_request(), recorder=recorder
+    )
 
     assert json.dumps(PLAN).startswith(answer)
     assert answer != json.dumps(PLAN)
@@ -345,7 +380,9 @@ def test_an_empty_answer_is_recorded_as_empty_and_raised(
     openai_server.enqueue(Reply.failing("empty"))
 
     with pytest.raises(LLMError) as error:
-        provider_for(Role.VERIFIER).verify(verifier_payload(), recorder=recorder)
+        agent_answer(
+            provider_for(Role.VERIFIER), Role.VERIFIER, verifier_payload(), recorder=recorder
+        )
 
     assert error.value.status == "empty"
     assert statuses(session) == ["empty"]
@@ -356,7 +393,9 @@ def test_a_one_megabyte_answer_is_returned_whole_but_stored_bounded(
 ):
     openai_server.enqueue(Reply.failing("huge"))
 
-    answer = provider_for(Role.PLANNER).plan(planner_request(), recorder=recorder)
+    answer = agent_answer(
+        provider_for(Role.PLANNER), Role.PLANNER, planner_request(), recorder=recorder
+    )
 
     assert len(answer) == HUGE_CHARS
     (row,) = calls(session)
@@ -370,7 +409,9 @@ def test_bytes_that_are_not_utf8_are_replaced_not_fatal(
 ):
     openai_server.enqueue(Reply.text("连接池耗尽", fault="invalid_utf8"))
 
-    answer = provider_for(Role.PLANNER).plan(planner_request(), recorder=recorder)
+    answer = agent_answer(
+        provider_for(Role.PLANNER), Role.PLANNER, planner_request(), recorder=recorder
+    )
 
     assert answer.startswith("连接池耗尽\ufffd")
     assert statuses(session) == ["ok"]
@@ -384,7 +425,7 @@ def test_tokens_come_from_usage_when_the_server_reports_it(
 ):
     openai_server.enqueue(Reply.text(PLAN))
 
-    provider_for(Role.PLANNER).plan(planner_request(), recorder=recorder)
+    agent_answer(provider_for(Role.PLANNER), Role.PLANNER, planner_request(), recorder=recorder)
 
     (row,) = calls(session)
     prompt_chars = len(json.dumps(openai_server.chat_requests[0]["messages"], ensure_ascii=False))
@@ -397,7 +438,7 @@ def test_tokens_are_estimated_when_the_server_reports_no_usage(
 ):
     openai_server.enqueue(Reply.text(PLAN, usage=False))
 
-    provider_for(Role.PLANNER).plan(planner_request(), recorder=recorder)
+    agent_answer(provider_for(Role.PLANNER), Role.PLANNER, planner_request(), recorder=recorder)
 
     (row,) = calls(session)
     assert row.tokens_in > len(json.dumps(openai_server.chat_requests[0]["messages"])) // 4
@@ -411,9 +452,9 @@ def test_the_api_key_is_sent_to_the_server_but_never_stored(
     openai_server.enqueue(Reply.text(PLAN))
     provider = provider_for(Role.PLANNER)
 
-    provider.plan(planner_request(), recorder=recorder)
+    agent_answer(provider, Role.PLANNER, planner_request(), recorder=recorder)
     with pytest.raises(LLMError):
-        provider.plan(planner_request(), recorder=recorder)
+        agent_answer(provider, Role.PLANNER, planner_request(), recorder=recorder)
 
     assert openai_server.requests[0].headers["authorization"] == f"Bearer {TEST_API_KEY}"
     assert TEST_API_KEY not in repr(provider)

@@ -6,16 +6,11 @@ import json
 
 import pytest
 
-from diagnosis.llm.prompts import (
-    PromptError,
-    composer_messages,
-    executor_messages,
-    planner_messages,
-    prompt_messages,
-    prompt_render,
-    prompt_variables,
-    verifier_messages,
-)
+from diagnosis.flow.composer import composer_messages
+from diagnosis.flow.executor import executor_messages
+from diagnosis.flow.planner import planner_messages
+from diagnosis.flow.verifier import verifier_messages
+from diagnosis.llm.prompts import PromptError, prompt_messages, prompt_render, prompt_variables
 from tests.llm.requests import composer_input, executor_request, planner_request, verifier_payload
 
 ROLE_VARIABLES = {

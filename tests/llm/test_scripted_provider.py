@@ -11,6 +11,7 @@ from diagnosis.llm.scripted import ScriptedProvider, ScriptError
 from diagnosis.models import LLMCall
 from tests.llm.conftest import TOOL_SPECS
 from tests.llm.requests import composer_input, executor_request, planner_request, verifier_payload
+from tests.support.agents import agent_answer
 
 EVIDENCE = {"answer_version": "executor_evidence_v2", "claims": []}
 QUERY_LOGS = {"tool_calls": [{"name": "query_logs", "arguments": {"service": "payment-service"}}]}
@@ -43,12 +44,17 @@ def test_it_replays_a_pack_scripted_folder_turn_by_turn(tmp_path, recorder, sess
     _write(folder, "composer.json", {"content": '{"answer_version": "composer_v1"}'})
     provider = ScriptedProvider.from_folder(folder)
 
-    plan = provider.plan(planner_request(), recorder=recorder)
-    evidence = provider.execute(
-        executor_request(), tools=fake_tools, tool_specs=TOOL_SPECS, recorder=recorder
+    plan = agent_answer(provider, Role.PLANNER, planner_request(), recorder=recorder)
+    evidence = agent_answer(
+        provider,
+        Role.EXECUTOR,
+        executor_request(),
+        tools=fake_tools,
+        tool_specs=TOOL_SPECS,
+        recorder=recorder,
     )
-    verdict = provider.verify(verifier_payload(), recorder=recorder)
-    answer = provider.compose(composer_input(), recorder=recorder)
+    verdict = agent_answer(provider, Role.VERIFIER, verifier_payload(), recorder=recorder)
+    answer = agent_answer(provider, Role.COMPOSER, composer_input(), recorder=recorder)
 
     assert plan == '{"plan_version": "planner_v1"}'
     assert json.loads(evidence) == EVIDENCE
@@ -80,10 +86,17 @@ def test_executor_turns_continue_across_a_retry(recorder, session, fake_tools):
         {"executor": [QUERY_LOGS, {"content": "first attempt"}, {"content": "second attempt"}]}
     )
 
-    first = provider.execute(
-        executor_request(), tools=fake_tools, tool_specs=TOOL_SPECS, recorder=recorder
+    first = agent_answer(
+        provider,
+        Role.EXECUTOR,
+        executor_request(),
+        tools=fake_tools,
+        tool_specs=TOOL_SPECS,
+        recorder=recorder,
     )
-    second = provider.execute(
+    second = agent_answer(
+        provider,
+        Role.EXECUTOR,
         executor_request(attempt=2, retry_context={"instructions": "query mysql"}),
         tools=fake_tools,
         tool_specs=TOOL_SPECS,
@@ -98,8 +111,8 @@ def test_executor_turns_continue_across_a_retry(recorder, session, fake_tools):
 def test_a_role_without_turns_goes_to_the_fallback(recorder, session, stub_provider):
     provider = ScriptedProvider({"verifier": ['{"decision": "REJECT"}']}, fallback=stub_provider)
 
-    plan = provider.plan(planner_request(), recorder=recorder)
-    verdict = provider.verify(verifier_payload(), recorder=recorder)
+    plan = agent_answer(provider, Role.PLANNER, planner_request(), recorder=recorder)
+    verdict = agent_answer(provider, Role.VERIFIER, verifier_payload(), recorder=recorder)
 
     assert json.loads(plan)["notes"] == "stub"
     assert verdict == '{"decision": "REJECT"}'
@@ -112,8 +125,13 @@ def test_when_executor_turns_run_out_mid_investigation_the_fallback_carries_on(
 ):
     provider = ScriptedProvider({"executor": [QUERY_LOGS]}, fallback=stub_provider)
 
-    evidence = provider.execute(
-        executor_request(), tools=fake_tools, tool_specs=TOOL_SPECS, recorder=recorder
+    evidence = agent_answer(
+        provider,
+        Role.EXECUTOR,
+        executor_request(),
+        tools=fake_tools,
+        tool_specs=TOOL_SPECS,
+        recorder=recorder,
     )
 
     assert json.loads(evidence)["notes"] == "stub"
@@ -125,7 +143,7 @@ def test_running_out_without_a_fallback_is_a_recorded_llm_error(recorder, sessio
     provider = ScriptedProvider({"composer": []})
 
     with pytest.raises(LLMError) as error:
-        provider.compose(composer_input(), recorder=recorder)
+        agent_answer(provider, Role.COMPOSER, composer_input(), recorder=recorder)
 
     assert error.value.status == "error"
     assert rows(session) == [("composer", "scripted", "error")]
@@ -135,7 +153,7 @@ def test_a_scripted_failure_turn_replays_a_failed_call(recorder, session):
     provider = ScriptedProvider({"planner": [{"error": "timeout", "message": "slow model"}]})
 
     with pytest.raises(LLMError) as error:
-        provider.plan(planner_request(), recorder=recorder)
+        agent_answer(provider, Role.PLANNER, planner_request(), recorder=recorder)
 
     assert error.value.status == "timeout"
     assert rows(session) == [("planner", "scripted", "timeout")]
@@ -145,7 +163,7 @@ def test_an_empty_scripted_answer_is_recorded_as_empty(recorder, session):
     provider = ScriptedProvider({"verifier": ["   "]})
 
     with pytest.raises(LLMError) as error:
-        provider.verify(verifier_payload(), recorder=recorder)
+        agent_answer(provider, Role.VERIFIER, verifier_payload(), recorder=recorder)
 
     assert error.value.status == "empty"
     assert rows(session) == [("verifier", "scripted", "empty")]
@@ -156,7 +174,14 @@ def test_raw_string_tool_arguments_reach_the_tool_runner_unchanged(recorder, ses
         {"executor": [{"tool_calls": [{"name": "query_logs", "arguments": "{broken"}]}, "done"]}
     )
 
-    provider.execute(executor_request(), tools=fake_tools, tool_specs=TOOL_SPECS, recorder=recorder)
+    agent_answer(
+        provider,
+        Role.EXECUTOR,
+        executor_request(),
+        tools=fake_tools,
+        tool_specs=TOOL_SPECS,
+        recorder=recorder,
+    )
 
     assert fake_tools.calls == [("query_logs", "{broken")]
 
@@ -167,7 +192,9 @@ def test_a_file_holding_the_answer_itself_or_a_list_of_turns_is_accepted(tmp_pat
     _write(folder, "verifier.json", [{"content": "one"}, {"content": "two"}])
     provider = ScriptedProvider.from_folder(folder)
 
-    assert json.loads(provider.plan(planner_request(), recorder=recorder))["services"] == ["mysql"]
+    assert json.loads(agent_answer(provider, Role.PLANNER, planner_request(), recorder=recorder))[
+        "services"
+    ] == ["mysql"]
     assert provider.remaining(Role.VERIFIER) == 2
 
 
@@ -183,7 +210,7 @@ def test_a_file_that_is_not_json_is_a_script_error_naming_the_file(tmp_path):
 def test_a_missing_folder_sends_every_role_to_the_fallback(tmp_path, recorder, stub_provider):
     provider = ScriptedProvider.from_folder(tmp_path / "absent", fallback=stub_provider)
 
-    provider.compose(composer_input(), recorder=recorder)
+    agent_answer(provider, Role.COMPOSER, composer_input(), recorder=recorder)
 
     assert stub_provider.calls == ["compose"]
     assert all(provider.remaining(role) == 0 for role in Role)
@@ -196,8 +223,13 @@ def test_executor_files_are_ordered_by_number_not_by_name(tmp_path, recorder, fa
     provider = ScriptedProvider.from_folder(folder)
 
     answers = [
-        provider.execute(
-            executor_request(), tools=fake_tools, tool_specs=TOOL_SPECS, recorder=recorder
+        agent_answer(
+            provider,
+            Role.EXECUTOR,
+            executor_request(),
+            tools=fake_tools,
+            tool_specs=TOOL_SPECS,
+            recorder=recorder,
         )
         for _ in range(3)
     ]

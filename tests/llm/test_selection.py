@@ -77,9 +77,10 @@ def test_scripted_reads_the_pack_folder_and_falls_back_to_offline(
 
     assert isinstance(agents[Role.PLANNER], ScriptedProvider)
     assert len({id(agent) for agent in agents.values()}) == 1  # one instance: turns are shared
-    assert "from the pack" in agents[Role.PLANNER].plan(planner_request(), recorder=recorder)
-    assert agents[Role.PLANNER].plan(planner_request(), recorder=recorder) == offline_stub.plan(
-        planner_request(), recorder=recorder
+    planner = agents[Role.PLANNER]
+    assert "from the pack" in planner.answer(Role.PLANNER, planner_request(), recorder=recorder)
+    assert planner.answer(Role.PLANNER, planner_request(), recorder=recorder) == (
+        offline_stub.answer(Role.PLANNER, planner_request(), recorder=recorder)
     )
 
 
@@ -110,5 +111,5 @@ def test_with_no_configuration_every_role_is_the_offline_engine(settings, sessio
 
     agents = selection.agents_for_session(session=session)
 
-    assert all(isinstance(agent, offline.OfflineProvider) for agent in agents.values())
+    assert all(isinstance(agent, offline.OfflineEngine) for agent in agents.values())
     assert len({id(agent) for agent in agents.values()}) == 1

@@ -25,6 +25,7 @@ from diagnosis.llm.schemas import (
 from diagnosis.models import LLMCall
 from tests.llm.requests import planner_request, verifier_payload
 from tests.llm_server.server import ROLE_MAX_TOKENS as LOCAL_MODEL_MAX_TOKENS
+from tests.support.agents import agent_answer
 from tests.support.openai_server import FakeOpenAIServer, Reply, response_format_kind
 
 PLAN = {"plan_version": "planner_v1", "services": ["payment-service"], "tools": ["query_logs"]}
@@ -162,9 +163,9 @@ def test_a_server_without_json_schema_gets_the_schema_inside_json_object_and_tha
     server = server_accepting(response_formats={"json_object_schema", "json_object"})
     server.enqueue(Reply.text(PLAN), Reply.text(VERDICT))
 
-    _provider(Role.PLANNER).plan(planner_request(), recorder=recorder)
+    agent_answer(_provider(Role.PLANNER), Role.PLANNER, planner_request(), recorder=recorder)
     # another role, another provider instance: the endpoint's refusal is already known
-    _provider(Role.VERIFIER).verify(verifier_payload(), recorder=recorder)
+    agent_answer(_provider(Role.VERIFIER), Role.VERIFIER, verifier_payload(), recorder=recorder)
 
     kinds = [response_format_kind(r["response_format"]) for r in server.chat_requests]
     # the bounded schema, the contract's own, then the bounded one inside json_object
@@ -200,8 +201,8 @@ def test_the_ladder_ends_in_json_object_or_plain_prompting(
     server.enqueue(Reply.text(PLAN), Reply.text(PLAN))
     provider = _provider(Role.PLANNER)
 
-    first = provider.plan(planner_request(), recorder=recorder)
-    second = provider.plan(planner_request(), recorder=recorder)
+    first = agent_answer(provider, Role.PLANNER, planner_request(), recorder=recorder)
+    second = agent_answer(provider, Role.PLANNER, planner_request(), recorder=recorder)
 
     assert json.loads(first) == json.loads(second) == PLAN
     kinds = [
@@ -217,7 +218,7 @@ def test_a_server_that_rejects_every_response_format_the_old_way_is_asked_withou
     server = server_accepting(reject_response_format=True)
     server.enqueue(Reply.text(PLAN))
 
-    _provider(Role.PLANNER).plan(planner_request(), recorder=recorder)
+    agent_answer(_provider(Role.PLANNER), Role.PLANNER, planner_request(), recorder=recorder)
 
     sent = ["response_format" in r for r in server.chat_requests]
     assert sent == [True, True, True, True, False]
@@ -230,7 +231,7 @@ def test_json_object_as_the_configured_start_never_sends_a_schema(
     server = server_accepting()
     server.enqueue(Reply.text(PLAN))
 
-    _provider(Role.PLANNER).plan(planner_request(), recorder=recorder)
+    agent_answer(_provider(Role.PLANNER), Role.PLANNER, planner_request(), recorder=recorder)
 
     assert server.chat_requests[0]["response_format"] == {"type": "json_object"}
 
@@ -241,8 +242,8 @@ def test_each_role_sends_its_own_max_tokens(server_accepting, openai_settings, r
     server = server_accepting()
     server.enqueue(Reply.text(PLAN), Reply.text(VERDICT))
 
-    _provider(Role.PLANNER).plan(planner_request(), recorder=recorder)
-    _provider(Role.VERIFIER).verify(verifier_payload(), recorder=recorder)
+    agent_answer(_provider(Role.PLANNER), Role.PLANNER, planner_request(), recorder=recorder)
+    agent_answer(_provider(Role.VERIFIER), Role.VERIFIER, verifier_payload(), recorder=recorder)
 
     assert [r["max_tokens"] for r in server.chat_requests] == [300, 900]
 
@@ -262,7 +263,7 @@ def test_without_schema_bounds_the_contract_schema_is_sent_as_it_is(
     server = server_accepting(response_formats={"json_object_schema", "json_object"})
     server.enqueue(Reply.text(PLAN))
 
-    _provider(Role.PLANNER).plan(planner_request(), recorder=recorder)
+    agent_answer(_provider(Role.PLANNER), Role.PLANNER, planner_request(), recorder=recorder)
 
     kinds = [response_format_kind(r["response_format"]) for r in server.chat_requests]
     assert kinds == ["json_schema", "json_object_schema"]  # no bounded level to try first

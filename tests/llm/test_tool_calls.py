@@ -17,6 +17,7 @@ from diagnosis.llm.openai_provider import OpenAIProvider
 from diagnosis.models import LLMCall, ToolInvocation
 from tests.llm.conftest import TOOL_SPECS
 from tests.llm.requests import executor_request
+from tests.support.agents import agent_answer
 from tests.support.openai_server import FakeOpenAIServer, Reply, response_format_kind
 
 EVIDENCE = {
@@ -51,8 +52,13 @@ def executor(**options) -> OpenAIProvider:
 
 
 def run(provider, fake_tools, recorder):
-    return provider.execute(
-        executor_request(), tools=fake_tools, tool_specs=TOOL_SPECS, recorder=recorder
+    return agent_answer(
+        provider,
+        Role.EXECUTOR,
+        executor_request(),
+        tools=fake_tools,
+        tool_specs=TOOL_SPECS,
+        recorder=recorder,
     )
 
 
@@ -147,8 +153,13 @@ def test_an_unknown_or_nameless_tool_becomes_an_error_invocation_row_not_a_crash
         Reply.text(EVIDENCE),
     )
 
-    answer = executor().execute(
-        executor_request(), tools=runner, tool_specs=TOOL_SPECS, recorder=recorder
+    answer = agent_answer(
+        executor(),
+        Role.EXECUTOR,
+        executor_request(),
+        tools=runner,
+        tool_specs=TOOL_SPECS,
+        recorder=recorder,
     )
 
     assert json.loads(answer)["missing_info"] == ["没有找到证据"]

@@ -13,6 +13,7 @@ from diagnosis.llm.openai_provider import OpenAIProvider
 from diagnosis.llm.scripted import ScriptedProvider
 from diagnosis.models import LLMCall
 from tests.llm.requests import planner_request
+from tests.support.agents import agent_answer
 from tests.support.openai_server import Reply
 
 PLAN = {
@@ -103,7 +104,7 @@ def test_the_provider_marks_a_length_cut_reply_and_records_the_call_as_truncated
 ):
     openai_server.enqueue(Reply.text(CUT_PLAN, finish_reason="length"))
 
-    text = planner.plan(planner_request(), recorder=recorder)
+    text = agent_answer(planner, Role.PLANNER, planner_request(), recorder=recorder)
 
     assert isinstance(text, ModelText) and text.cut
     assert model_output_parse(text, PlannerOutput).status == "truncated"
@@ -114,7 +115,7 @@ def test_the_provider_marks_a_length_cut_reply_and_records_the_call_as_truncated
 def test_a_scripted_turn_can_replay_a_cut_reply(recorder, session):
     provider = ScriptedProvider({"planner": [{"content": CUT_PLAN, "finish_reason": "length"}]})
 
-    text = provider.plan(planner_request(), recorder=recorder)
+    text = agent_answer(provider, Role.PLANNER, planner_request(), recorder=recorder)
 
     assert model_output_parse(text, PlannerOutput).status == "truncated"
     assert LLMCall.objects.get(session=session).status == "truncated"

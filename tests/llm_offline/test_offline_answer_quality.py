@@ -7,11 +7,12 @@ import re
 
 from diagnosis.contracts import AllowedClaim, AllowedHypothesis, ComposerInput, Decision
 from diagnosis.flow.guard import composer_guard
-from diagnosis.llm.base import ExecutorRequest
-from diagnosis.offline import OfflineProvider
+from diagnosis.llm.base import ExecutorRequest, Role
+from diagnosis.offline import OfflineEngine
 from diagnosis.offline.common import numbers_covered
 from diagnosis.offline.symptoms import MAX_SYMPTOMS
 from diagnosis.offline.wording import TEMPLATE_CHARS, short_text
+from tests.support.agents import agent_answer
 
 from .fakes import LOGS, METRICS, WINDOW, FakeTools, Recorder, series, template
 
@@ -87,8 +88,13 @@ def _request(language: str = "zh-CN") -> ExecutorRequest:
 
 
 def _execute(tools: FakeTools | None = None, language: str = "zh-CN") -> dict:
-    raw = OfflineProvider().execute(
-        _request(language), tools=tools or _tools(), tool_specs=[], recorder=Recorder()
+    raw = agent_answer(
+        OfflineEngine(),
+        Role.EXECUTOR,
+        _request(language),
+        tools=tools or _tools(),
+        tool_specs=[],
+        recorder=Recorder(),
     )
     return json.loads(raw)
 
@@ -118,7 +124,7 @@ def _composer_input(output: dict, decision: Decision, language: str) -> Composer
 
 
 def _compose(composer_input: ComposerInput) -> str:
-    raw = OfflineProvider().compose(composer_input, recorder=Recorder())
+    raw = agent_answer(OfflineEngine(), Role.COMPOSER, composer_input, recorder=Recorder())
     answer = json.loads(raw)["final_answer"]
     findings = composer_guard(answer=answer, composer_input=composer_input, known_services=SERVICES)
     assert findings == []

@@ -11,7 +11,8 @@ from diagnosis.contracts import (
 )
 from diagnosis.flow.guard import composer_guard
 from diagnosis.llm.base import Role
-from diagnosis.offline import OfflineProvider
+from diagnosis.offline import OfflineEngine
+from tests.support.agents import agent_answer
 
 from .fakes import Recorder
 
@@ -57,7 +58,7 @@ def _input(decision=Decision.PASS, language="zh-CN", wording="definite"):
 
 def _compose(composer_input):
     recorder = Recorder()
-    raw = OfflineProvider().compose(composer_input, recorder=recorder)
+    raw = agent_answer(OfflineEngine(), Role.COMPOSER, composer_input, recorder=recorder)
     assert recorder.calls[0]["role"] == Role.COMPOSER
     output = json.loads(raw)
     assert output["answer_version"] == "composer_v1"

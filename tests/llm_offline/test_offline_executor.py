@@ -3,7 +3,8 @@ from __future__ import annotations
 import json
 
 from diagnosis.llm.base import ExecutorRequest, Role
-from diagnosis.offline import OfflineProvider
+from diagnosis.offline import OfflineEngine
+from tests.support.agents import agent_answer
 
 from .fakes import INJECTION, WINDOW, FakeTools, Recorder
 
@@ -25,8 +26,13 @@ def _request(*, language="zh-CN", plan_services=("payment-service",), retry_cont
 
 def _execute(tools=None, recorder=None, **kwargs):
     tools = tools or FakeTools()
-    raw = OfflineProvider().execute(
-        _request(**kwargs), tools=tools, tool_specs=[], recorder=recorder or Recorder()
+    raw = agent_answer(
+        OfflineEngine(),
+        Role.EXECUTOR,
+        _request(**kwargs),
+        tools=tools,
+        tool_specs=[],
+        recorder=recorder or Recorder(),
     )
     return json.loads(raw), tools
 

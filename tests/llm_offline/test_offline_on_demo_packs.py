@@ -19,9 +19,10 @@ from diagnosis.evidence.pack_check import pack_load
 from diagnosis.evidence.packs import ScenarioPack
 from diagnosis.evidence.services import environments_sync_from_packs
 from diagnosis.flow.parsing import executor_output_parse
-from diagnosis.llm.base import ExecutorRequest, PlannerRequest
+from diagnosis.llm.base import ExecutorRequest, PlannerRequest, Role
 from diagnosis.models import DiagnosisSession
-from diagnosis.offline import OfflineProvider
+from diagnosis.offline import OfflineEngine
+from tests.support.agents import agent_answer
 from tests.support.gatekeeper import gatekeeper_run
 
 PACKS_ROOT = Path(__file__).resolve().parents[2] / "scenarios"
@@ -42,7 +43,7 @@ def _run_pack(pack_id: str) -> tuple[ScenarioPack, dict, dict, GatekeeperReport,
     def recorder(**kwargs: Any) -> None:
         calls.append(kwargs)
 
-    provider = OfflineProvider()
+    provider = OfflineEngine()
     now = pack.now.strftime("%Y-%m-%dT%H:%M:%SZ")
     hint = (
         {
@@ -53,7 +54,9 @@ def _run_pack(pack_id: str) -> tuple[ScenarioPack, dict, dict, GatekeeperReport,
         else None
     )
     plan = json.loads(
-        provider.plan(
+        agent_answer(
+            provider,
+            Role.PLANNER,
             PlannerRequest(
                 question=pack.question,
                 language=pack.language or "zh-CN",
@@ -75,7 +78,9 @@ def _run_pack(pack_id: str) -> tuple[ScenarioPack, dict, dict, GatekeeperReport,
     def tools(name: str, arguments: Any) -> Any:
         return tool_invoke(session=session, attempt=1, tool_name=name, arguments=arguments)
 
-    raw = provider.execute(
+    raw = agent_answer(
+        provider,
+        Role.EXECUTOR,
         ExecutorRequest(
             question=pack.question,
             language=pack.language or "zh-CN",

@@ -3,7 +3,8 @@ from __future__ import annotations
 import json
 
 from diagnosis.llm.base import PlannerRequest, Role
-from diagnosis.offline import OfflineProvider
+from diagnosis.offline import OfflineEngine
+from tests.support.agents import agent_answer
 
 from .fakes import Recorder
 
@@ -12,7 +13,9 @@ SERVICES = ["api-gateway", "mysql", "order-service", "payment-service"]
 
 def _plan(question, *, now="2026-03-02T10:40:00Z", window=None, history=(), alert=None):
     recorder = Recorder()
-    raw = OfflineProvider().plan(
+    raw = agent_answer(
+        OfflineEngine(),
+        Role.PLANNER,
         PlannerRequest(
             question=question,
             language="zh-CN",

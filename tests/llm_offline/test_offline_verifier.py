@@ -10,7 +10,8 @@ from diagnosis.contracts import (
     VerifierPayload,
 )
 from diagnosis.llm.base import Role
-from diagnosis.offline import OfflineProvider
+from diagnosis.offline import OfflineEngine
+from tests.support.agents import agent_answer
 
 from .fakes import Recorder
 
@@ -89,7 +90,7 @@ def _verify(claims, verdicts, *, status=ParseStatus.PARSED_V2, retry_context=Non
         retry_context=retry_context,
     )
     recorder = Recorder()
-    raw = OfflineProvider().verify(payload, recorder=recorder)
+    raw = agent_answer(OfflineEngine(), Role.VERIFIER, payload, recorder=recorder)
     assert recorder.calls[0]["role"] == Role.VERIFIER
     output = json.loads(raw)
     assert output["verifier_version"] == "verifier_v2"
@@ -272,7 +273,7 @@ def test_the_rule_is_named_in_english_for_an_english_session():
         gatekeeper=report,
         tool_trace_summary=TRACES,
     )
-    output = json.loads(OfflineProvider().verify(payload, recorder=Recorder()))
+    output = json.loads(agent_answer(OfflineEngine(), Role.VERIFIER, payload, recorder=Recorder()))
     [check] = output["claim_checks"]
     assert check["classification"] == "overstated"
     assert check["reason"].startswith("universal scope")

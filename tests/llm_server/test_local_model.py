@@ -33,6 +33,7 @@ from diagnosis.models import DiagnosisSession, LLMCall, ToolInvocation
 from diagnosis.selectors import session_self_evaluation
 from tests.llm.requests import planner_request
 from tests.llm_server.figures import session_figures
+from tests.support.agents import agent_answer
 
 pytestmark = [pytest.mark.llm_server, pytest.mark.django_db]
 
@@ -127,7 +128,7 @@ def test_a_plan_cut_by_max_tokens_is_recorded_as_truncated(
     provider = OpenAIProvider.for_role(Role.PLANNER)
     recorder = llm_call_recorder(session=session, attempt_getter=lambda: 1)
 
-    text = provider.plan(planner_request(), recorder=recorder)
+    text = agent_answer(provider, Role.PLANNER, planner_request(), recorder=recorder)
 
     assert isinstance(text, ModelText) and text.cut
     result = model_output_parse(text, PlannerOutput)
