@@ -39,6 +39,7 @@ from diagnosis.evidence import invoke
 from diagnosis.evidence.invoke import ToolResult
 from diagnosis.evidence.timeutil import rfc3339
 from diagnosis.evidence.topology import environment_call_edges
+from diagnosis.flow import selection
 from diagnosis.flow.composer import ComposerResult, composer_stage
 from diagnosis.flow.composer_filter import FilterResult, composer_input_build
 from diagnosis.flow.executor import ExecutorResult, executor_stage
@@ -53,7 +54,6 @@ from diagnosis.flow.scope import (
     window_notice,
 )
 from diagnosis.flow.verifier import VerifierResult, verifier_payload_build, verifier_stage
-from diagnosis.llm import selection
 from diagnosis.llm.base import (
     Agent,
     CallRecorder,

@@ -14,8 +14,8 @@ from django.urls import reverse
 from audit.export import NON_MATCHING_ID, case_pack_build, scripted_turns
 from audit.models import AuditEvent
 from audit.services import ClaimJudgement, review_record, session_export
+from diagnosis.flow import selection
 from diagnosis.flow.run import diagnosis_run
-from diagnosis.llm import selection
 from diagnosis.llm.base import Role
 from diagnosis.llm.scripted import ScriptedProvider
 from diagnosis.models import DiagnosisSession, Environment, LLMCall, ToolInvocation

@@ -29,9 +29,9 @@ from diagnosis.evidence.tools import (
     tool_registered,
 )
 from diagnosis.evidence.tools.base import Arg, ToolCall, ToolDefinition
+from diagnosis.flow import selection
 from diagnosis.flow.planner import planner_messages
 from diagnosis.flow.trace_summary import trace_summary_build
-from diagnosis.llm import selection
 from diagnosis.llm.base import Role
 from diagnosis.llm.scripted import ScriptedProvider
 from diagnosis.models import DiagnosisSession, Environment, ToolInvocation

@@ -120,7 +120,7 @@ QUERY_LOGS = {"tool_calls": [{"name": "query_logs", "arguments": {"service": "pa
 @pytest.fixture
 def run_scripted(mini_env, owner, monkeypatch, django_capture_on_commit_callbacks):
     """Run a session through the real flow and Celery task with scripted agents."""
-    from diagnosis.llm import selection
+    from diagnosis.flow import selection
     from diagnosis.llm.base import Role
     from diagnosis.llm.scripted import ScriptedProvider
     from diagnosis.services import diagnosis_submit

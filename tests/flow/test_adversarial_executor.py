@@ -71,7 +71,7 @@ def test_stated_text_takes_the_conclusion_and_confirmed_sections_only():
 
 @pytest.fixture
 def run_adversarial(mini_env, owner, monkeypatch, django_capture_on_commit_callbacks):
-    from diagnosis.llm import selection
+    from diagnosis.flow import selection
     from diagnosis.llm.scripted import ScriptedProvider
     from diagnosis.offline import OfflineEngine
     from diagnosis.services import diagnosis_submit
