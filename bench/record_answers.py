@@ -12,6 +12,12 @@ latencies, durations) is left out, so two recordings of the same code are byte-i
     diff -r /tmp/before /tmp/after
 
 The database is a temporary SQLite file unless DATABASE_URL names another.
+``--provider openai-loopback`` runs every role through the ``openai`` provider against
+the loopback OpenAI-compatible server and its role-aware responder
+(tests/support/openai_roles.py), so the recorded LLMCall requests are the bodies sent on
+the wire. ``RECORD_ROOT`` runs another checkout's code (the recording before a change):
+
+    RECORD_ROOT=/path/to/before .venv/bin/python bench/record_answers.py --out /tmp/before …
 """
 
 from __future__ import annotations
@@ -24,7 +30,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(os.environ.get("RECORD_ROOT") or Path(__file__).resolve().parents[1])
 sys.path.insert(0, str(ROOT))
 _TMP = tempfile.mkdtemp(prefix="record-answers-")
 os.environ.setdefault("DATABASE_URL", f"sqlite:///{_TMP}/record.sqlite3")
@@ -33,12 +39,18 @@ from bench._django import django_setup  # noqa: E402
 
 django_setup(default_db="unused")
 
+from django.conf import settings  # noqa: E402
+
 from diagnosis.evidence.pack_check import pack_load  # noqa: E402
 from diagnosis.evidence.packs import pack_discover  # noqa: E402
 from diagnosis.evidence.services import environment_sync_from_pack  # noqa: E402
 from diagnosis.flow.run import diagnosis_run  # noqa: E402
 from diagnosis.models import DiagnosisSession  # noqa: E402
 from diagnosis.services import diagnosis_submit  # noqa: E402
+from tests.support.openai_roles import role_responder  # noqa: E402
+from tests.support.openai_server import openai_server_running  # noqa: E402
+
+LOOPBACK = "openai-loopback"
 
 
 def _packs_under(paths: list[str]) -> list[Path]:
@@ -109,22 +121,34 @@ def pack_record(*, path: Path, language: str, provider: str | None) -> dict[str,
     return {"pack": pack.id, "language": language, **session_record(finished)}
 
 
+def _packs_record(args: argparse.Namespace, *, provider: str | None) -> None:
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    for path in _packs_under(args.paths):
+        for language in args.languages.split(","):
+            record = pack_record(path=path, language=language, provider=provider)
+            name = f"{record['pack']}.{language}.json"
+            text = json.dumps(record, ensure_ascii=False, indent=1, sort_keys=True, default=str)
+            (out / name).write_text(text + "\n", encoding="utf-8")
+            print(name, record["status"], record["decision"], flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("paths", nargs="+", help="pack folders, or folders of packs")
     parser.add_argument("--out", required=True, help="folder for one JSON file per pack")
     parser.add_argument("--languages", default="zh-CN,en", help="comma-separated")
-    parser.add_argument("--provider", default="offline")
+    parser.add_argument("--provider", default="offline", help=f"offline, scripted or {LOOPBACK}")
     args = parser.parse_args()
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    for path in _packs_under(args.paths):
-        for language in args.languages.split(","):
-            record = pack_record(path=path, language=language, provider=args.provider)
-            name = f"{record['pack']}.{language}.json"
-            text = json.dumps(record, ensure_ascii=False, indent=1, sort_keys=True, default=str)
-            (out / name).write_text(text + "\n", encoding="utf-8")
-            print(name, record["status"], record["decision"], flush=True)
+    if args.provider != LOOPBACK:
+        _packs_record(args, provider=args.provider)
+        return
+    with openai_server_running(responder=role_responder) as server:
+        settings.LLM_ROLE_SETTINGS = {
+            role: {"provider": "openai", "base_url": server.base_url, "api_key": "k", "model": "m"}
+            for role in settings.LLM_ROLES
+        }
+        _packs_record(args, provider="openai")
 
 
 if __name__ == "__main__":
