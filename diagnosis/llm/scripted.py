@@ -42,7 +42,8 @@ from diagnosis.llm.base import (
 from diagnosis.tokens import estimate_tokens
 
 PROVIDER_NAME = "scripted"
-_FILE = re.compile(r"^(planner|executor|verifier|composer)(?:-(\d+))?\.json$")
+_ROLES = "|".join(role.value for role in Role)
+_FILE = re.compile(rf"^({_ROLES})(?:-(\d+))?\.json$")
 _FAILURE_STATUSES = {"error", "timeout", "truncated", "empty", "rejected"}
 
 
