@@ -12,10 +12,10 @@ import ast
 from pathlib import Path
 
 import grimp
-import pytest
+
+from tests.architecture.conftest import PACKAGES
 
 ROOT = Path(__file__).resolve().parents[2]
-PACKAGES = ("diagnosis", "chat", "audit", "config")
 MAX_FUNCTION_LINES = 80
 
 
@@ -49,15 +49,6 @@ def _function_local_imports(tree: ast.AST) -> list[tuple[int, str]]:
             elif isinstance(node, ast.Import):
                 found.extend((node.lineno, a.name) for a in node.names if _is_project(a.name))
     return found
-
-
-@pytest.fixture(scope="module")
-def graph() -> grimp.ImportGraph:
-    built = grimp.build_graph(*PACKAGES, exclude_type_checking_imports=True, cache_dir=None)
-    for module in list(built.modules):
-        if ".migrations" in module:
-            built.remove_module(module)
-    return built
 
 
 def test_the_project_has_no_import_cycle(graph: grimp.ImportGraph) -> None:

@@ -21,9 +21,6 @@ from __future__ import annotations
 import itertools
 
 import grimp
-import pytest
-
-from tests.architecture.test_code_shape import PACKAGES
 
 CORE = "diagnosis"
 APPS_ON_THE_CORE = ("chat", "audit")
@@ -49,15 +46,6 @@ KNOWN_CORE_IMPORTS_OF_APPS: dict[tuple[str, str], str] = {
     ("diagnosis.api.services", "chat.models"): "issue 29",
     ("diagnosis.management.commands.export_case", "audit.services"): "issue 25b",
 }
-
-
-@pytest.fixture(scope="module")
-def graph() -> grimp.ImportGraph:
-    built = grimp.build_graph(*PACKAGES, exclude_type_checking_imports=True, cache_dir=None)
-    for module in list(built.modules):
-        if ".migrations" in module:
-            built.remove_module(module)
-    return built
 
 
 def layer_violations(graph: grimp.ImportGraph) -> list[str]:
