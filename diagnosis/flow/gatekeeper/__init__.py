@@ -22,11 +22,12 @@ Decisions where contracts.md is silent:
 - A fact is bound by the *region of the output* a valid excerpt matched
   (``FactSource`` checks a region's edges against the output around it), or
   by the arguments of an invocation a valid binding cites. Arguments bind
-  identifiers and service names only, and never through the free-text
-  ``query`` argument: the model writes arguments itself, so only the
-  selectors whose data the output holds (``service``, ``metric``,
-  ``labels``) say what the output is about; a time or number in the
-  arguments (the window, ``limit``) is a request, not an observation.
+  identifiers and service names only, through any argument, the free-text
+  ``query`` included: the call returned output for what it named
+  (contracts.md §2); a time or number in the arguments (the window,
+  ``limit``) is a request, not an observation, and binds nothing. Facts are
+  read as people write them (``diagnosis.facts``): ``x42`` is the count 42, a
+  timestamp holds its date and its clock time, whatever its form.
 - The minimum length (8) counts letters, digits and CJK characters of each
   fragment (see ``excerpts``); ``...`` joining fragments does not count.
 - An instruction-like excerpt (``excerpt_is_instruction``) makes its binding

@@ -35,8 +35,6 @@ from diagnosis.flow.gatekeeper.invocations import (
 )
 from diagnosis.flow.parsing import ClaimNotes, evidence_numbers, finding
 
-# arguments the model writes as free text: they say what it looked for, not what was found
-_FREE_TEXT_ARGUMENTS = frozenset({"query"})
 _ARGUMENT_FACTS = frozenset({FactKind.IDENTIFIER, FactKind.SERVICE})
 
 
@@ -72,12 +70,16 @@ class _Valid:
 
 
 def _argument_texts(arguments: object) -> Iterable[str]:
-    """The selector values of a tool call's arguments (not its free-text query)."""
+    """The values of a tool call's arguments, its free-text ``query`` included (contracts.md §2).
+
+    A call that returned output found data for what it named, so the identifiers
+    and service names its arguments name are bound; numbers, times and dates in
+    them are requests (the window, ``limit``), and ``facts_check`` never looks
+    for those here.
+    """
     if not isinstance(arguments, dict):
         return
-    for key, value in arguments.items():
-        if str(key) in _FREE_TEXT_ARGUMENTS:
-            continue
+    for value in arguments.values():
         if isinstance(value, str):
             yield value
         elif isinstance(value, dict):  # labels
@@ -342,6 +344,9 @@ class ClaimChecker:
                     break
             if where is None and fact.kind in _ARGUMENT_FACTS:
                 for item in valid:
+                    # a runbook search's arguments say what was looked up, not what was seen
+                    if item.kind != KIND_EVIDENCE:
+                        continue
                     if self.arguments(item.target.record).contains(fact):
                         where = (item.index, "argument")
                         break
