@@ -303,9 +303,9 @@ _CHINESE_DATE_RE = r"(?P<ny3>\d{4})年(?P<nm3>\d{1,2})月(?P<nd3>\d{1,2})[日号
 _EVENT_COUNT = re.compile(r"x(\d+)", re.ASCII | re.IGNORECASE)
 # Dates, then times, then tokens; each alternative starts where no letter or digit precedes.
 _FACT = re.compile(
-    rf"(?<![a-z0-9_])(?:(?P<date>{_DATE_RE})(?![0-9:])"
-    rf"|(?P<named>{_NAMED_DATE_RE})(?![0-9:])|(?P<named3>{_CHINESE_DATE_RE})"
-    rf"|(?<![0-9][.,:])(?P<time>{_TIME_PART.format(p='t')})(?![0-9:])"
+    rf"(?<![a-z0-9_])(?:(?P<date>{_DATE_RE})(?![0-9]|:[0-9])"
+    rf"|(?P<named>{_NAMED_DATE_RE})(?![0-9]|:[0-9])|(?P<named3>{_CHINESE_DATE_RE})"
+    rf"|(?<![0-9][.,:])(?P<time>{_TIME_PART.format(p='t')})(?![0-9]|:[0-9])"
     r"|(?P<token>[a-z0-9]+(?:[-_./][a-z0-9]+|(?<=[0-9]),[0-9]+)*))",
     re.ASCII | re.IGNORECASE,
 )
