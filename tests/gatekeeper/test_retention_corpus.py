@@ -76,7 +76,7 @@ CORPUS = [
         "query_logs",
         "2026-05-04 09:12:41.207 WARN 1 --- [nio-8080-exec-7] com.zaxxer.hikari.pool.HikariPool : "
         "HikariPool-1 - Connection is not available, request timed out after 30000ms.\n"
-        "2026-05-04 09:12:43.911 ERROR 1 --- [nio-8080-exec-2] o.h.engine.jdbc.spi.SqlExceptionHelper"
+        "2026-05-04 09:12:43.911 ERROR 1 --- [nio-8080-exec-2] o.h.e.j.s.SqlExceptionHelper"
         " : ORA-00060: deadlock detected while waiting for resource\n",
         "2026-05-04 09:12:41.207 WARN 1 --- [nio-8080-exec-7] com.zaxxer.hikari.pool.HikariPool : "
         "HikariPool-1 - Connection is not available, request timed out after 30000ms",
