@@ -1,7 +1,9 @@
 """The Composer stage: the answer written from the filtered input, or the renderer's.
 
-A Composer answer that fails to parse, fails, or fails the guard is replaced by
-the deterministic renderer's answer from the same input; the snapshot says which.
+A Composer answer that fails to parse, fails, fails the guard or contradicts
+itself (``diagnosis.flow.coherence``) is replaced by the deterministic renderer's
+answer from the same input; the snapshot says which, and records the coherence
+findings of the Composer's answer and of the answer shown, with the certainty.
 """
 
 from __future__ import annotations
@@ -10,11 +12,13 @@ from dataclasses import dataclass
 
 from diagnosis.contracts import (
     AnswerSource,
+    CoherenceFinding,
     ComposerInput,
     ComposerOutput,
     ComposerOutputSnapshot,
     ComposerStatus,
 )
+from diagnosis.flow.coherence import answer_coherence_check
 from diagnosis.flow.guard import composer_guard
 from diagnosis.flow.parsing import model_output_parse
 from diagnosis.flow.renderer import answer_render
@@ -30,13 +34,20 @@ class ComposerResult:
 
 
 def _fallback(
-    composer_input: ComposerInput, status: ComposerStatus, findings: list[str]
+    composer_input: ComposerInput,
+    status: ComposerStatus,
+    findings: list[str],
+    composer_coherence: list[CoherenceFinding] | None = None,
 ) -> ComposerResult:
+    answer = answer_render(composer_input)
     snapshot = ComposerOutputSnapshot(
         status=status,
         source=AnswerSource.FALLBACK,
-        final_answer=answer_render(composer_input),
+        final_answer=answer,
         guard_findings=findings,
+        composer_coherence=composer_coherence or [],
+        coherence_findings=answer_coherence_check(answer=answer, composer_input=composer_input),
+        certainty=composer_input.certainty(),
     )
     return ComposerResult(answer=snapshot.final_answer, snapshot=snapshot)
 
@@ -65,7 +76,13 @@ def composer_stage(
     )
     if findings:
         return _fallback(composer_input, ComposerStatus.GUARD_FAILED, findings)
+    incoherent = answer_coherence_check(answer=output.final_answer, composer_input=composer_input)
+    if incoherent:
+        return _fallback(composer_input, ComposerStatus.INCOHERENT, [], incoherent)
     snapshot = ComposerOutputSnapshot(
-        status=ComposerStatus.OK, source=AnswerSource.COMPOSER, final_answer=output.final_answer
+        status=ComposerStatus.OK,
+        source=AnswerSource.COMPOSER,
+        final_answer=output.final_answer,
+        certainty=composer_input.certainty(),
     )
     return ComposerResult(answer=output.final_answer, snapshot=snapshot)

@@ -419,6 +419,10 @@ class ClaimChecker:
             )
         level = str(claim.support_level).strip().lower()
         direct = level not in (SupportLevel.INDIRECT.value, SupportLevel.NONE.value)
+        # an instruction quoted as evidence is invented evidence: the claim built on it is
+        # not trusted at any support level, whatever its other bindings (contracts.md §2)
+        if any(f.code == FindingCode.EXCERPT_IS_INSTRUCTION.value for f in binding_findings):
+            demote = True
         if not direct:
             demote = demote or not kinds
         else:
