@@ -14,14 +14,16 @@ rule is a contradiction a reader sees without knowing the system:
   baseline in one answer (the figure is computed once per series);
 - ``peak_before_onset``: a stated maximum whose time is before the onset the
   same statement gives, unless it says the peak came before the change;
-- ``kind_without_evidence``: a cause's kind (memory, CPU, …) whose own text and
-  basis name no evidence of that kind.
+- ``kind_without_evidence``: a cause's kind (memory, CPU, …) whose evidence
+  names nothing of that kind: a claim's own text, a hypothesis's basis (its
+  text is often worded from the kind itself).
 
 Markers are matched on ``text_normalize``d text, in both answer languages.
 """
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Iterable
 
@@ -189,14 +191,14 @@ def _series_key(prefix: str, services: Iterable[str]) -> frozenset[str]:
 
 
 def _same_series(key: frozenset[str], other: frozenset[str], keys: set[frozenset[str]]) -> bool:
-    """The same series: the same names, or one names less and only the other can be meant
-    (``p99`` in a basis is checkout's p99 when checkout's is the only p99 stated)."""
-    if key == other:
-        return True
-    small, large = (key, other) if key < other else (other, key) if other < key else (None, None)
-    if small is None or large is None:
+    """The same series: one statement names all the other names, and nothing else stated can
+    be meant (``p99`` in a basis is checkout's p99 when checkout's is the only p99 stated;
+    with cart's p99 stated too, a bare ``p99`` could be either)."""
+    if not (key <= other or other <= key):
         return False
-    return [k for k in keys if small < k] == [large]
+    small = key if key <= other else other
+    chain = sorted({k for k in keys if small <= k} | {key, other}, key=len)
+    return all(a <= b for a, b in itertools.pairwise(chain))
 
 
 def _series_findings(lines: list[str], services: Iterable[str]) -> list[CoherenceFinding]:
@@ -245,8 +247,10 @@ def _kind_findings(composer_input: ComposerInput) -> list[CoherenceFinding]:
         for c in composer_input.allowed_claims
         if c.claim_type in CAUSE_CLAIM_TYPES
     ]
+    # a hypothesis's text is often worded from its kind: its basis is what shows the kind
     stated += [
-        (h.root_cause_kind, f"{h.text} {h.basis}") for h in composer_input.allowed_hypotheses
+        (h.root_cause_kind, h.basis if h.basis.strip() else h.text)
+        for h in composer_input.allowed_hypotheses
     ]
     findings = []
     for kind, text in stated:
