@@ -86,7 +86,7 @@ _MAX_MENDS = 20
 # "约为基线的 3.2 倍" / "about 3.2× the baseline"
 _RATIO = re.compile(r"约为基线的 ?(\d+(?:\.\d+)?) ?倍|about (\d+(?:\.\d+)?) ?× the baseline")
 # "窗口内最大值 0.8（04:03）" / "window maximum 0.8 (04:03)", and the onset after it
-_PEAK = re.compile(r"(?:窗口内最大值|window maximum)[^()（）\n]{0,40}[(（](\d{1,2}:\d{2})")
+_PEAK = re.compile(r"(?:窗口内最大值|window maximum)[^()（）\n]{0,40}[(（](?:at )?(\d{1,2}:\d{2})")
 _ONSET = re.compile(r"(?:变化始于|changing from) ?(?:\d{4}-\d{2}-\d{2} )?(\d{1,2}:\d{2})")
 _PEAK_FIRST = ("早于变化", "before the change")
 # the evidence a cause's kind names: at least one of these in its own text or basis

@@ -151,7 +151,7 @@ def test_two_series_with_their_own_ratios_are_coherent():
     [
         "**结论**\n\n根据本次取证，cart 的 cpu 相对基线升高："
         "窗口内最大值 0.8（04:03），变化始于 04:09。\n",
-        "**Conclusion**\n\nFrom this run, cart cpu rose: window maximum 0.8 (04:03), "
+        "**Conclusion**\n\nFrom this run, cart cpu rose: window maximum 0.8 (at 04:03), "
         "changing from 04:09.\n",
     ],
 )
