@@ -181,13 +181,17 @@ def _statements(lines: list[str]) -> Iterable[str]:
         yield line[start:]
 
 
-def _series_key(prefix: str, services: Iterable[str]) -> frozenset[str]:
-    """What a ratio is about: the identifiers and service names before it in its statement."""
-    return frozenset(
-        f.key
+def _series_key(prefix: str, services: Iterable[str]) -> frozenset[str] | None:
+    """What a ratio is about: the identifiers and service names before it in its statement;
+    None when it names two services or more (a path: whose series it is cannot be told)."""
+    facts = [
+        f
         for f in facts_extract(prefix, services=services)
         if f.kind in (FactKind.IDENTIFIER, FactKind.SERVICE)
-    )
+    ]
+    if len({f.key for f in facts if f.kind == FactKind.SERVICE}) > 1:
+        return None
+    return frozenset(f.key for f in facts)
 
 
 def _same_series(key: frozenset[str], other: frozenset[str], keys: set[frozenset[str]]) -> bool:
@@ -202,14 +206,16 @@ def _same_series(key: frozenset[str], other: frozenset[str], keys: set[frozenset
 
 
 def _series_findings(lines: list[str], services: Iterable[str]) -> list[CoherenceFinding]:
-    """One series, two ratios: two statements about the same series give different values."""
+    """One series, two ratios: two items about the same series give different values."""
     ratios: list[tuple[frozenset[str], str, str]] = []
-    for statement in _statements(lines):
-        for match in _RATIO.finditer(statement):
-            key = _series_key(statement[: match.start()], services)
+    for line in lines:
+        # the whole item up to the ratio: a basis "（依据：p99 …）" after its hypothesis's
+        # sentence is about the service that sentence names
+        for match in _RATIO.finditer(line):
+            key = _series_key(line[: match.start()], services)
             if key:
                 value = match.group(1) or match.group(2)
-                ratios.append((key, value, statement.strip()))
+                ratios.append((key, value, line[max(0, match.start() - 120) : match.end()]))
     keys = {key for key, _value, _statement in ratios}
     findings = []
     for i, (key, value, statement) in enumerate(ratios):

@@ -137,6 +137,17 @@ def test_a_bare_series_name_that_could_be_either_of_two_stated_series_is_not_a_f
     assert codes(answer, _input(claims=[ROOT_DEFINITE])) == []
 
 
+def test_a_ratio_in_a_statement_naming_a_path_of_services_is_no_one_series():
+    answer = (
+        "**结论**\n\n根据本次取证，payment-service 的 HikariPool-1 连接池耗尽。\n\n"
+        "**已确认**\n\n- cart 的 p99 窗口均值约为基线的 3.2 倍。\n"
+        "- checkout 的 p99 窗口均值约为基线的 114.9 倍。\n\n"
+        "**可能的原因（待证实）**\n\n"
+        "- checkout 变慢；传播路径：cart → checkout（依据：p99 窗口均值约为基线的 114.9 倍）\n"
+    )
+    assert codes(answer, _input(claims=[ROOT_DEFINITE])) == []
+
+
 def test_two_series_with_their_own_ratios_are_coherent():
     answer = (
         "**结论**\n\n根据本次取证，checkout 的 p99 窗口均值约为基线的 114.9 倍。\n\n"
