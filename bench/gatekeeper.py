@@ -36,7 +36,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from diagnosis.flow.gatekeeper import InvocationRecord, _Checker, gatekeeper_check
+from diagnosis.flow.gatekeeper import InvocationRecord, gatekeeper_check
+from diagnosis.flow.gatekeeper.checker import ClaimChecker
 from diagnosis.flow.parsing import executor_output_parse
 
 SESSION_ID = 1
@@ -206,7 +207,7 @@ def measure(total_bytes: int, repeat: int) -> dict:
     best, cpu, report = _best(parsed, records, repeat)
     # the fact rule's own CPU, measured inside one more check (steadier than a difference)
     spent = [0.0]
-    with_facts = _Checker.facts_check
+    with_facts = ClaimChecker.facts_check
 
     def timed(checker, claim, valid, direct):
         started = time.process_time()
@@ -215,16 +216,16 @@ def measure(total_bytes: int, repeat: int) -> dict:
         finally:
             spent[0] += time.process_time() - started
 
-    _Checker.facts_check = timed  # type: ignore[method-assign]
+    ClaimChecker.facts_check = timed  # type: ignore[method-assign]
     try:
         gatekeeper_check(parsed=parsed, invocations=records, session_id=SESSION_ID)
     finally:
-        _Checker.facts_check = with_facts  # type: ignore[method-assign]
-    _Checker.facts_check = _without_facts  # type: ignore[method-assign]
+        ClaimChecker.facts_check = with_facts  # type: ignore[method-assign]
+    ClaimChecker.facts_check = _without_facts  # type: ignore[method-assign]
     try:
         best_nofacts, cpu_nofacts, _report = _best(parsed, records, repeat)
     finally:
-        _Checker.facts_check = with_facts  # type: ignore[method-assign]
+        ClaimChecker.facts_check = with_facts  # type: ignore[method-assign]
 
     gc.collect()
     tracemalloc.start()

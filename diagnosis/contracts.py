@@ -375,6 +375,22 @@ class ComposerAction(BaseModel):
     reason: str = ""
 
 
+class Certainty(StrEnum):
+    """How sure an answer is of its root cause: ONE decision per answer.
+
+    The badge (``root_cause_status``), the conclusion's opening and the section a
+    root-cause statement sits in all read it (chat, API, audit, callbacks).
+    """
+
+    CONFIRMED = "confirmed"  # a root-cause claim accepted as a direct observation
+    INFERRED = "inferred"  # accepted, but classed a reasonable inference (bounded)
+    HYPOTHESISED = "hypothesised"  # only hypotheses stand
+    UNDETERMINED = "undetermined"  # neither
+
+
+CAUSE_CLAIM_TYPES = frozenset({ClaimType.ROOT_CAUSE.value, ClaimType.CONTRIBUTING_FACTOR.value})
+
+
 class ComposerInput(BaseModel):
     """Built by code from the Gatekeeper and Verifier results only."""
 
@@ -386,6 +402,25 @@ class ComposerInput(BaseModel):
     missing_info: list[str] = Field(default_factory=list)
     recommended_actions: list[ComposerAction] = Field(default_factory=list)
 
+    def certainty(self) -> Certainty:
+        """The answer's one certainty: from the cause claims it may state, then hypotheses.
+
+        Only a hypothesis that may lead the conclusion makes it hypothesised: the
+        Executor's own (``claim_id`` unset) with a basis, and never under REJECT (whose
+        answer shows no hypotheses). An overstated claim listed as a possible cause does
+        not: its own evidence said less than it did.
+        """
+        causes = [c for c in self.allowed_claims if c.claim_type in CAUSE_CLAIM_TYPES]
+        if any(c.wording == Wording.DEFINITE for c in causes):
+            return Certainty.CONFIRMED
+        if causes:
+            return Certainty.INFERRED
+        if self.decision != Decision.REJECT and any(
+            h.claim_id is None and h.basis.strip() for h in self.allowed_hypotheses
+        ):
+            return Certainty.HYPOTHESISED
+        return Certainty.UNDETERMINED
+
 
 class ComposerOutput(BaseModel):
     answer_version: Literal["composer_v1"] = COMPOSER_V1
@@ -396,12 +431,29 @@ class ComposerStatus(StrEnum):
     OK = "ok"
     MALFORMED = "malformed"
     GUARD_FAILED = "guard_failed"
+    INCOHERENT = "incoherent"  # the answer contradicts itself (diagnosis.flow.coherence)
     ERROR = "error"
 
 
 class AnswerSource(StrEnum):
     COMPOSER = "composer"
     FALLBACK = "fallback"
+
+
+class CoherenceCode(StrEnum):
+    BADGE_CONCLUSION_MISMATCH = "badge_conclusion_mismatch"
+    STACKED_HEDGES = "stacked_hedges"
+    HEDGED_CONFIRMATION = "hedged_confirmation"
+    SERIES_TWO_FIGURES = "series_two_figures"
+    PEAK_BEFORE_ONSET = "peak_before_onset"
+    KIND_WITHOUT_EVIDENCE = "kind_without_evidence"
+
+
+class CoherenceFinding(BaseModel):
+    """One way an answer contradicts itself; ``excerpt`` is the answer text at fault."""
+
+    code: CoherenceCode
+    excerpt: str = ""
 
 
 class ComposerOutputSnapshot(BaseModel):
@@ -411,6 +463,11 @@ class ComposerOutputSnapshot(BaseModel):
     source: AnswerSource
     final_answer: str
     guard_findings: list[str] = Field(default_factory=list)
+    # the coherence check (diagnosis.flow.coherence): of the Composer's answer when it was
+    # re-rendered for them, and of the answer finally shown (none expected)
+    composer_coherence: list[CoherenceFinding] = Field(default_factory=list)
+    coherence_findings: list[CoherenceFinding] = Field(default_factory=list)
+    certainty: Certainty | None = None
 
 
 # --- Planner (Rootproof-internal) -------------------------------------------

@@ -12,6 +12,7 @@ from diagnosis.contracts import ComposerInput, Decision
 from diagnosis.evidence.pack_check import pack_load
 from diagnosis.evidence.packs import PackError
 from diagnosis.evidence.services import environment_sync_from_pack
+from diagnosis.flow.coherence import answer_coherence_check
 from diagnosis.flow.run import diagnosis_run
 from diagnosis.models import DiagnosisSession
 from diagnosis.selectors import session_claims, session_self_evaluation
@@ -46,6 +47,8 @@ class PackResult:
     tokens: int = 0
     seconds: float = 0.0
     error: str = ""
+    # the coherence check (diagnosis.flow.coherence) on the answer shown: none expected
+    coherence_findings: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -79,10 +82,28 @@ class EvaluationReport:
             "llm_calls": sum(p.llm_calls for p in self.packs),
             "tokens": sum(p.tokens for p in self.packs),
             "seconds": round(sum(p.seconds for p in self.packs), 3),
+            **_coherence_totals(self.packs),
         }
 
     def as_dict(self) -> dict[str, Any]:
         return {"packs": [asdict(p) for p in self.packs], "totals": self.totals}
+
+
+def _coherence_totals(packs: list[PackResult]) -> dict[str, Any]:
+    answered = [p for p in packs if p.status == "completed"]
+    findings = sum(len(p.coherence_findings) for p in answered)
+    return {
+        "coherence_findings": findings,
+        "coherence_findings_per_answer": _ratio(findings, len(answered)),
+        "answers_with_coherence_findings": sum(1 for p in answered if p.coherence_findings),
+    }
+
+
+def _coherence_score(
+    result: PackResult, *, answer: str, composer_input: ComposerInput, services: list[str]
+) -> None:
+    found = answer_coherence_check(answer=answer, composer_input=composer_input, services=services)
+    result.coherence_findings = [f"{f.code.value}: {f.excerpt}" for f in found]
 
 
 def _ratio(numerator: float, denominator: int) -> float | None:
@@ -248,6 +269,9 @@ def session_score(
         1 for c in composer_input.allowed_claims if c.claim_id not in accepted
     )
     _cost_score(result, session=session)
+    _coherence_score(
+        result, answer=session.final_answer, composer_input=composer_input, services=services
+    )
     return result
 
 

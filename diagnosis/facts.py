@@ -22,8 +22,10 @@ API
     The facts a statement names, in order, each with its kind, its ``key``
     (what is compared) and its span in the original ``text``:
 
-    - ``date``: ``2026-03-02`` (also ``/`` or ``.`` between the parts); a
-      timestamp ``2026-03-02T10:21:03Z`` gives a date and a time;
+    - ``date``: ``2026-03-02`` (also ``/`` or ``.`` between the parts), with
+      the month's name (``04 May 2026``, ``04/May/2026``, ``May 4, 2026``) or
+      in Chinese (``2026年5月4日``); a timestamp ``2026-03-02T10:21:03Z`` gives
+      a date and a time;
     - ``time``: ``10:21`` or ``10:21:03`` (hours 0-23, minutes 0-59);
     - ``number``: a run of digits with ``.`` or ``,`` between digits, compared
       whole and by value (``12,000`` = ``12000``, ``50.50`` = ``50.5``, but
@@ -52,10 +54,13 @@ API
     - a number is found when a number of the same value occurs there, as the
       extractor reads numbers (digits inside an identifier such as ``x280``
       or ``HikariPool-1`` are not a number), followed by ``%`` when the fact
-      has one;
+      has one; an event count as kubectl writes it (``(x42 over 12m)``,
+      ``x42``) holds the number 42, whole (not 4, 142 or 4.2);
     - a time ``10:21`` is found in any time or timestamp holding that minute
       (``2026-03-02T10:21:03Z``); ``10:21:03`` needs the same second;
     - a date is found in a date with the same year, month and day;
+    - a region that ends inside a timestamp holds the parts it contains
+      (``2026-05-04 09:12`` cut from ``2026-05-04 09:12:41.207``);
     - an identifier or service name is found as a whole token: not preceded
       or followed by a letter or digit, nor continued by ``-``/``.`` and a
       letter or digit (``payment-service`` is not in ``payment-service-db``);
@@ -284,10 +289,23 @@ _DATE_RE = (
     r"(?P<y>\d{4})(?P<sep>[-/.])(?P<mo>\d{1,2})(?P=sep)(?P<d>\d{1,2})"
     rf"(?:[t ]{_TIME_PART.format(p='d')}(?:z|[+-]\d{{2}}:?\d{{2}})?)?"
 )
+_MONTHS = ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec")
+_MONTH = rf"(?:{'|'.join(_MONTHS)})[a-z]{{0,6}}\.?"
+# a date written with the month's name, as HTTP, kubectl describe, nginx and syslog write it:
+# "Mon, 04 May 2026 09:12:41 +0000", "04/May/2026:09:12:41", "May 4, 2026 09:12:41"
+_NAMED_DATE_RE = (
+    rf"(?:(?P<nd1>\d{{1,2}})[ /-](?P<nm1>{_MONTH})[ /-](?P<ny1>\d{{4}})"
+    rf"|(?P<nm2>{_MONTH}) (?P<nd2>\d{{1,2}}),? (?P<ny2>\d{{4}}))"
+    rf"(?:[: ]{_TIME_PART.format(p='n')})?"
+)
+_CHINESE_DATE_RE = r"(?P<ny3>\d{4})年(?P<nm3>\d{1,2})月(?P<nd3>\d{1,2})[日号]"  # 2026年5月4日
+# an event count as kubectl and the kubelet write it: "(x42 over 12m)", "x42"
+_EVENT_COUNT = re.compile(r"x(\d+)", re.ASCII | re.IGNORECASE)
 # Dates, then times, then tokens; each alternative starts where no letter or digit precedes.
 _FACT = re.compile(
-    rf"(?<![a-z0-9_])(?:(?P<date>{_DATE_RE})(?![0-9:])"
-    rf"|(?<![0-9][.,:])(?P<time>{_TIME_PART.format(p='t')})(?![0-9:])"
+    rf"(?<![a-z0-9_])(?:(?P<date>{_DATE_RE})(?![0-9]|:[0-9])"
+    rf"|(?P<named>{_NAMED_DATE_RE})(?![0-9]|:[0-9])|(?P<named3>{_CHINESE_DATE_RE})"
+    rf"|(?<![0-9][.,:])(?P<time>{_TIME_PART.format(p='t')})(?![0-9]|:[0-9])"
     r"|(?P<token>[a-z0-9]+(?:[-_./][a-z0-9]+|(?<=[0-9]),[0-9]+)*))",
     re.ASCII | re.IGNORECASE,
 )
@@ -324,6 +342,47 @@ def _date_key(match: re.Match[str]) -> str | None:
     if not (1 <= month <= 12 and 1 <= day <= 31):
         return None
     return f"{match.group('y')}-{month:02d}-{day:02d}"
+
+
+def _named_date_key(match: re.Match[str]) -> tuple[str | None, int, int]:
+    """The key of a date written with its month's name, and the span of the date part."""
+    n = "1" if match.group("nm1") else "2" if match.group("nm2") else "3"
+    written = match.group("nm" + n)
+    month = int(written) if written.isdigit() else _MONTHS.index(written[:3].lower()) + 1
+    day, year = int(match.group("nd" + n)), match.group("ny" + n)
+    span = (
+        [match.start(g + n) for g in ("nd", "nm", "ny")],
+        [match.end(g + n) for g in ("nd", "nm", "ny")],
+    )
+    key = f"{year}-{month:02d}-{day:02d}" if 1 <= day <= 31 and 1 <= month <= 12 else None
+    return key, min(span[0]), max(span[1]) + (1 if n == "3" else 0)
+
+
+def _timestamp_facts(match: re.Match[str], end: int) -> list[tuple]:
+    """The date and the time of a date or timestamp match, each kept when it ends by ``end``.
+
+    An excerpt may end inside a timestamp (``2026-05-04 09:12`` quoted from
+    ``2026-05-04 09:12:41.207``): the parts it holds are still stated there.
+    """
+    raw: list[tuple] = []
+    if match.group("date"):
+        key, s, e, p = _date_key(match), match.start("y"), match.end("d"), "d"
+    else:
+        (key, s, e), p = _named_date_key(match), "n"
+    if key is None:
+        return raw
+    if e <= end:
+        raw.append((FactKind.DATE, key, s, e, False))
+    if p == "n" and not match.group("named"):
+        return raw
+    if match.group(p + "h"):
+        minute, second = _time_key(match, p)
+        ts = match.start(p + "h")
+        if match.group(p + "s") and match.end(p + "s") <= end:
+            raw.append((FactKind.TIME, second, ts, match.end(p + "s"), False))
+        elif match.end(p + "m") <= end:
+            raw.append((FactKind.TIME, minute, ts, match.end(p + "m"), False))
+    return raw
 
 
 def _is_camel(token: str) -> bool:
@@ -422,19 +481,15 @@ def _scan(
     """
     end = len(normalized) if end is None else end
     raw: list[tuple] = []
-    for match in _FACT.finditer(normalized, start, min(len(normalized), end + 8)):
+    for match in _FACT.finditer(normalized, start, min(len(normalized), end + 40)):
+        if match.start() >= end:
+            break
+        if match.group("date") or match.group("named") or match.group("named3"):
+            raw.extend(_timestamp_facts(match, end))
+            continue
         if match.end() > end:
             break
-        if match.group("date"):
-            key = _date_key(match)
-            if key is None:
-                continue
-            raw.append((FactKind.DATE, key, match.start("y"), match.end("d"), False))
-            if match.group("dh"):
-                minute, second = _time_key(match, "d")
-                s, e = match.start("dh"), match.end("ds") if match.group("ds") else match.end("dm")
-                raw.append((FactKind.TIME, second or minute, s, e, False))
-        elif match.group("time"):
+        if match.group("time"):
             minute, second = _time_key(match, "t")
             e = match.end("ts") if match.group("ts") else match.end("tm")
             raw.append((FactKind.TIME, second or minute, match.start("th"), e, False))
@@ -442,6 +497,12 @@ def _scan(
             after = normalized[match.end() : match.end() + 2]
             token = match.group("token")
             if numbers_only and not token[0].isdigit():
+                count = _EVENT_COUNT.fullmatch(token)
+                if count:
+                    s = match.start() + 1
+                    raw.append(
+                        (FactKind.NUMBER, _number_key(count.group(1)), s, match.end(), False)
+                    )
                 continue
             raw.extend(_token_facts(token, match.start(), services, after))
     return raw

@@ -185,6 +185,7 @@ class DiagnosisSession(models.Model):
 
     class RootCause(models.TextChoices):
         CONFIRMED = "confirmed", _("根因已确认")
+        INFERRED = "inferred", _("根因为推断")
         HYPOTHESISED = "hypothesised", _("根因仅为假设")
         UNDETERMINED = "undetermined", _("根因未确定")
 

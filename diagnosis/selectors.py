@@ -21,6 +21,7 @@ from diagnosis.contracts import (
     ClaimFact,
     Disagreement,
     Finding,
+    FindingCode,
     GatekeeperClaimResult,
     Hypothesis,
     RecommendedAction,
@@ -179,6 +180,7 @@ class ClaimBinding:
     excerpt: str
     valid: bool  # the claim was accepted and no finding names this binding
     invocation: ToolInvocation | None  # None: no invocation of the session has that trace_ref
+    instruction: bool = False  # the excerpt reads as an instruction (excerpt_is_instruction)
 
     @property
     def invocation_id(self) -> int | None:
@@ -312,6 +314,11 @@ def _claim_bindings(
 ) -> tuple[ClaimBinding, ...]:
     accepted = gate is not None and gate.verdict == Verdict.ACCEPTED
     bad = {f.binding for f in gate.findings} if gate is not None else set()
+    instructions = {
+        f.binding
+        for f in (gate.findings if gate is not None else [])
+        if f.code == FindingCode.EXCERPT_IS_INSTRUCTION.value
+    }
     bindings = []
     for index, binding in enumerate(raw if isinstance(raw, list) else []):
         if not isinstance(binding, dict):
@@ -326,6 +333,7 @@ def _claim_bindings(
                 excerpt=str(binding.get("evidence_excerpt") or ""),
                 valid=accepted and index not in bad,
                 invocation=by_trace.get(source_id),
+                instruction=index in instructions,
             )
         )
     return tuple(bindings)

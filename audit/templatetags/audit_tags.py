@@ -67,6 +67,22 @@ SUPPORT_LEVEL_LABELS = {
     "none": _("无支持"),
 }
 
+CERTAINTY_LABELS = {
+    "confirmed": _("根因已确认"),
+    "inferred": _("根因为推断"),
+    "hypothesised": _("根因仅为假设"),
+    "undetermined": _("根因未确定"),
+}
+
+COHERENCE_LABELS = {
+    "badge_conclusion_mismatch": _("标记与结论不一致"),
+    "stacked_hedges": _("一句话里叠了两层保留语气"),
+    "hedged_confirmation": _("保留语气与“已确认”并用"),
+    "series_two_figures": _("同一序列给出两个不同的倍数"),
+    "peak_before_onset": _("所述最大值早于变化开始"),
+    "kind_without_evidence": _("根因类别没有对应的证据"),
+}
+
 CODE_LABELS: dict[str, Mapping[str, object]] = {
     "verdict": VERDICT_LABELS,
     "classification": CLASSIFICATION_LABELS,
@@ -78,6 +94,8 @@ CODE_LABELS: dict[str, Mapping[str, object]] = {
     "support_level": SUPPORT_LEVEL_LABELS,
     "tool_status": TOOL_STATUS_LABELS,
     "stage_status": STAGE_STATUS_LABELS,
+    "certainty": CERTAINTY_LABELS,
+    "coherence": COHERENCE_LABELS,
 }
 
 

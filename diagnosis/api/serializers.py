@@ -268,7 +268,9 @@ class DiagnosisSummarySerializer(serializers.Serializer):
     root_cause_status = NullIfBlankChoiceField(
         choices=DiagnosisSession.RootCause.choices,
         allow_null=True,
-        help_text="Whether the answer confirms a root cause, only hypothesises one, or neither. "
+        help_text="The answer's one certainty about its root cause, which its badge and "
+        "conclusion also show: confirmed (observed directly), inferred (a bounded inference "
+        "from accepted evidence), hypothesised (only hypotheses), or undetermined. "
         "Null until done.",
     )
     answer_source = NullIfBlankChoiceField(

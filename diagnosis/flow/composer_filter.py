@@ -8,6 +8,8 @@
 - Gatekeeper demoted because its evidence was invented or wrong
   (``EVIDENCE_FAILURE_CODES``), whatever the Verifier said → missing_info: a gap
   worded by the evidence it lacks, repeating none of its numbers, names or times.
+- A claim any of whose bindings is an instruction (``excerpt_is_instruction``)
+  → missing_info, whatever else held: instructions are invented evidence.
 - Gatekeeper demoted otherwise (its bindings hold: runbook only, not specific):
   ``overstated`` → allowed_hypotheses; anything else → missing_info.
 
@@ -163,6 +165,10 @@ def _claim_place(
             {"claim_id": claim.claim_id, "verifier": classification.value, "gatekeeper": "demoted"}
         )
     evidence_failed = not accepted and (result is None or bool(codes & EVIDENCE_FAILURE_CODES))
+    if FindingCode.EXCERPT_IS_INSTRUCTION in codes:
+        # an instruction quoted as evidence is invented evidence: never a claim, a hypothesis
+        # or the conclusion, only a gap (also for reports stored before the Gatekeeper said so)
+        accepted, evidence_failed = False, True
     if accepted and classification in ALLOWED_CLASSIFICATIONS:
         direct = classification == Classification.DIRECT_OBSERVATION
         placed.claims.append(

@@ -6,8 +6,9 @@ Two small, pure rules the flow applies whatever the model said:
   top of the answer, and such an answer cannot be PASS (the evidence cannot cover
   a service no tool can see);
 - the answer's badge says whether the root cause is confirmed (an allowed
-  root-cause claim), only hypothesised (allowed hypotheses, no such claim) or
-  undetermined (neither), not only whether the evidence checked out.
+  root-cause claim observed directly), inferred (allowed, worded as a bounded
+  inference), only hypothesised (hypotheses, no such claim) or undetermined
+  (neither), not only whether the evidence checked out.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from datetime import UTC, datetime
 
 from django.utils.translation import gettext as _
 
-from diagnosis.contracts import ClaimType, ComposerInput
+from diagnosis.contracts import ComposerInput
 from diagnosis.i18n import language_override
 from diagnosis.models import DiagnosisSession
 
@@ -87,11 +88,8 @@ def window_notice(*, window: dict | None, language: str) -> str:
 
 
 def root_cause_status(composer_input: ComposerInput | None) -> str:
-    """Confirmed, hypothesised or undetermined, from what the answer may state."""
+    """The badge: the answer's one certainty (``ComposerInput.certainty``), which the
+    conclusion's opening and sections read too."""
     if composer_input is None:
         return RootCause.UNDETERMINED
-    if any(c.claim_type == ClaimType.ROOT_CAUSE for c in composer_input.allowed_claims):
-        return RootCause.CONFIRMED
-    if composer_input.allowed_hypotheses:
-        return RootCause.HYPOTHESISED
-    return RootCause.UNDETERMINED
+    return RootCause(composer_input.certainty().value)

@@ -497,7 +497,9 @@ def suspects_rank(
         service_arg = str(call.arguments.get("service") or "")
         if call.tool_name == "query_metrics":
             for signal in metric_signals(call):
-                key = (signal.service, signal.line or f"{signal.metric}{signal.labels}")
+                # one series, one set of figures per session: the first call that read it
+                # gives its ratio, baseline, peak and onset to every section that states them
+                key = (signal.service, f"{signal.metric}{sorted(signal.labels.items())}")
                 if key in seen_metrics:
                     continue
                 seen_metrics.add(key)

@@ -9,7 +9,7 @@ from diagnosis.contracts import EvidenceBinding
 
 from . import vocab
 from .analysis import Call, LogSignal, MetricSignal, Suspect, root_cause_evidence
-from .common import numbers_covered
+from .common import numbers_covered, time_parse
 from .excerpts import (
     binding,
     fitting,
@@ -37,6 +37,11 @@ class Draft:
     bindings: list[EvidenceBinding]
     support: str = "direct"
     kind: str | None = None  # root_cause_kind, for root-cause drafts
+
+
+def _peak_before_onset(signal: MetricSignal) -> bool:
+    peak, onset = time_parse(signal.window_max_at), time_parse(signal.change_point)
+    return peak is not None and onset is not None and peak < onset
 
 
 def metric_claim(signal: MetricSignal, lang: str) -> Draft | None:
@@ -79,7 +84,9 @@ def metric_claim(signal: MetricSignal, lang: str) -> Draft | None:
         peak = t["low" if down else "peak"].format(value=extreme)
         at = None if down else time_in(signal.window_max_at, evidence, short)
         if at:
-            peak += t["at"].format(value=at)
+            # the maximum the tool reports is of the whole window: when it came before the
+            # change the line describes, the line says so (it is not the change's peak)
+            peak += t["at_before" if _peak_before_onset(signal) else "at"].format(value=at)
         details.append(peak)
     since = time_in(signal.change_point, evidence, short)
     if since:

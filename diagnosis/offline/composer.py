@@ -101,9 +101,8 @@ def _lead(ci: ComposerInput, lang: str) -> str:
         if root.wording == Wording.DEFINITE:
             parts.append(_("根据本次取证，{text}").format(text=_sentence(root.text)))
         else:
-            parts.append(
-                _("初步判断（尚待证实）：{text}").format(text=_bounded(_sentence(root.text)))
-            )
+            # one hedge per statement: the opening already says it is unconfirmed
+            parts.append(_("初步判断（尚待证实）：{text}").format(text=_sentence(root.text)))
     elif hypothesis is not None:
         parts.append(_hypothesis_lead(hypothesis))
     else:

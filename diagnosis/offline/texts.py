@@ -80,6 +80,7 @@ def _claim_texts() -> dict[str, str]:
         "peak": _("窗口内最大值 {value}"),
         "low": _("窗口内最小值 {value}"),
         "at": _("（{value}）"),
+        "at_before": _("（{value}，早于变化）"),
         "since": _("变化始于 {value}"),
         "at_limit": _("已达到上限"),
         "qualifier_sep": _("，"),

@@ -92,6 +92,12 @@ HEDGES = ("可能", "也许", "或许", "疑似", "likely", "may ", "might", "po
 # A claim whose scope is universal: its excerpts must carry the same scope word.
 UNIVERSAL_ZH = ("所有", "全部", "整个", "全站", "全体", "全量", "每个", "每一个", "一律")
 UNIVERSAL_EN = ("all", "every", "entire", "whole", "everything", "everyone", "everybody")
+# An excerpt that is an aggregate over a set carries the set's scope itself.
+AGGREGATE_WORDING = re.compile(
+    r"allocated resources|\b(?:total|totals|sum|summed|aggregate)\b|合计|总计|共计|总量|汇总",
+    re.IGNORECASE,
+)
+_WHOLE_COUNT = re.compile(r"(?<![\d.])(\d+) ?(?:of|/) ?(\d+)(?![\d.])")
 # A claim that says users are affected: it needs evidence of failing requests at the entry.
 IMPACT_WORDING = re.compile(
     r"(?:用户|客户|访客)[^。，,]{0,8}?(?:无法|不能|访问不了|登录不了|受到?影响|请求失败|打不开)|全站|"
@@ -244,8 +250,22 @@ def _absolute_word(text: str, excerpts: str) -> str | None:
     return _word_not_carried(text, excerpts, ABSOLUTE_ZH, ABSOLUTE_EN)
 
 
+def _is_aggregate(excerpts: str) -> bool:
+    """The excerpt itself states a figure over a whole set: a total, kubectl's
+    "Allocated resources" block (a sum over every pod of the node), "3 of 3" or "3/3"."""
+    if AGGREGATE_WORDING.search(excerpts):
+        return True
+    return any(m.group(1) == m.group(2) for m in _WHOLE_COUNT.finditer(excerpts))
+
+
 def _universal_word(text: str, excerpts: str) -> str | None:
-    """A universal scope word of the claim that none of its excerpts carries."""
+    """A universal scope word of the claim that none of its excerpts carries.
+
+    A claim about a whole set does not overstate an excerpt that is itself an
+    aggregate over that set: the total is what the output says.
+    """
+    if _is_aggregate(excerpts):
+        return None
     return _word_not_carried(text, excerpts, UNIVERSAL_ZH, UNIVERSAL_EN)
 
 

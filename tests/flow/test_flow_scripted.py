@@ -53,6 +53,9 @@ def test_a_passing_session_completes_with_the_composer_answer_and_a_full_audit_t
         "source": "composer",
         "final_answer": GOOD_ANSWER,
         "guard_findings": [],
+        "composer_coherence": [],
+        "coherence_findings": [],
+        "certainty": "undetermined",
     }
     assert [c["claim_id"] for c in evaluation["composer_input"]["allowed_claims"]] == ["claim-1"]
     assert len(evaluation["attempts"]) == 1

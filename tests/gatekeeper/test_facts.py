@@ -92,7 +92,9 @@ def test_a_time_is_bound_by_a_timestamp_holding_that_minute():
 def test_a_number_is_bound_only_by_the_same_whole_number():
     assert bound("12,000 requests failed") == {"12,000": True}
     assert bound("12000 requests failed") == {"12000": True}
-    assert bound("280 次") == {"280": False}  # "x280" is an identifier, not a number
+    assert bound("280 次") == {"280": True}  # "(x280 over 60m)" is an event count of 280
+    assert bound("28 次") == {"28": False}
+    assert bound("2800 次") == {"2800": False}
     assert bound("x280 次") == {"x280": True}
     assert bound("900 次") == {"900": False}
     assert bound("50 active") == {"50": False}  # the evidence says 50.5
@@ -229,3 +231,47 @@ def test_the_mapped_normaliser_equals_the_per_character_reference(text, fold):
     assert text_normalize_mapped(text, fold=fold) == _reference_normalize_mapped(text, fold=fold)
     if fold:
         assert text_normalize_mapped(text)[0] == text_normalize(text) or not text.isascii()
+
+
+# --- facts as people write them (contracts.md §2, amended) -----------------------------
+
+
+def test_an_event_count_binds_its_number_whole_and_nothing_else():
+    for written in ("(x42 over 12m)", "x42 over 3m", "Back-off (x42)"):
+        assert bound("重启 42 次", written) == {"42": True}, written
+        assert bound("重启 4 次", written) == {"4": False}, written
+        assert bound("重启 142 次", written) == {"142": False}, written
+    for other in ("x142 over 12m", "4.2", "42.5", "0x42", "x4.2"):
+        assert bound("重启 42 次", other) == {"42": False}, other
+
+
+def test_a_timestamp_of_any_common_form_binds_its_date_and_clock_time():
+    forms = [
+        "2026-05-04 09:12:41.207 INFO main",  # JVM / logback
+        "2026-05-04 09:12:41,207 WARN [pool-1]",  # log4j
+        "2026-05-04T09:12:41.207Z level=error",  # ISO, Loki
+        "ts=2026-05-04T09:12:41.207+08:00 level=warn",  # Go logfmt
+        "2026/05/04 09:12:41 http: TLS handshake error",  # Go log
+        "Last Timestamp:  Mon, 04 May 2026 09:12:41 +0000",  # kubectl describe
+        '10.0.0.7 - - [04/May/2026:09:12:41 +0000] "GET /pay HTTP/1.1" 504',  # nginx
+    ]
+    for form in forms:
+        got = bound("2026-05-04 09:12 开始报错，09:12:41 第一次超时", form)
+        assert got == {"2026-05-04": True, "09:12": True, "09:12:41": True}, form
+        shifted = bound("2026-05-05 09:13 开始报错，09:12:42 第一次超时", form)
+        assert shifted == {"2026-05-05": False, "09:13": False, "09:12:42": False}, form
+
+
+def test_a_date_written_in_chinese_is_the_same_date():
+    assert keys("2026年5月4日 09:12 开始") == [("date", "2026-05-04"), ("time", "09:12")]
+    assert bound("2026年5月4日开始", "2026-05-04T09:12:41Z") == {"2026年5月4日": True}
+    assert bound("2026年5月5日开始", "2026-05-04T09:12:41Z") == {"2026年5月5日": False}
+
+
+def test_an_excerpt_that_ends_inside_a_timestamp_still_binds_the_parts_it_holds():
+    text = text_normalize("2026-05-04 09:12:41.207 INFO")
+    source = FactSource()
+    source.region_add(text, 0, text.index(":41"))  # "2026-05-04 09:12"
+    date, minute, second = facts_extract("2026-05-04 09:12 09:12:41")
+    assert source.contains(date) and source.contains(minute)
+    assert not source.contains(second)

@@ -7,6 +7,7 @@ import json
 import pytest
 
 import diagnosis.flow.gatekeeper as gatekeeper_module
+import diagnosis.flow.gatekeeper.checker as checker_module
 from diagnosis.contracts import Claim, ExecutorEvidenceV2, ParseStatus
 from diagnosis.flow.gatekeeper import (
     InvocationRecord,
@@ -203,13 +204,13 @@ def test_each_invocation_output_is_normalised_once_however_many_bindings_cite_it
     incident, monkeypatch
 ):
     calls = []
-    real = gatekeeper_module.text_normalize
+    real = checker_module.text_normalize
 
     def counting(text):
         calls.append(text)
         return real(text)
 
-    monkeypatch.setattr(gatekeeper_module, "text_normalize", counting)
+    monkeypatch.setattr(checker_module, "text_normalize", counting)
     claims = [
         claim(
             f"claim-{n}",
@@ -239,7 +240,7 @@ def test_an_internal_error_demotes_every_claim_instead_of_raising(incident, monk
     def broken(*args, **kwargs):
         raise RuntimeError("boom")
 
-    monkeypatch.setattr(gatekeeper_module._Checker, "claim_check", broken)
+    monkeypatch.setattr(checker_module.ClaimChecker, "claim_check", broken)
     monkeypatch.setattr(
         gatekeeper_module, "_claims_of", lambda parsed: (_ for _ in ()).throw(KeyError())
     )
@@ -250,14 +251,14 @@ def test_an_internal_error_demotes_every_claim_instead_of_raising(incident, monk
 
 
 def test_a_failing_claim_check_demotes_only_that_claim(incident, monkeypatch):
-    real = gatekeeper_module._Checker.claim_check
+    real = checker_module.ClaimChecker.claim_check
 
     def flaky(self, claim_obj, notes, duplicate):
         if claim_obj.claim_id == "claim-2":
             raise ValueError("boom")
         return real(self, claim_obj, notes, duplicate)
 
-    monkeypatch.setattr(gatekeeper_module._Checker, "claim_check", flaky)
+    monkeypatch.setattr(checker_module.ClaimChecker, "claim_check", flaky)
     run(
         incident,
         executor_json(

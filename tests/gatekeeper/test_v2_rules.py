@@ -214,7 +214,7 @@ def test_a_time_in_the_query_window_does_not_bind_a_claimed_time():
     assert [f.fact for f in result.findings if f.code == "claim_fact_unbound"] == ["10:21"]
 
 
-def test_a_fact_written_only_in_the_models_own_query_text_is_unbound():
+def test_an_identifier_named_by_the_query_of_a_call_that_returned_output_is_bound():
     records = [
         *RECORDS,
         InvocationRecord(
@@ -244,7 +244,75 @@ def test_a_fact_written_only_in_the_models_own_query_text_is_unbound():
         parsed=executor_output_parse(raw), invocations=records, session_id=SESSION
     )
     [result] = report.claims
-    assert [f.fact for f in result.findings if f.code == "claim_fact_unbound"] == ["ORA-04031"]
+    # the call found lines for what its query named (contracts.md §2, amended)
+    assert result.verdict == "accepted", result.findings
+    assert [(f.text, f.via) for f in result.facts] == [
+        ("payment-service", "argument"),
+        ("ORA-04031", "argument"),
+    ]
+
+
+def test_a_number_or_time_named_only_in_a_calls_arguments_is_still_unbound():
+    records = [
+        *RECORDS,
+        InvocationRecord(
+            5,
+            SESSION,
+            "trace-5",
+            "query_logs",
+            "ok",
+            LOGS,
+            {},
+            {"query": "ORA-04031 after 900 retries", "start": "2026-03-02T09:58:00Z", "limit": 77},
+        ),
+    ]
+    raw = json.dumps(
+        {
+            "claims": [
+                {
+                    "claim_id": "c",
+                    "claim_type": "symptom",
+                    "claim_text": "ORA-04031 在 09:58 出现 900 次，抽样 77 行",
+                    "evidence_bindings": [bind("request timed out after 30000ms", "trace-5")],
+                }
+            ]
+        },
+        ensure_ascii=False,
+    )
+    report = gatekeeper_check(
+        parsed=executor_output_parse(raw), invocations=records, session_id=SESSION
+    )
+    [result] = report.claims
+    unbound = [f.fact for f in result.findings if f.code == "claim_fact_unbound"]
+    assert unbound == ["09:58", "900", "77"]
+
+
+def test_a_pod_the_filter_did_not_name_is_still_unbound():
+    records = [
+        *RECORDS,
+        InvocationRecord(
+            5, SESSION, "trace-5", "query_logs", "ok", LOGS, {}, {"query": "payment-7d9f8-x2k"}
+        ),
+    ]
+    raw = json.dumps(
+        {
+            "claims": [
+                {
+                    "claim_id": "c",
+                    "claim_type": "symptom",
+                    "claim_text": "payment-7d9f8-x2q 请求超时",
+                    "evidence_bindings": [bind("request timed out after 30000ms", "trace-5")],
+                }
+            ]
+        }
+    )
+    report = gatekeeper_check(
+        parsed=executor_output_parse(raw), invocations=records, session_id=SESSION
+    )
+    [result] = report.claims
+    assert [f.fact for f in result.findings if f.code == "claim_fact_unbound"] == [
+        "payment-7d9f8-x2q"
+    ]
 
 
 def test_an_indirect_claim_still_binds_its_numbers():

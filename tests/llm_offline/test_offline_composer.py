@@ -86,11 +86,13 @@ def test_a_chinese_answer_opens_with_the_conclusion_and_has_its_sections():
     assert "829" in answer
 
 
-def test_a_bounded_claim_is_worded_as_a_possibility():
+def test_a_bounded_claim_is_worded_as_a_possibility_with_one_hedge():
     answer = _compose(_input(wording="bounded"))
-    assert "可能：payment-service 的连接池耗尽是本次故障的根因" in answer
+    assert "初步判断（尚待证实）：payment-service 的连接池耗尽是本次故障的根因" in answer
+    assert "（尚待证实）：可能：" not in answer
     english = _compose(_input(wording="bounded", language="en-US"))
-    assert "Likely: payment-service" in english
+    assert "(unconfirmed): payment-service" in english
+    assert "Likely: payment-service" not in english
     assert "**Conclusion**" in english
 
 

@@ -22,11 +22,12 @@ Decisions where contracts.md is silent:
 - A fact is bound by the *region of the output* a valid excerpt matched
   (``FactSource`` checks a region's edges against the output around it), or
   by the arguments of an invocation a valid binding cites. Arguments bind
-  identifiers and service names only, and never through the free-text
-  ``query`` argument: the model writes arguments itself, so only the
-  selectors whose data the output holds (``service``, ``metric``,
-  ``labels``) say what the output is about; a time or number in the
-  arguments (the window, ``limit``) is a request, not an observation.
+  identifiers and service names only, through any argument, the free-text
+  ``query`` included: the call returned output for what it named
+  (contracts.md §2); a time or number in the arguments (the window,
+  ``limit``) is a request, not an observation, and binds nothing. Facts are
+  read as people write them (``diagnosis.facts``): ``x42`` is the count 42, a
+  timestamp holds its date and its clock time, whatever its form.
 - The minimum length (8) counts letters, digits and CJK characters of each
   fragment (see ``excerpts``); ``...`` joining fragments does not count.
 - An instruction-like excerpt (``excerpt_is_instruction``) makes its binding
@@ -54,43 +55,33 @@ Decisions where contracts.md is silent:
 
 from __future__ import annotations
 
-import re
 from collections.abc import Collection, Iterable, Sequence
-from dataclasses import dataclass, field
-from typing import Any
 
 from diagnosis.contracts import (
     Claim,
-    ClaimFact,
-    ClaimType,
-    EvidenceBinding,
     Finding,
     FindingCode,
     GatekeeperClaimResult,
     GatekeeperCounts,
     GatekeeperReport,
     ParseStatus,
-    SourceType,
-    SupportLevel,
     Verdict,
 )
-from diagnosis.evidence.tools import tool_definition
-from diagnosis.facts import FactKind, FactSource, facts_extract, text_normalize
+from diagnosis.flow.gatekeeper.checker import ClaimChecker
 from diagnosis.flow.gatekeeper.excerpts import (
     MIN_EXCERPT_CHARS,
     MatchResult,
-    _match,
-    excerpt_fragments,
     excerpt_locate,
     excerpt_matches,
 )
 from diagnosis.flow.gatekeeper.instructions import excerpt_is_instruction
-from diagnosis.flow.parsing import (
-    ClaimNotes,
-    ParsedExecutorOutput,
-    evidence_numbers,
-    finding,
+from diagnosis.flow.gatekeeper.invocations import (
+    STATUS_OK,
+    InvocationRecord,
+    knowledge_blocks,
+    knowledge_tool_is,
 )
+from diagnosis.flow.parsing import ClaimNotes, ParsedExecutorOutput, finding
 from diagnosis.models import DiagnosisSession, ToolInvocation
 
 __all__ = [
@@ -108,519 +99,8 @@ __all__ = [
     "knowledge_tool_is",
 ]
 
-STATUS_OK = "ok"
-
-_KIND_EVIDENCE = "evidence"
-_KIND_KNOWLEDGE = "knowledge"
-_KIND_OTHER = "other"
 _MAX_LOOKUP_IDS = 10_000
 _MAX_DB_ID = 2**63 - 1
-# arguments the model writes as free text: they say what it looked for, not what was found
-_FREE_TEXT_ARGUMENTS = frozenset({"query"})
-_ARGUMENT_FACTS = frozenset({FactKind.IDENTIFIER, FactKind.SERVICE})
-
-
-def _where(record: InvocationRecord, chunk: str | None) -> dict[str, str]:
-    """The location parameters of a detail: the invocation, and the chunk when there is one."""
-    return {"trace_ref": record.trace_ref, **({"chunk": chunk} if chunk is not None else {})}
-
-
-# --- invocations and knowledge blocks ------------------------------------------------
-
-
-@dataclass(frozen=True)
-class InvocationRecord:
-    """What the Gatekeeper needs of a ``tool_invocation`` row."""
-
-    id: int
-    session_id: int
-    trace_ref: str
-    tool_name: str
-    status: str
-    output: str
-    summary: dict
-    arguments: Any = None  # the arguments the tool was called with (gatekeeper_v2 binds by them)
-
-
-_BLOCK_HEADER = re.compile(r"^===[ \t]*([^|\n]+?)[ \t]*(?:\|[^\n]*)?===[ \t]*\r?$", re.MULTILINE)
-
-
-def _returned_chunk_ids(summary: object) -> set[str] | None:
-    if not isinstance(summary, dict) or not isinstance(summary.get("chunks"), list):
-        return None
-    ids = set()
-    for chunk in summary["chunks"]:
-        if isinstance(chunk, dict) and isinstance(chunk.get("chunk_id"), str):
-            ids.add(chunk["chunk_id"].strip())
-    return ids
-
-
-def knowledge_blocks(output: str, summary: object) -> list[tuple[str, int, int]]:
-    """``(chunk_id, start, end)`` of each returned chunk's block in a lookup_knowledge output."""
-    returned = _returned_chunk_ids(summary)
-    headers = []
-    for match in _BLOCK_HEADER.finditer(output or ""):
-        chunk_id = match.group(1).strip()
-        if returned is None or chunk_id in returned:
-            headers.append((chunk_id, match.start()))
-    blocks = []
-    for k, (chunk_id, start) in enumerate(headers):
-        end = headers[k + 1][1] if k + 1 < len(headers) else len(output)
-        blocks.append((chunk_id, start, end))
-    return blocks
-
-
-def _kind(tool_name: str) -> str:
-    """The registered tool's kind (evidence or knowledge); an unknown tool is other."""
-    definition = tool_definition(tool_name)
-    return definition.kind if definition is not None else _KIND_OTHER
-
-
-def knowledge_tool_is(tool_name: str) -> bool:
-    """Whether the registered tool is a knowledge tool (its output is chunk blocks)."""
-    return _kind(tool_name) == _KIND_KNOWLEDGE
-
-
-@dataclass(frozen=True)
-class _Target:
-    record: InvocationRecord
-    block: tuple[int, int] | None  # span of the chunk's block, or None for the whole output
-
-
-@dataclass
-class _Valid:
-    """A valid binding: where its excerpt matched, and what it may bind."""
-
-    index: int
-    kind: str
-    target: _Target
-    spans: tuple[tuple[int, int], ...]
-    _excerpt: FactSource | None = field(default=None, repr=False)
-
-    def excerpt(self, checker: _Checker) -> FactSource:
-        """The regions of the output the excerpt matched (built when the facts are checked)."""
-        if self._excerpt is None:
-            self._excerpt = FactSource()
-            text = checker.normalized(self.target)
-            for start, end in self.spans:
-                self._excerpt.region_add(text, start, end)
-        return self._excerpt
-
-
-def _argument_texts(arguments: object) -> Iterable[str]:
-    """The selector values of a tool call's arguments (not its free-text query)."""
-    if not isinstance(arguments, dict):
-        return
-    for key, value in arguments.items():
-        if str(key) in _FREE_TEXT_ARGUMENTS:
-            continue
-        if isinstance(value, str):
-            yield value
-        elif isinstance(value, dict):  # labels
-            for label, label_value in value.items():
-                yield f"{label}={label_value}"
-        elif isinstance(value, list):
-            yield from (str(item) for item in value if isinstance(item, str | int))
-
-
-class _Checker:
-    def __init__(
-        self,
-        records: Sequence[InvocationRecord],
-        session_id: int,
-        foreign_ids: Collection[int],
-        services: Iterable[str] = (),
-    ) -> None:
-        self.session_id = session_id
-        self.services = [s for s in services or () if isinstance(s, str) and s.strip()]
-        self.by_id: dict[int, InvocationRecord] = {}
-        self.by_trace: dict[str, InvocationRecord] = {}
-        self.foreign: set[int] = set()
-        for fid in foreign_ids or ():
-            if isinstance(fid, int) and not isinstance(fid, bool):
-                self.foreign.add(fid)
-        for record in records or ():
-            if not isinstance(record, InvocationRecord):
-                continue
-            if record.session_id != session_id:
-                self.foreign.add(record.id)
-                continue
-            self.by_id.setdefault(record.id, record)
-            self.by_trace.setdefault(str(record.trace_ref).strip(), record)
-        self.foreign -= set(self.by_id)
-        self._chunks: dict[str, list[_Target]] | None = None
-        self._normalized: dict[tuple[int, tuple[int, int] | None], str] = {}
-        self._arguments: dict[int, FactSource] = {}
-
-    # -- lookups
-    def chunks(self) -> dict[str, list[_Target]]:
-        if self._chunks is None:
-            self._chunks = {}
-            for record in self.by_id.values():
-                if _kind(record.tool_name) != _KIND_KNOWLEDGE:
-                    continue
-                for chunk_id, start, end in knowledge_blocks(record.output or "", record.summary):
-                    self._chunks.setdefault(chunk_id, []).append(_Target(record, (start, end)))
-        return self._chunks
-
-    def normalized(self, target: _Target) -> str:
-        key = (target.record.id, target.block)
-        cached = self._normalized.get(key)
-        if cached is None:
-            output = target.record.output or ""
-            if target.block is not None:
-                output = output[target.block[0] : target.block[1]]
-            cached = self._normalized[key] = text_normalize(output)
-        return cached
-
-    def arguments(self, record: InvocationRecord) -> FactSource:
-        cached = self._arguments.get(record.id)
-        if cached is None:
-            cached = self._arguments[record.id] = FactSource()
-            for text in _argument_texts(record.arguments):
-                cached.region_add(text_normalize(text))
-        return cached
-
-    # -- one binding
-    def _target_check(
-        self, binding: EvidenceBinding, target: _Target, index: int
-    ) -> tuple[list[Finding], MatchResult | None]:
-        record = target.record
-        findings = []
-        tool_name = (binding.tool_name or "").strip()
-        if tool_name and tool_name.lower() != record.tool_name.lower():
-            findings.append(
-                finding(
-                    FindingCode.TOOL_NAME_MISMATCH,
-                    f"binding says {tool_name!r}, {record.trace_ref} is {record.tool_name!r}",
-                    index,
-                    detail_code="tool_name_mismatch",
-                    params={
-                        "tool": tool_name,
-                        "trace_ref": record.trace_ref,
-                        "actual": record.tool_name,
-                    },
-                )
-            )
-        if record.status != STATUS_OK:
-            findings.append(
-                finding(
-                    FindingCode.INVOCATION_FAILED,
-                    f"{record.trace_ref} ({record.tool_name}) ended with status {record.status!r}",
-                    index,
-                    detail_code="invocation_failed",
-                    params={
-                        "trace_ref": record.trace_ref,
-                        "tool": record.tool_name,
-                        "status": record.status,
-                    },
-                )
-            )
-        result = _match(binding.evidence_excerpt, self.normalized(target))
-        where = record.trace_ref
-        chunk = binding.source_id if target.block is not None else None
-        if chunk is not None:
-            where = f"chunk {chunk!r} of {record.trace_ref}"
-        if not result.matched:
-            findings.append(
-                finding(
-                    result.code or "",
-                    f"{where}: {result.detail}",
-                    index,
-                    detail_code=result.detail_code or str(result.code),
-                    params={**result.params, **_where(record, chunk)},
-                )
-            )
-            return findings, None
-        phrase = excerpt_is_instruction(
-            " ".join(excerpt_fragments(text_normalize(binding.evidence_excerpt)))
-        )
-        if phrase:
-            findings.append(
-                finding(
-                    FindingCode.EXCERPT_IS_INSTRUCTION,
-                    f"{where}: the excerpt reads as an instruction or a verdict ({phrase!r}), "
-                    "not as evidence",
-                    index,
-                    detail_code="excerpt_is_instruction",
-                    params={"phrase": phrase, **_where(record, chunk)},
-                )
-            )
-        return findings, result
-
-    def _targets(
-        self, binding: EvidenceBinding, index: int
-    ) -> tuple[list[_Target] | None, Finding]:
-        """What the binding's source names (None: an unknown source type), and the finding
-        when it names nothing of this session."""
-        source_type = binding.source_type.strip().lower()
-        source_id = binding.source_id.strip()
-        if source_type == SourceType.TOOL_TRACE.value:
-            record = self.by_trace.get(source_id)
-            unknown = f"no invocation of this session has trace_ref {source_id!r}"
-            return [_Target(record, None)] if record else [], finding(
-                FindingCode.UNKNOWN_SOURCE_ID,
-                unknown,
-                index,
-                detail_code="unknown_trace_ref",
-                params={"source_id": source_id},
-            )
-        if source_type == SourceType.LOOKUP_EVIDENCE_BLOCK.value:
-            unknown = (
-                f"chunk {source_id!r} was not returned by a lookup_knowledge invocation "
-                "of this session"
-            )
-            return list(self.chunks().get(source_id, [])), finding(
-                FindingCode.UNKNOWN_SOURCE_ID,
-                unknown,
-                index,
-                detail_code="unknown_chunk",
-                params={"source_id": source_id},
-            )
-        detail = f"source_type {binding.source_type!r} is not tool_trace or lookup_evidence_block"
-        return None, finding(
-            FindingCode.UNKNOWN_SOURCE_TYPE,
-            detail,
-            index,
-            detail_code="unknown_source_type",
-            params={"source_type": binding.source_type},
-        )
-
-    def _cited(self, binding: EvidenceBinding, index: int) -> tuple[set[int], list[Finding]]:
-        """The cited invocation ids of this session, and a finding for each other one."""
-        findings: list[Finding] = []
-        cited_here: set[int] = set()
-        for inv_id in dict.fromkeys(binding.source_invocation_ids or []):
-            if inv_id in self.by_id:
-                cited_here.add(inv_id)
-            elif inv_id in self.foreign:
-                findings.append(
-                    finding(
-                        FindingCode.INVOCATION_NOT_IN_SESSION,
-                        f"invocation {inv_id} belongs to another session",
-                        index,
-                        detail_code="invocation_not_in_session",
-                        params={"invocation": inv_id},
-                    )
-                )
-            else:
-                findings.append(
-                    finding(
-                        FindingCode.UNKNOWN_SOURCE_ID,
-                        f"invocation {inv_id} does not exist",
-                        index,
-                        detail_code="unknown_invocation",
-                        params={"invocation": inv_id},
-                    )
-                )
-        return cited_here, findings
-
-    def binding_check(
-        self, binding: EvidenceBinding, index: int
-    ) -> tuple[list[Finding], _Valid | None]:
-        """Findings for one binding, and the valid binding (None when invalid)."""
-        source_id = binding.source_id.strip()
-        targets, unknown = self._targets(binding, index)
-        if targets is None:
-            return [unknown], None
-        cited_here, findings = self._cited(binding, index)
-        if not targets:
-            findings.append(unknown)
-            return findings, None
-        if cited_here:
-            target_ids = {t.record.id for t in targets}
-            for inv_id in sorted(cited_here - target_ids):
-                other = self.by_id[inv_id]
-                findings.append(
-                    finding(
-                        FindingCode.SOURCE_ID_MISMATCH,
-                        f"source_id {source_id!r} is not invocation {inv_id} "
-                        f"({other.trace_ref}, {other.tool_name})",
-                        index,
-                        detail_code="source_id_mismatch",
-                        params={
-                            "source_id": source_id,
-                            "invocation": inv_id,
-                            "trace_ref": other.trace_ref,
-                            "tool": other.tool_name,
-                        },
-                    )
-                )
-            narrowed = [t for t in targets if t.record.id in cited_here]
-            targets = narrowed or targets
-        best: list[Finding] | None = None
-        valid: _Valid | None = None
-        for target in targets:
-            target_findings, result = self._target_check(binding, target, index)
-            if not target_findings and result is not None:
-                best = []
-                valid = _Valid(index, _kind(target.record.tool_name), target, result.spans)
-                break
-            if best is None or len(target_findings) < len(best):
-                best = target_findings
-        findings.extend(best or [])
-        if findings or valid is None:
-            return findings, None
-        return findings, valid
-
-    # -- the claim's facts
-    def facts_check(
-        self, claim: Claim, valid: list[_Valid], direct: bool
-    ) -> tuple[list[ClaimFact], list[Finding]]:
-        facts = facts_extract(claim.claim_text or "", services=self.services)
-        bound: list[ClaimFact] = []
-        findings: list[Finding] = []
-        for fact in facts:
-            where: tuple[int, str] | None = None
-            for item in valid:
-                if item.excerpt(self).contains(fact):
-                    where = (item.index, "excerpt")
-                    break
-            if where is None and fact.kind in _ARGUMENT_FACTS:
-                for item in valid:
-                    if self.arguments(item.target.record).contains(fact):
-                        where = (item.index, "argument")
-                        break
-            bound.append(
-                ClaimFact(
-                    text=fact.text,
-                    kind=fact.kind.value,
-                    start=fact.start,
-                    end=fact.end,
-                    binding=where[0] if where else None,
-                    via=where[1] if where else None,  # type: ignore[arg-type]
-                )
-            )
-            if where is None:
-                indexes = sorted({v.index for v in valid})
-                unbound = finding(
-                    FindingCode.CLAIM_FACT_UNBOUND,
-                    f"{fact.text!r} is in no bound excerpt ({evidence_numbers(indexes)})",
-                    detail_code="claim_fact_unbound",
-                    params={"fact": fact.text, "bindings": indexes},
-                )
-                findings.append(unbound.model_copy(update={"fact": fact.text}))
-        if direct and not facts:
-            findings.append(
-                finding(
-                    FindingCode.CLAIM_NOT_SPECIFIC,
-                    "the claim names no service, number, time or identifier its evidence "
-                    "could bind; a confirmed claim must name something concrete",
-                    detail_code="claim_not_specific",
-                )
-            )
-        return bound, findings
-
-    # -- one claim
-    def _bindings_check(
-        self, claim: Claim, notes: ClaimNotes
-    ) -> tuple[list[_Valid], list[int], list[Finding]]:
-        """Each binding checked: the valid ones, the indexes of the invalid, their findings."""
-        valid: list[_Valid] = []
-        invalid: list[int] = []
-        findings: list[Finding] = []
-        origins = notes.binding_origins
-        for position, binding in enumerate(claim.evidence_bindings or []):
-            index = origins[position] if position < len(origins) else position
-            binding_findings, item = self.binding_check(binding, index)
-            findings.extend(binding_findings)
-            if item is None:
-                invalid.append(index)
-            else:
-                valid.append(item)
-        return valid, invalid, findings
-
-    def claim_check(
-        self, claim: Claim, notes: ClaimNotes, duplicate: bool
-    ) -> GatekeeperClaimResult:
-        """One claim: its parse findings, its bindings, its support level's rules, its facts."""
-        findings = _claim_notes_findings(claim, notes, duplicate)
-        demote = notes.demote or duplicate
-        valid, invalid, binding_findings = self._bindings_check(claim, notes)
-        findings.extend(binding_findings)
-        kinds = [v.kind for v in valid]
-        if not claim.evidence_bindings:
-            demote = True
-            findings.append(
-                finding(
-                    FindingCode.NO_BINDINGS,
-                    "the claim has no evidence bindings",
-                    detail_code="no_bindings",
-                )
-            )
-        level = str(claim.support_level).strip().lower()
-        direct = level not in (SupportLevel.INDIRECT.value, SupportLevel.NONE.value)
-        if not direct:
-            demote = demote or not kinds
-        else:
-            support = _support_findings(kinds, invalid)
-            demote = demote or _KIND_EVIDENCE not in kinds or bool(valid and invalid)
-            findings.extend(support)
-        facts: list[ClaimFact] = []
-        if valid:
-            facts, fact_findings = self.facts_check(claim, valid, direct)
-            if fact_findings:
-                demote = True
-                findings.extend(fact_findings)
-        return GatekeeperClaimResult(
-            claim_id=claim.claim_id,
-            verdict=Verdict.DEMOTED if demote else Verdict.ACCEPTED,
-            valid_bindings=len(kinds),
-            findings=findings,
-            facts=facts,
-        )
-
-
-def _claim_notes_findings(claim: Claim, notes: ClaimNotes, duplicate: bool) -> list[Finding]:
-    """Parse findings, an unknown claim type, a duplicate id: in that order."""
-    findings = list(notes.findings)
-    known_types = {t.value for t in ClaimType}
-    if claim.claim_type not in known_types and not any(
-        f.code == FindingCode.UNKNOWN_CLAIM_TYPE.value for f in findings
-    ):
-        findings.append(
-            finding(
-                FindingCode.UNKNOWN_CLAIM_TYPE,
-                f"claim_type {claim.claim_type!r}",
-                detail_code="unknown_claim_type",
-                params={"claim_type": str(claim.claim_type)},
-            )
-        )
-    if duplicate:
-        findings.append(
-            finding(
-                FindingCode.DUPLICATE_CLAIM_ID,
-                f"an earlier claim already has id {claim.claim_id!r}; this one is demoted",
-                detail_code="duplicate_claim_id",
-                params={"claim_id": claim.claim_id},
-            )
-        )
-    return findings
-
-
-def _support_findings(kinds: list[str], invalid: list[int]) -> list[Finding]:
-    """What a direct claim's bindings lack: observed evidence, or every binding valid."""
-    findings: list[Finding] = []
-    if _KIND_EVIDENCE not in kinds and kinds:
-        findings.append(
-            finding(
-                FindingCode.KNOWLEDGE_ONLY_BINDING,
-                "a direct claim needs a valid binding to query_metrics or query_logs; "
-                "runbook text cannot confirm what is happening now",
-                detail_code="knowledge_only_binding",
-            )
-        )
-    if kinds and invalid:
-        findings.append(
-            finding(
-                FindingCode.INVALID_BINDING_BESIDE_VALID,
-                f"{evidence_numbers(invalid)} is invalid: a confirmed claim is not trusted on the "
-                "strength of its other bindings",
-                detail_code="invalid_binding_beside_valid",
-                params={"bindings": list(invalid)},
-            )
-        )
-    return findings
 
 
 def _status_of(parsed: object) -> ParseStatus:
@@ -693,7 +173,7 @@ def gatekeeper_check(
         findings = [f for f in (getattr(parsed, "dropped", None) or []) if isinstance(f, Finding)]
         if status not in (ParseStatus.PARSED_V2, ParseStatus.PARSED_V1):
             return _report(status, [], findings)
-        checker = _Checker(invocations, session_id, foreign_invocation_ids, services)
+        checker = ClaimChecker(invocations, session_id, foreign_invocation_ids, services)
         notes: tuple[ClaimNotes, ...] = tuple(getattr(parsed, "claim_notes", ()) or ())
         results: list[GatekeeperClaimResult] = []
         seen: set[str] = set()

@@ -10,7 +10,7 @@ from diagnosis.evidence.services import environment_sync_from_pack
 from diagnosis.flow.run import diagnosis_run
 from diagnosis.models import DiagnosisSession, Environment
 from diagnosis.selectors import session_claims_view
-from diagnosis.services import diagnosis_submit, environment_default
+from diagnosis.services import answer_language_pick, diagnosis_submit, environment_default
 
 
 class Command(BaseCommand):
@@ -21,7 +21,11 @@ class Command(BaseCommand):
         parser.add_argument("--pack", help="a scenario pack folder to diagnose against")
         parser.add_argument("--environment", help="an environment slug")
         parser.add_argument("--provider", choices=["offline", "openai", "scripted"])
-        parser.add_argument("--language", default="zh-CN")
+        parser.add_argument(
+            "--language",
+            default=None,
+            help="the answer's language (default: the question's, as chat and the API pick it)",
+        )
         parser.add_argument("--json", action="store_true", help="print JSON instead")
 
     def handle(
@@ -31,7 +35,7 @@ class Command(BaseCommand):
         pack: str | None,
         environment: str | None,
         provider: str | None,
-        language: str,
+        language: str | None,
         **options: Any,
     ) -> None:
         if pack:
@@ -48,7 +52,7 @@ class Command(BaseCommand):
             environment=env,
             requested_by="cli",
             source=DiagnosisSession.Source.API,
-            language=language,
+            language=language or answer_language_pick(question=question),
             provider=provider,
             enqueue=False,
         )

@@ -74,7 +74,9 @@ def _totals_line(report: EvaluationReport) -> str:
         f"AC@1 {totals['ac_at_1']}  AC@3 {totals['ac_at_3']}  "
         f"kind {totals['kind_accuracy']}  must-mention {totals['must_mention_rate']}  "
         f"confirmed-mention {totals['confirmed_mention_rate']}  leaks {totals['leaks']}  "
-        f"unsupported {totals['unsupported_in_answer']}  decisions {totals['decisions']}"
+        f"unsupported {totals['unsupported_in_answer']}  decisions {totals['decisions']}  "
+        f"coherence findings {totals['coherence_findings']} "
+        f"(in {totals['answers_with_coherence_findings']} answers)"
     )
 
 

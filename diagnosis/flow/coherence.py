@@ -1,0 +1,290 @@
+"""The coherence check: an answer read as an SRE reads it never contradicts itself.
+
+Code after the Composer and the renderer (``diagnosis.flow.composer``). Each
+rule is a contradiction a reader sees without knowing the system:
+
+- ``badge_conclusion_mismatch``: the answer's one certainty
+  (``ComposerInput.certainty``: what the badge shows) disagrees with its
+  conclusion: a confirmed root cause whose conclusion opens with a hedge, or a
+  conclusion that calls the root cause confirmed when it is not;
+- ``stacked_hedges``: two hedges on one statement ("（尚待证实）：可能：") say
+  the same uncertainty twice and read as two different ones;
+- ``hedged_confirmation``: a hedge next to a confirmation ("可能：根因已确认");
+- ``series_two_figures``: one series given two different ratios to its
+  baseline in one answer (the figure is computed once per series);
+- ``peak_before_onset``: a stated maximum whose time is before the onset the
+  same statement gives, unless it says the peak came before the change;
+- ``kind_without_evidence``: a cause's kind (memory, CPU, …) whose evidence
+  names nothing of that kind: a claim's own text, a hypothesis's basis (its
+  text is often worded from the kind itself).
+
+Markers are matched on ``text_normalize``d text, in both answer languages.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from collections.abc import Iterable
+
+from diagnosis.contracts import (
+    CAUSE_CLAIM_TYPES,
+    Certainty,
+    CoherenceCode,
+    CoherenceFinding,
+    ComposerInput,
+)
+from diagnosis.facts import FactKind, facts_extract, text_normalize
+
+# hedge markers: words that say a statement is not established
+HEDGES = (
+    "可能",
+    "也许",
+    "或许",
+    "疑似",
+    "尚待证实",
+    "待证实",
+    "推断",
+    "likely",
+    "possibly",
+    "probably",
+    "unconfirmed",
+    "inferred",
+    "perhaps",
+)
+# confirmation phrases: words that say the root cause is established
+CONFIRMATIONS = (
+    "根因已确认",
+    "已确认根因",
+    "根因已经确认",
+    "root cause confirmed",
+    "root cause is confirmed",
+    "confirmed root cause",
+)
+# what may stand between two markers that read as one statement's: spaces and punctuation
+_JOINER = r"[\s:：,，;；()（）\[\]【】\"'“”‘’「」*_-]{0,4}"
+_HEDGE = "|".join(re.escape(h) for h in sorted(HEDGES, key=len, reverse=True))
+_CONFIRM = "|".join(re.escape(c) for c in CONFIRMATIONS)
+_WORD_EDGE = r"(?<![a-z])"
+_STACKED = re.compile(
+    rf"{_WORD_EDGE}(?:{_HEDGE}){_JOINER}{_WORD_EDGE}(?P<second>{_HEDGE})(?![a-z])", re.IGNORECASE
+)
+_HEDGED_CONFIRMATION = re.compile(
+    rf"{_WORD_EDGE}(?:{_HEDGE}){_JOINER}(?P<after>{_CONFIRM})"
+    rf"|(?P<before>{_CONFIRM}){_JOINER}{_WORD_EDGE}(?:{_HEDGE})",
+    re.IGNORECASE,
+)
+# the mend reads wider than the check (spaces are not collapsed there): it removes more
+_JOINER_WIDE = _JOINER.replace("{0,4}", "{0,12}")
+_STACKED_WIDE = re.compile(_STACKED.pattern.replace(_JOINER, _JOINER_WIDE), re.IGNORECASE)
+_HEDGED_CONFIRMATION_WIDE = re.compile(
+    _HEDGED_CONFIRMATION.pattern.replace(_JOINER, _JOINER_WIDE), re.IGNORECASE
+)
+_ANY_HEDGE = re.compile(rf"{_WORD_EDGE}(?:{_HEDGE})(?![a-z])", re.IGNORECASE)
+_ANY_CONFIRMATION = re.compile(_CONFIRM, re.IGNORECASE)
+_MAX_MENDS = 20
+# "约为基线的 3.2 倍" / "about 3.2× the baseline"
+_RATIO = re.compile(r"约为基线的 ?(\d+(?:\.\d+)?) ?倍|about (\d+(?:\.\d+)?) ?× the baseline")
+# "窗口内最大值 0.8（04:03）" / "window maximum 0.8 (04:03)", and the onset after it
+_PEAK = re.compile(r"(?:窗口内最大值|window maximum)[^()（）\n]{0,40}[(（](?:at )?(\d{1,2}:\d{2})")
+_ONSET = re.compile(r"(?:变化始于|changing from) ?(?:\d{4}-\d{2}-\d{2} )?(\d{1,2}:\d{2})")
+_PEAK_FIRST = ("早于变化", "before the change")
+# the evidence a cause's kind names: at least one of these in its own text or basis
+KIND_EVIDENCE = {
+    "memory": ("memory", "mem", "oom", "heap", "rss", "working_set", "内存", "堆"),
+    "cpu": ("cpu", "throttl", "load average", "处理器"),
+    "disk": ("disk", "filesystem", "inode", "volume", "磁盘", "存储", "fs_"),
+    "network": ("network", "packet", "tcp", "dns", "connection reset", "网络", "丢包"),
+    "latency": ("latency", "p99", "p95", "p90", "duration", "slow", "timeout", "延迟", "耗时"),
+    "errors": ("error", "5xx", "exception", "fail", "错误", "异常", "失败"),
+}
+_STATEMENT_END = re.compile(r"[。\n]|[;；](?=\s)|\.(?=\s|$)")
+_SECTION = re.compile(r"^\*\*[^*\n]+\*\*\s*$", re.MULTILINE)
+
+
+def _excerpt(text: str, start: int, end: int) -> str:
+    return text[max(0, start - 20) : end + 20].strip()
+
+
+def _conclusion(answer: str) -> str:
+    """The answer's opening: the text from its first section title to the second one."""
+    titles = list(_SECTION.finditer(answer))
+    if not titles:
+        return answer
+    start = titles[0].end()
+    end = titles[1].start() if len(titles) > 1 else len(answer)
+    return answer[start:end].strip()
+
+
+def _first_sentence(text: str) -> str:
+    found = _STATEMENT_END.search(text)
+    return text[: found.start()] if found else text
+
+
+def _badge_findings(answer: str, certainty: Certainty) -> list[CoherenceFinding]:
+    conclusion = text_normalize(_conclusion(answer))
+    if certainty == Certainty.CONFIRMED:
+        opening = _first_sentence(conclusion)
+        hedge = _ANY_HEDGE.search(opening)
+        if hedge:
+            return [_finding(CoherenceCode.BADGE_CONCLUSION_MISMATCH, opening, *hedge.span())]
+        return []
+    confirmed = _ANY_CONFIRMATION.search(conclusion)
+    if confirmed:
+        return [_finding(CoherenceCode.BADGE_CONCLUSION_MISMATCH, conclusion, *confirmed.span())]
+    return []
+
+
+def _finding(code: CoherenceCode, text: str, start: int, end: int) -> CoherenceFinding:
+    return CoherenceFinding(code=code, excerpt=_excerpt(text, start, end)[:200])
+
+
+def _hedge_findings(lines: list[str]) -> list[CoherenceFinding]:
+    found = []
+    for line in lines:
+        found += [
+            _finding(CoherenceCode.STACKED_HEDGES, line, *m.span()) for m in _STACKED.finditer(line)
+        ]
+        found += [
+            _finding(CoherenceCode.HEDGED_CONFIRMATION, line, *m.span())
+            for m in _HEDGED_CONFIRMATION.finditer(line)
+        ]
+    return found
+
+
+def statement_hedges_mend(text: str) -> str:
+    """``text`` with one hedge per statement: a hedge right after another is dropped, and
+    so is a confirmation next to a hedge (a hedged statement is not confirmed).
+
+    Only removes words, so what the text states stays bound (the Composer guard).
+    """
+    for _round in range(_MAX_MENDS):
+        stacked = _STACKED_WIDE.search(text)
+        if stacked:
+            text = text[: stacked.start("second")] + text[stacked.end("second") :]
+            continue
+        hedged = _HEDGED_CONFIRMATION_WIDE.search(text)
+        if hedged is None:
+            break
+        group = "after" if hedged.group("after") else "before"
+        text = text[: hedged.start(group)] + text[hedged.end(group) :]
+    return text
+
+
+def _statements(lines: list[str]) -> Iterable[str]:
+    """Each statement of the answer: its lines, cut at sentence ends."""
+    for line in lines:
+        start = 0
+        for end in _STATEMENT_END.finditer(line):
+            yield line[start : end.start()]
+            start = end.end()
+        yield line[start:]
+
+
+def _series_key(prefix: str, services: Iterable[str]) -> frozenset[str] | None:
+    """What a ratio is about: the identifiers and service names before it in its statement;
+    None when it names two services or more (a path: whose series it is cannot be told)."""
+    facts = [
+        f
+        for f in facts_extract(prefix, services=services)
+        if f.kind in (FactKind.IDENTIFIER, FactKind.SERVICE)
+    ]
+    if len({f.key for f in facts if f.kind == FactKind.SERVICE}) > 1:
+        return None
+    return frozenset(f.key for f in facts)
+
+
+def _same_series(key: frozenset[str], other: frozenset[str], keys: set[frozenset[str]]) -> bool:
+    """The same series: one statement names all the other names, and nothing else stated can
+    be meant (``p99`` in a basis is checkout's p99 when checkout's is the only p99 stated;
+    with cart's p99 stated too, a bare ``p99`` could be either)."""
+    if not (key <= other or other <= key):
+        return False
+    small = key if key <= other else other
+    chain = sorted({k for k in keys if small <= k} | {key, other}, key=len)
+    return all(a <= b for a, b in itertools.pairwise(chain))
+
+
+def _series_findings(lines: list[str], services: Iterable[str]) -> list[CoherenceFinding]:
+    """One series, two ratios: two items about the same series give different values."""
+    ratios: list[tuple[frozenset[str], str, str]] = []
+    for line in lines:
+        # the whole item up to the ratio: a basis "（依据：p99 …）" after its hypothesis's
+        # sentence is about the service that sentence names
+        for match in _RATIO.finditer(line):
+            key = _series_key(line[: match.start()], services)
+            if key:
+                value = match.group(1) or match.group(2)
+                ratios.append((key, value, line[max(0, match.start() - 120) : match.end()]))
+    keys = {key for key, _value, _statement in ratios}
+    findings = []
+    for i, (key, value, statement) in enumerate(ratios):
+        for other_key, other_value, _other in ratios[:i]:
+            if float(value) != float(other_value) and _same_series(key, other_key, keys):
+                findings.append(
+                    CoherenceFinding(code=CoherenceCode.SERIES_TWO_FIGURES, excerpt=statement[:200])
+                )
+                break
+    return findings
+
+
+def _minutes(clock: str) -> int:
+    hours, minutes = clock.split(":")
+    return int(hours) * 60 + int(minutes)
+
+
+def _onset_findings(lines: list[str]) -> list[CoherenceFinding]:
+    findings = []
+    for statement in _statements(lines):
+        peak, onset = _PEAK.search(statement), _ONSET.search(statement)
+        if peak is None or onset is None or any(p in statement for p in _PEAK_FIRST):
+            continue
+        if _minutes(peak.group(1)) < _minutes(onset.group(1)):
+            findings.append(
+                CoherenceFinding(code=CoherenceCode.PEAK_BEFORE_ONSET, excerpt=statement[:200])
+            )
+    return findings
+
+
+def _kind_findings(composer_input: ComposerInput) -> list[CoherenceFinding]:
+    """A cause the answer states whose kind its own text and basis show no evidence of."""
+    stated: list[tuple[str | None, str]] = [
+        (c.root_cause_kind, c.text)
+        for c in composer_input.allowed_claims
+        if c.claim_type in CAUSE_CLAIM_TYPES
+    ]
+    # a hypothesis's text is often worded from its kind: its basis is what shows the kind
+    stated += [
+        (h.root_cause_kind, h.basis if h.basis.strip() else h.text)
+        for h in composer_input.allowed_hypotheses
+    ]
+    findings = []
+    for kind, text in stated:
+        words = KIND_EVIDENCE.get(kind or "")
+        if words is None:
+            continue
+        normalized = text_normalize(text)
+        if not any(w in normalized for w in words):
+            findings.append(
+                CoherenceFinding(
+                    code=CoherenceCode.KIND_WITHOUT_EVIDENCE, excerpt=f"{kind}: {text}"[:200]
+                )
+            )
+    return findings
+
+
+def answer_coherence_check(
+    *, answer: str, composer_input: ComposerInput, services: Iterable[str] = ()
+) -> list[CoherenceFinding]:
+    """Every contradiction of ``answer`` with itself and with its one certainty (none: []).
+
+    ``services`` are the environment's service names (they tell one series from another).
+    """
+    lines = [text_normalize(line) for line in answer.splitlines() if line.strip()]
+    return [
+        *_badge_findings(answer, composer_input.certainty()),
+        *_hedge_findings(lines),
+        *_series_findings(lines, list(services)),
+        *_onset_findings(lines),
+        *_kind_findings(composer_input),
+    ]

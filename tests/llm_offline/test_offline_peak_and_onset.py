@@ -1,0 +1,69 @@
+"""Peak and onset agree: a window maximum from before the change is said to be so."""
+
+from __future__ import annotations
+
+import pytest
+from django.utils import translation
+
+from diagnosis.contracts import AllowedClaim, ComposerInput, Decision, Wording
+from diagnosis.flow.coherence import answer_coherence_check
+from diagnosis.offline.analysis import Call, MetricSignal
+from diagnosis.offline.claims import metric_claim
+
+LINE = (
+    "cart container_cpu_usage_seconds_total: window max 0.8 at 04:03, mean 0.41, "
+    "baseline mean 0.1, change point 04:09"
+)
+
+
+def _signal(peak_at: str, onset: str) -> MetricSignal:
+    output = LINE.replace("04:03", peak_at[11:16]).replace("04:09", onset[11:16])
+    call = Call(
+        tool_name="query_metrics",
+        arguments={"service": "cart"},
+        invocation_id=1,
+        trace_ref="trace-1",
+        status="ok",
+        output=output,
+        summary={"window": {"start": "2026-05-04T04:00:00Z", "end": "2026-05-04T04:30:00Z"}},
+    )
+    return MetricSignal(
+        call=call,
+        service="cart",
+        metric="container_cpu_usage_seconds_total",
+        labels={},
+        line=output,
+        baseline_mean=0.1,
+        window_max=0.8,
+        window_max_at=peak_at,
+        window_min=None,
+        window_mean=0.41,
+        change_point=onset,
+        direction="up",
+        anomaly=9.0,
+        ratio=None,
+        kind="resource",
+        subkind="cpu",
+    )
+
+
+@pytest.mark.parametrize("lang", ["zh", "en"])
+@pytest.mark.parametrize(
+    ("peak_at", "onset", "before"),
+    [
+        ("2026-05-04T04:03:00Z", "2026-05-04T04:09:00Z", True),
+        ("2026-05-04T04:13:00Z", "2026-05-04T04:09:00Z", False),
+    ],
+)
+def test_the_stated_peak_comes_after_the_onset_or_says_it_came_before(lang, peak_at, onset, before):
+    with translation.override("en" if lang == "en" else "zh-hans"):
+        draft = metric_claim(_signal(peak_at, onset), lang)
+    assert draft is not None
+    said_before = ("早于变化" if lang == "zh" else "before the change") in draft.text
+    assert said_before == before, draft.text
+    claim = AllowedClaim(claim_id="c1", text=draft.text, wording=Wording.DEFINITE)
+    composer_input = ComposerInput(decision=Decision.PASS, question="q", allowed_claims=[claim])
+    found = answer_coherence_check(
+        answer=f"**结论**\n\n- {draft.text}\n", composer_input=composer_input
+    )
+    assert [f.code.value for f in found] == []
