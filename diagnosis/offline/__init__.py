@@ -15,6 +15,7 @@ renders only the filtered material. Same inputs, same output.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from diagnosis.contracts import ComposerInput, VerifierPayload
 from diagnosis.llm.base import (
@@ -35,101 +36,76 @@ from .verifier import verify_run
 __all__ = ["MODEL_NAME", "OfflineEngine"]
 
 
-def _plan(request: PlannerRequest, *, recorder: CallRecorder) -> str:
-    started = clock()
+# Each role's answer and what its call record keeps of the request (bounded: counts, not
+# lists that grow with the fleet). The engine times and records every role the same way.
+RoleAnswer = tuple[str, dict[str, Any]]
+
+
+def _plan(request: PlannerRequest, tools: ToolRunner | None) -> RoleAnswer:
     raw = plan_build(request).model_dump_json()
-    record_call(
-        recorder,
-        role=Role.PLANNER,
-        request={
-            "question": request.question,
-            "language": request.language,
-            "now": request.now,
-            "window": request.window,
-            # the count, not the list: a 1,000-service fleet would make every audit
-            # row (and the cost estimate) grow with the fleet; the plan names the
-            # services it picked
-            "services": len(request.services),
-            "history_turns": len(request.history or []),
-            "alert": bool(request.alert),
-        },
-        raw_response=raw,
-        started=started,
-    )
-    return raw
+    return raw, {
+        "question": request.question,
+        "language": request.language,
+        "now": request.now,
+        "window": request.window,
+        # the count, not the list: a 1,000-service fleet would make every audit
+        # row (and the cost estimate) grow with the fleet; the plan names the
+        # services it picked
+        "services": len(request.services),
+        "history_turns": len(request.history or []),
+        "alert": bool(request.alert),
+    }
 
 
-def _execute(request: ExecutorRequest, *, tools: ToolRunner, recorder: CallRecorder) -> str:
-    started = clock()
+def _execute(request: ExecutorRequest, tools: ToolRunner | None) -> RoleAnswer:
+    if tools is None:
+        raise TypeError("the offline executor needs a tool runner")
     output, evidence = execute_run(request, tools)
     raw = json_dump(output.model_dump(mode="json"))
-    record_call(
-        recorder,
-        role=Role.EXECUTOR,
-        request={
-            "question": request.question,
-            "language": request.language,
-            "window": request.window,
-            "plan_services": list(request.plan.get("services") or []),
-            "attempt": request.attempt,
-            "retry": bool(request.retry_context),
-            "tool_calls": [
-                {
-                    "tool": c.tool_name,
-                    "arguments": c.arguments,
-                    "trace_ref": c.trace_ref,
-                    "status": c.status,
-                }
-                for c in evidence.calls
-            ],
-        },
-        raw_response=raw,
-        started=started,
-    )
-    return raw
+    return raw, {
+        "question": request.question,
+        "language": request.language,
+        "window": request.window,
+        "plan_services": list(request.plan.get("services") or []),
+        "attempt": request.attempt,
+        "retry": bool(request.retry_context),
+        "tool_calls": [
+            {
+                "tool": c.tool_name,
+                "arguments": c.arguments,
+                "trace_ref": c.trace_ref,
+                "status": c.status,
+            }
+            for c in evidence.calls
+        ],
+    }
 
 
-def _verify(payload: VerifierPayload, *, recorder: CallRecorder) -> str:
-    started = clock()
+def _verify(payload: VerifierPayload, tools: ToolRunner | None) -> RoleAnswer:
     raw = verify_run(payload).model_dump_json()
-    record_call(
-        recorder,
-        role=Role.VERIFIER,
-        request={
-            "original_query": payload.original_query,
-            "parse_status": payload.executor_output_parse_status.value,
-            "claims": payload.gatekeeper.counts.model_dump(),
-            "trace_entries": len(payload.tool_trace_summary),
-            "retry": payload.retry_context is not None,
-        },
-        raw_response=raw,
-        started=started,
-    )
-    return raw
+    return raw, {
+        "original_query": payload.original_query,
+        "parse_status": payload.executor_output_parse_status.value,
+        "claims": payload.gatekeeper.counts.model_dump(),
+        "trace_entries": len(payload.tool_trace_summary),
+        "retry": payload.retry_context is not None,
+    }
 
 
-def _compose(composer_input: ComposerInput, *, recorder: CallRecorder) -> str:
-    started = clock()
+def _compose(composer_input: ComposerInput, tools: ToolRunner | None) -> RoleAnswer:
     raw = json_dump(compose_run(composer_input).model_dump(mode="json"))
-    record_call(
-        recorder,
-        role=Role.COMPOSER,
-        request={
-            "decision": composer_input.decision.value,
-            "language": composer_input.language,
-            "allowed_claims": len(composer_input.allowed_claims),
-            "allowed_hypotheses": len(composer_input.allowed_hypotheses),
-            "missing_info": len(composer_input.missing_info),
-            "recommended_actions": len(composer_input.recommended_actions),
-        },
-        raw_response=raw,
-        started=started,
-    )
-    return raw
+    return raw, {
+        "decision": composer_input.decision.value,
+        "language": composer_input.language,
+        "allowed_claims": len(composer_input.allowed_claims),
+        "allowed_hypotheses": len(composer_input.allowed_hypotheses),
+        "missing_info": len(composer_input.missing_info),
+        "recommended_actions": len(composer_input.recommended_actions),
+    }
 
 
 # Each role: the request it takes and how the engine answers it.
-ROLE_ANSWERS: dict[Role, tuple[type, Callable[..., str]]] = {
+ROLE_ANSWERS: dict[Role, tuple[type, Callable[..., RoleAnswer]]] = {
     Role.PLANNER: (PlannerRequest, _plan),
     Role.EXECUTOR: (ExecutorRequest, _execute),
     Role.VERIFIER: (VerifierPayload, _verify),
@@ -154,8 +130,7 @@ class OfflineEngine:
         kind, run = ROLE_ANSWERS[Role(role)]
         if not isinstance(request, kind):
             raise TypeError(f"the offline {role} answers a {kind.__name__}, not {request!r:.80}")
-        if kind is ExecutorRequest:
-            if tools is None:
-                raise TypeError("the offline executor needs a tool runner")
-            return run(request, tools=tools, recorder=recorder)
-        return run(request, recorder=recorder)
+        started = clock()
+        raw, recorded = run(request, tools)
+        record_call(recorder, role=Role(role), request=recorded, raw_response=raw, started=started)
+        return raw
