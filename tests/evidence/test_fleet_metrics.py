@@ -121,7 +121,7 @@ class FakePrometheus:
 
     def get(self, url, params=None, headers=None, timeout=None):
         if url.endswith("/api/v1/metadata"):  # what scraping these files would have declared
-            return self._metadata(url)
+            return self._metadata(url, params.get("metric"))
         self.queries.append(params["query"])
         selector = selector_parse(params["query"])
         assert selector is not None
@@ -141,12 +141,12 @@ class FakePrometheus:
             200, content=json.dumps(body).encode(), request=httpx.Request("GET", url)
         )
 
-    def _metadata(self, url: str) -> httpx.Response:
+    def _metadata(self, url: str, family: str | None) -> httpx.Response:
         data: dict[str, list[dict[str, str]]] = {}
         for path in self.files:
             for line in path.read_text(encoding="utf-8").splitlines():
                 parts = line.split()
-                if len(parts) >= 4 and parts[:2] == ["#", "TYPE"]:
+                if len(parts) >= 4 and parts[:2] == ["#", "TYPE"] and family in {None, parts[2]}:
                     data.setdefault(parts[2], []).append({"type": parts[3], "help": ""})
         body = {"status": "success", "data": data}
         return httpx.Response(

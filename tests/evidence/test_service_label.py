@@ -39,6 +39,11 @@ from tests.support.prometheus import PrometheusServer
 
 pytestmark = pytest.mark.django_db
 
+EDGE_WINDOW = {
+    "start": datetime(2026, 3, 2, 10, 0, tzinfo=UTC),
+    "end": datetime(2026, 3, 2, 10, 40, tzinfo=UTC),
+}
+
 _SERVICE_MATCHER = re.compile(r"([{,])service=")
 
 
@@ -367,9 +372,11 @@ def test_the_environments_edge_query_wins_over_the_setting(settings, monkeypatch
     monkeypatch.setattr(topology, "metrics_from_prometheus", answer)
     own = "sum by (client_app, server_app) (rate(rpc_total[5m]))"
     environment = _live("edges", prometheus_url="http://prom:9090", call_edges_query=own)
-    assert topology.environment_call_edges(environment=environment) == (("web", "cart"),)
+    assert topology.environment_call_edges(environment=environment, **EDGE_WINDOW) == (
+        ("web", "cart"),
+    )
     plain = _live("plain", prometheus_url="http://prom:9090")
-    topology.environment_call_edges(environment=plain)
+    topology.environment_call_edges(environment=plain, **EDGE_WINDOW)
     assert asked == [own, settings.CALL_EDGES_QUERY]
 
 

@@ -87,7 +87,10 @@ def _from_prometheus(
         if not fetched:
             return fetched, notes
         types = metric_types(
-            base_url=prometheus_url, token_env=prometheus_token_env, deadline=deadline
+            base_url=prometheus_url,
+            token_env=prometheus_token_env,
+            deadline=deadline,
+            names={s.name for s in fetched},
         )
         return rates_apply(types_declare(fetched, types)), notes
     # A PromQL expression is evaluated with this environment's label names; service and
