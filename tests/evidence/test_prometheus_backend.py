@@ -1,7 +1,9 @@
-"""query_metrics through a real Prometheus gives the same facts as through the pack files.
+"""query_metrics through a real PromQL engine gives the same facts as through the pack files.
 
-The pack's .om files are loaded with ``promtool tsdb create-blocks-from openmetrics``; a
-Prometheus serves them on a loopback port (tests/support/prometheus.py).
+Each test runs against both engines: Prometheus, its TSDB backfilled from the pack's .om
+files with ``promtool tsdb create-blocks-from openmetrics`` (tests/support/prometheus.py),
+and VictoriaMetrics, loaded through its import API (tests/support/victoriametrics.py); each
+serves the pack on a loopback port.
 """
 
 from __future__ import annotations
@@ -10,13 +12,17 @@ import shutil
 from contextlib import ExitStack
 from pathlib import Path
 
+import httpx
 import pytest
 
+from diagnosis.evidence.common import Deadline
 from diagnosis.evidence.invoke import tool_invoke
+from diagnosis.evidence.tools.query_metrics import prometheus as prometheus_backend
 from diagnosis.models import DiagnosisSession, Environment, ToolInvocation
 from tests.evidence.packbuilder import fleet_pack_write, fleet_service_name, pack_write
 from tests.support.binaries import require_binary
 from tests.support.prometheus import own_metric, prometheus_running
+from tests.support.victoriametrics import victoriametrics_running
 
 pytestmark = pytest.mark.prometheus
 
@@ -24,23 +30,38 @@ REPO = Path(__file__).resolve().parents[2]
 DEMO_PACK = REPO / "scenarios" / "payment-pool-saturation"
 
 
+# engine -> (the binaries it needs, its runner)
+ENGINES = {
+    "prometheus": (("prometheus", "promtool"), prometheus_running),
+    "victoriametrics": (("victoria-metrics",), victoriametrics_running),
+}
+
+
 @pytest.fixture(scope="session")
-def prometheus_servers(tmp_path_factory):
-    require_binary("prometheus")
-    require_binary("promtool")
-    root = tmp_path_factory.mktemp("prometheus")
-    packs = {
-        "fixture": pack_write(root / "packs" / "fixture-pool"),
+def engine_packs(tmp_path_factory):
+    root = tmp_path_factory.mktemp("engine-packs")
+    return {
+        "fixture": pack_write(root / "fixture-pool"),
         "demo": DEMO_PACK,
-        "fleet": fleet_pack_write(root / "packs" / "fleet", services=60, faulty=FLEET_FAULTY),
+        "fleet": fleet_pack_write(root / "fleet", services=60, faulty=FLEET_FAULTY),
     }
+
+
+@pytest.fixture(scope="session", params=sorted(ENGINES))
+def engine_servers(request, engine_packs, tmp_path_factory):
+    """Each pack served by one engine: name -> (pack, url); the engine in ``engine``."""
+    binaries, running = ENGINES[request.param]
+    for binary in binaries:
+        require_binary(binary)
+    root = tmp_path_factory.mktemp(request.param)
     # Every server started is stopped, also when a later one fails to start.
     with ExitStack() as stack:
         servers = {
-            name: stack.enter_context(prometheus_running(pack, root / f"server-{name}"))
-            for name, pack in packs.items()
+            name: stack.enter_context(running(pack, root / f"server-{name}"))
+            for name, pack in engine_packs.items()
         }
-        yield {name: (packs[name], server.url) for name, server in servers.items()}
+        served = {name: (engine_packs[name], server.url) for name, server in servers.items()}
+        yield {"engine": request.param, **served}
 
 
 CONTEXT = {
@@ -112,9 +133,9 @@ DEMO_CALLS = [
     + [("fleet", c) for c in FLEET_CALLS],
 )
 def test_prometheus_and_the_files_report_the_same_facts(
-    prometheus_servers, owner, pack_name, arguments
+    engine_servers, owner, pack_name, arguments
 ):
-    pack, url = prometheus_servers[pack_name]
+    pack, url = engine_servers[pack_name]
     files_session, live_session = _sessions(owner, pack, url)
     from_files, from_prometheus = _both(files_session, live_session, arguments)
     assert from_files.status == from_prometheus.status == "ok", from_prometheus.output
@@ -124,8 +145,8 @@ def test_prometheus_and_the_files_report_the_same_facts(
 
 
 @pytest.mark.django_db
-def test_prometheus_and_the_files_rank_the_same_fleet_suspects(prometheus_servers, owner):
-    pack, url = prometheus_servers["fleet"]
+def test_prometheus_and_the_files_rank_the_same_fleet_suspects(engine_servers, owner):
+    pack, url = engine_servers["fleet"]
     files_session, live_session = _sessions(owner, pack, url)
     from_files, from_prometheus = _both(files_session, live_session, {})
     suspects = [
@@ -138,8 +159,8 @@ def test_prometheus_and_the_files_rank_the_same_fleet_suspects(prometheus_server
 
 
 @pytest.mark.django_db
-def test_a_promql_expression_is_evaluated_by_prometheus(prometheus_servers, owner):
-    pack, url = prometheus_servers["fixture"]
+def test_a_promql_expression_is_evaluated_by_prometheus(engine_servers, owner):
+    pack, url = engine_servers["fixture"]
     _, live_session = _sessions(owner, pack, url)
     result = tool_invoke(
         session=live_session,
@@ -154,8 +175,8 @@ def test_a_promql_expression_is_evaluated_by_prometheus(prometheus_servers, owne
 
 
 @pytest.mark.django_db
-def test_a_query_prometheus_rejects_is_an_error_with_its_reason(prometheus_servers, owner):
-    pack, url = prometheus_servers["fixture"]
+def test_a_query_prometheus_rejects_is_an_error_with_its_reason(engine_servers, owner):
+    pack, url = engine_servers["fixture"]
     _, live_session = _sessions(owner, pack, url)
     result = tool_invoke(
         session=live_session,
@@ -167,16 +188,20 @@ def test_a_query_prometheus_rejects_is_an_error_with_its_reason(prometheus_serve
     assert "Prometheus rejected the query" in result.output
 
 
-def _connections_accepted(url: str) -> float:
-    """Prometheus' own count of the HTTP connections it accepted, this read's included."""
+def _connections_accepted(engine: str, url: str) -> float:
+    """The engine's own count of the HTTP connections it accepted, this read's included."""
+    if engine == "victoriametrics":
+        address = url.removeprefix("http://")
+        return own_metric(url, f'vm_tcplistener_accepts_total{{name="http", addr="{address}"}}')
     return own_metric(url, 'net_conntrack_listener_conn_accepted_total{listener_name="http"}')
 
 
 @pytest.mark.django_db
-def test_query_metrics_calls_to_prometheus_share_one_connection(prometheus_servers, owner):
-    pack, url = prometheus_servers["fixture"]
+def test_query_metrics_calls_to_prometheus_share_one_connection(engine_servers, owner):
+    pack, url = engine_servers["fixture"]
     _, live_session = _sessions(owner, pack, url)
-    before = _connections_accepted(url)
+    engine = engine_servers["engine"]
+    before = _connections_accepted(engine, url)
     for arguments in FIXTURE_CALLS[:4]:
         result = tool_invoke(
             session=live_session, attempt=1, tool_name="query_metrics", arguments=arguments
@@ -184,9 +209,58 @@ def test_query_metrics_calls_to_prometheus_share_one_connection(prometheus_serve
         assert result.status == "ok"
     # One connection for the read after; at most one for the four calls (none when an
     # earlier test's connection to this server is still in the pool).
-    assert _connections_accepted(url) - before <= 2
+    assert _connections_accepted(engine, url) - before <= 2
 
 
 def test_promtool_is_on_the_path_when_prometheus_is():
     if shutil.which("prometheus"):
         assert shutil.which("promtool")
+
+
+@pytest.mark.django_db
+def test_a_subquery_is_evaluated_by_the_engine(engine_servers, owner):
+    pack, url = engine_servers["demo"]
+    _, live_session = _sessions(owner, pack, url)
+    result = tool_invoke(
+        session=live_session,
+        attempt=1,
+        tool_name="query_metrics",
+        arguments={
+            "metric": "max_over_time(sum by (service) (hikaricp_connections_active)[10m:1m])",
+            "service": "payment-service",
+        },
+    )
+    assert result.status == "ok", result.output
+    (series,) = result.summary["series"]
+    assert series["labels"] == {"service": "payment-service"}
+    assert series["direction"] == "up"
+
+
+@pytest.mark.django_db
+def test_more_series_than_are_read_are_cut_with_a_note_on_either_engine(
+    engine_servers, owner, monkeypatch
+):
+    monkeypatch.setattr(prometheus_backend, "MAX_SERIES_READ", 5)
+    pack, url = engine_servers["fleet"]
+    _, live_session = _sessions(owner, pack, url)
+    result = tool_invoke(
+        session=live_session,
+        attempt=1,
+        tool_name="query_metrics",
+        arguments={"metric": "http_request_duration_seconds"},
+    )
+    assert result.status == "ok"
+    assert result.summary["fleet"]["series"] == 5
+    assert "more than 5 series matched; narrow the selector" in result.output
+
+
+def test_the_metadata_answer_of_either_engine_reads_as_types_or_as_none(engine_servers):
+    """Prometheus keeps no metadata for backfilled data, VictoriaMetrics none at all: both
+    answer in the metadata shape, and the series are then judged by their names."""
+    _, url = engine_servers["demo"]
+    types = prometheus_backend.metric_types(
+        base_url=url, token_env="", deadline=Deadline.after(5), names=["http_requests_total"]
+    )
+    assert types == {}
+    answer = httpx.get(f"{url}/api/v1/metadata", params={"metric": "http_requests"}, timeout=5)
+    assert answer.json() == {"status": "success", "data": {}}
