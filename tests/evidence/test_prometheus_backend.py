@@ -17,6 +17,7 @@ import pytest
 
 from diagnosis.evidence.common import Deadline
 from diagnosis.evidence.invoke import tool_invoke
+from diagnosis.evidence.tools.query_metrics import engine
 from diagnosis.evidence.tools.query_metrics import prometheus as prometheus_backend
 from diagnosis.models import DiagnosisSession, Environment, ToolInvocation
 from tests.evidence.packbuilder import fleet_pack_write, fleet_service_name, pack_write
@@ -44,6 +45,10 @@ def engine_packs(tmp_path_factory):
         "fixture": pack_write(root / "fixture-pool"),
         "demo": DEMO_PACK,
         "fleet": fleet_pack_write(root / "fleet", services=60, faulty=FLEET_FAULTY),
+        # twice the services, other faults, other noise
+        "fleet2": fleet_pack_write(
+            root / "fleet2", services=120, faulty=(3, 77, 101), pack_id="fleet2", seed=29
+        ),
     }
 
 
@@ -264,3 +269,99 @@ def test_the_metadata_answer_of_either_engine_reads_as_types_or_as_none(engine_s
     assert types == {}
     answer = httpx.get(f"{url}/api/v1/metadata", params={"metric": "http_requests"}, timeout=5)
     assert answer.json() == {"status": "success", "data": {}}
+
+
+class _Requests:
+    """The engine requests a block sent: their API paths and the series each answer held."""
+
+    def __init__(self, monkeypatch) -> None:
+        self.paths: list[str] = []
+        self.series: list[int] = []
+        real = httpx.Client.get
+
+        def get(client, url, *args, **kwargs):
+            answer = real(client, url, *args, **kwargs)
+            self.paths.append(url.rsplit("/api/v1/", 1)[-1])
+            result = (answer.json().get("data") or {}) if answer.status_code == 200 else {}
+            self.series.append(len(result.get("result") or []) if isinstance(result, dict) else 0)
+            return answer
+
+        monkeypatch.setattr(httpx.Client, "get", get)
+
+    def read(self) -> int:
+        """Series read as ranges (instant answers are a few numbers each)."""
+        return sum(n for p, n in zip(self.paths, self.series, strict=True) if p == "query_range")
+
+
+RANKED_CALLS = [
+    ("fleet", {}),
+    ("fleet", {"metric": "http_requests_total"}),
+    ("fleet", {"step": "5m"}),
+    ("fleet2", {}),
+    ("fleet2", {"metric": "process_resident_memory_bytes"}),
+    ("demo", {}),
+    ("demo", {"metric": "hikaricp_connections_active"}),
+    ("fixture", {}),
+    ("fixture", {"metric": '{service=~"pay|gateway"}'}),
+]
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(("pack_name", "arguments"), RANKED_CALLS)
+def test_ranked_in_the_engine_the_fleet_view_equals_the_ranking_of_every_series(
+    engine_servers, owner, settings, monkeypatch, pack_name, arguments
+):
+    settings.METRICS_ENGINE_RANK_MIN_SERIES = 1  # every fleet is large here, on both sides
+    pack, url = engine_servers[pack_name]
+    files_session, live_session = _sessions(owner, pack, url)
+    requests = _Requests(monkeypatch)
+    from_files, from_engine = _both(files_session, live_session, arguments)
+    assert from_engine.status == "ok", from_engine.output
+    assert "query" in requests.paths  # the engine ranked
+    assert from_files.summary == from_engine.summary
+    assert from_files.output == from_engine.output
+
+
+@pytest.mark.django_db
+def test_ranked_in_the_engine_only_the_candidates_series_come_back(
+    engine_servers, owner, settings, monkeypatch
+):
+    settings.METRICS_ENGINE_RANK_MIN_SERIES = 1
+    monkeypatch.setattr(engine, "RANK_CANDIDATES", 2)
+    pack, url = engine_servers["fleet2"]
+    files_session, live_session = _sessions(owner, pack, url)
+    requests = _Requests(monkeypatch)
+    from_files, from_engine = _both(files_session, live_session, {})
+    # two screens a family, five families, five series a service: whatever the fleet's size
+    assert requests.read() <= 2 * 2 * 5 * 5 < from_engine.summary["fleet"]["series"] == 600
+    assert from_engine.summary["fleet"] == from_files.summary["fleet"]
+
+
+@pytest.mark.django_db
+def test_ranked_in_the_engine_the_queries_do_not_grow_with_the_fleet(
+    engine_servers, owner, settings, monkeypatch
+):
+    settings.METRICS_ENGINE_RANK_MIN_SERIES = 1
+    sent = []
+    for name in ("fleet", "fleet2"):
+        pack, url = engine_servers[name]
+        _, live_session = _sessions(owner, pack, url)
+        requests = _Requests(monkeypatch)
+        row = tool_invoke(session=live_session, attempt=1, tool_name="query_metrics", arguments={})
+        assert row.status == "ok"
+        sent.append(sorted(requests.paths))
+    assert sent[0] == sent[1]  # 60 or 120 services: the same requests
+
+
+@pytest.mark.django_db
+def test_below_the_threshold_every_series_is_read_in_one_range_query(
+    engine_servers, owner, settings, monkeypatch
+):
+    settings.METRICS_ENGINE_RANK_MIN_SERIES = 10_000
+    pack, url = engine_servers["fleet"]
+    _, live_session = _sessions(owner, pack, url)
+    requests = _Requests(monkeypatch)
+    row = tool_invoke(session=live_session, attempt=1, tool_name="query_metrics", arguments={})
+    assert row.status == "ok"
+    assert requests.paths.count("query_range") == 1
+    assert requests.read() == 300

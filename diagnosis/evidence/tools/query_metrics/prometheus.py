@@ -180,28 +180,33 @@ def _entry_type(entry: object) -> str | None:
     return kind if isinstance(kind, str) else None
 
 
-def _series_read(
-    response: httpx.Response, *, base_url: str, query: str, shown_as: str | None
-) -> list[RawSeries]:
-    """The range matrix of a ``query_range`` answer as raw series (labels as Prometheus
-    names them); an error answer or another result type is a ToolFailure."""
+def answer_data(response: httpx.Response, *, base_url: str, query: str) -> object:
+    """The ``data`` of a successful Prometheus API answer; an error answer (Prometheus' or
+    VictoriaMetrics' shape: ``status``/``error``) or one without JSON is a ToolFailure."""
     try:
         body = response.json()
     except ValueError:
         raise ToolFailure(
             f"Prometheus at {base_url} answered HTTP {response.status_code} without JSON"
         ) from None
-    if response.status_code != 200 or body.get("status") != "success":
+    if response.status_code != 200 or not isinstance(body, dict) or body.get("status") != "success":
         detail = body.get("error") if isinstance(body, dict) else None
         raise ToolFailure(
             f"Prometheus rejected the query {query!r} "
             f"(HTTP {response.status_code}): {detail or 'no detail'}"
         )
-    data = body.get("data") or {}
-    if data.get("resultType") != "matrix":
-        raise ToolFailure(
-            f"Prometheus returned {data.get('resultType')!r}, expected a range matrix"
-        )
+    return body.get("data")
+
+
+def _series_read(
+    response: httpx.Response, *, base_url: str, query: str, shown_as: str | None
+) -> list[RawSeries]:
+    """The range matrix of a ``query_range`` answer as raw series (labels as Prometheus
+    names them); an error answer or another result type is a ToolFailure."""
+    data = answer_data(response, base_url=base_url, query=query) or {}
+    if not isinstance(data, dict) or data.get("resultType") != "matrix":
+        kind = data.get("resultType") if isinstance(data, dict) else None
+        raise ToolFailure(f"Prometheus returned {kind!r}, expected a range matrix")
     series = []
     for item in data.get("result") or []:
         labels = dict(item.get("metric") or {})

@@ -16,10 +16,11 @@ from diagnosis.evidence.common import (
     clamp_record,
 )
 from diagnosis.evidence.timeutil import duration_format
+from diagnosis.evidence.tools.query_metrics.engine import fleet_screen
 from diagnosis.evidence.tools.query_metrics.files import metrics_from_files, rates_apply
 from diagnosis.evidence.tools.query_metrics.prometheus import metric_types, metrics_from_prometheus
 from diagnosis.evidence.tools.query_metrics.promql import promql_relabelled
-from diagnosis.evidence.tools.query_metrics.render import metrics_render
+from diagnosis.evidence.tools.query_metrics.render import FleetTotals, metrics_render
 from diagnosis.evidence.tools.query_metrics.selector import Matcher, Selector, selector_build
 from diagnosis.evidence.tools.query_metrics.series import (
     MAX_GRID_POINTS,
@@ -69,14 +70,36 @@ def _from_prometheus(
     metric: str | None,
     service: str | None,
     labels: dict[str, str],
+    window: QueryWindow,
     grid: Grid,
     deadline: Deadline,
     prometheus_url: str,
     prometheus_token_env: str,
     service_label: str,
-) -> tuple[Iterable[RawSeries], list[str]]:
+    rank_min_series: int,
+) -> tuple[Iterable[RawSeries], list[str], FleetTotals | None]:
+    totals: FleetTotals | None = None
+    notes: list[str] = []
+    if selector is not None and not service and rank_min_series > 0:
+        screen = fleet_screen(
+            base_url=prometheus_url,
+            token_env=prometheus_token_env,
+            selector=selector,
+            service_label=service_label,
+            grid=grid,
+            window_start=window.start.timestamp(),
+            baseline_start=window.baseline_start.timestamp(),
+            deadline=deadline,
+            rank_min_series=rank_min_series,
+        )
+        if screen is not None:
+            if not screen.candidates:
+                return [], list(screen.notes), None
+            selector = screen.selector(selector)
+            totals = FleetTotals(services=screen.services, series=screen.series)
+            notes.extend(screen.notes)
     if selector is not None:
-        fetched, notes = metrics_from_prometheus(
+        fetched, read_notes = metrics_from_prometheus(
             base_url=prometheus_url,
             token_env=prometheus_token_env,
             query=selector.relabelled(service_label).render(),
@@ -84,15 +107,16 @@ def _from_prometheus(
             deadline=deadline,
             service_label=service_label,
         )
+        notes.extend(read_notes)
         if not fetched:
-            return fetched, notes
+            return fetched, notes, totals
         types = metric_types(
             base_url=prometheus_url,
             token_env=prometheus_token_env,
             deadline=deadline,
             names={s.name for s in fetched},
         )
-        return rates_apply(types_declare(fetched, types)), notes
+        return rates_apply(types_declare(fetched, types)), notes, totals
     # A PromQL expression is evaluated with this environment's label names; service and
     # labels filter its result.
     fetched, notes = metrics_from_prometheus(
@@ -110,7 +134,8 @@ def _from_prometheus(
             f"was sent with {service_label!r} for service, and its result shows it as service"
         )
     wanted = {**labels, **({SERVICE_LABEL: service} if service else {})}
-    return [s for s in fetched if all(s.labels.get(k) == v for k, v in wanted.items())], notes
+    kept = [s for s in fetched if all(s.labels.get(k) == v for k, v in wanted.items())]
+    return kept, notes, None
 
 
 def metrics_query(
@@ -126,6 +151,7 @@ def metrics_query(
     prometheus_token_env: str = "",
     service_label: str = SERVICE_LABEL,
     clamps: dict[str, dict[str, Any]] | None = None,
+    rank_min_series: int = 0,
 ) -> BackendOutput:
     """Run query_metrics against files (``files``) or Prometheus (``prometheus_url``).
 
@@ -140,6 +166,10 @@ def metrics_query(
 
     A ``step`` the grid cannot use (longer than the window, or too fine for the range) is
     clamped and recorded in ``clamps``.
+
+    On Prometheus, a fleet-wide selector over at least ``rank_min_series`` series (0: never)
+    is ranked in the engine and only the candidates' series are read (``engine``); on either
+    backend such a fleet shows its anomalous series and near misses only (``metrics_render``).
     """
     grid = _grid(window=window, step=step, sweep=not service and not metric, clamps=clamps)
     fleet = not service
@@ -149,17 +179,20 @@ def metrics_query(
         base = FLEET_SELECTOR if fleet else Selector(name=None, matchers=())
         selector = selector_build(metric=base.render(), service=service, labels=labels)
     series: Iterable[RawSeries]
+    totals: FleetTotals | None = None
     if prometheus_url:
-        series, notes = _from_prometheus(
+        series, notes, totals = _from_prometheus(
             selector=selector,
             metric=metric,
             service=service,
             labels=labels,
+            window=window,
             grid=grid,
             deadline=deadline,
             prometheus_url=prometheus_url,
             prometheus_token_env=prometheus_token_env,
             service_label=service_label,
+            rank_min_series=rank_min_series,
         )
     else:
         if selector is None:
@@ -178,4 +211,6 @@ def metrics_query(
         description=_description(service, metric, labels),
         notes=notes,
         fleet=fleet,
+        totals=totals,
+        large_fleet_series=rank_min_series,
     )

@@ -19,11 +19,21 @@ from diagnosis.evidence.common import (
 from diagnosis.evidence.timeutil import duration_format
 from diagnosis.evidence.tools.query_metrics.selector import EXPORTED_SERVICE_LABEL
 from diagnosis.evidence.tools.query_metrics.series import Grid, RawSeries, collection_paused
-from diagnosis.evidence.tools.query_metrics.statistics import SeriesFacts, series_analyse
+from diagnosis.evidence.tools.query_metrics.statistics import (
+    ANOMALY_THRESHOLD,
+    SeriesFacts,
+    series_analyse,
+)
 
 MAX_SERIES_SHOWN = 12
 MAX_SERIES_PER_SERVICE = 3  # in the fleet view, so that one service cannot fill the list
 MAX_SERVICES_SHOWN = 10
+# In the fleet view of a large fleet (``large_fleet_series`` series or more) a flat series is
+# shown only when it came at least half-way to a shift, the same half-threshold that extends a
+# shift (statistics.shift_measure): below it, which of thousands of noisy series scores
+# highest is the noise's draw, says nothing of the incident, and the engine's screen
+# (``engine``) cannot rank it; above it, the screen finds the series.
+NEAR_MISS_SCORE = ANOMALY_THRESHOLD / 2
 
 
 def _count(number: int, noun: str) -> str:
@@ -120,6 +130,47 @@ def _clash_note(facts: list[SeriesFacts]) -> list[str]:
     ]
 
 
+@dataclass(frozen=True)
+class FleetTotals:
+    """The whole fleet's size when only some of its series were read (ranked in the engine)."""
+
+    services: int
+    series: int
+
+
+def _fleet_view(
+    facts: list[SeriesFacts], counted: int, totals: FleetTotals | None
+) -> tuple[list[str], dict[str, Any]]:
+    """The fleet view's lines (totals, the most anomalous services) and its summary."""
+    ranked = _fleet_rank(facts)
+    services = len({f.service for f in facts})
+    if totals:
+        services = max(services, totals.services)
+    anomalous = sum(1 for f in facts if f.anomalous)
+    totals_line = (
+        f"fleet totals: {_count(services, 'service')}, {counted} series, "
+        f"{anomalous} anomalous (in {_count(len(ranked), 'service')})"
+    )
+    lines = [totals_line]
+    top = ranked[:MAX_SERVICES_SHOWN]
+    if top:
+        lines.append("most anomalous services:")
+        lines.extend(r.line() for r in top)
+    if len(ranked) > len(top):
+        lines.append(f"{len(ranked) - len(top)} more services with anomalous series omitted")
+    lines.append(f"most anomalous series (at most {MAX_SERIES_PER_SERVICE} per service):")
+    summary = {
+        "services": services,
+        "series": counted,
+        "anomalous": anomalous,
+        "anomalous_services": len(ranked),
+        "line": totals_line,
+        "services_ranked": [r.summary() for r in top],
+        "services_omitted": len(ranked) - len(top),
+    }
+    return lines, summary
+
+
 def metrics_render(
     *,
     series: Iterable[RawSeries],
@@ -128,20 +179,29 @@ def metrics_render(
     description: str,
     notes: Iterable[str] = (),
     fleet: bool = False,
+    totals: FleetTotals | None = None,
+    large_fleet_series: int = 0,
 ) -> BackendOutput:
     """Rank the series (most anomalous first) into bounded, excerptable lines.
 
     ``fleet`` (no service asked for): totals over every series of every service, the
     most anomalous services, and the top series with at most MAX_SERIES_PER_SERVICE of
-    one service, so one noisy service cannot hide the others.
+    one service, so one noisy service cannot hide the others. ``totals``: the fleet's size
+    when ``series`` are only its candidates (the rest counted, not read). A fleet of at least
+    ``large_fleet_series`` series (0: none is large) shows its anomalous series and near misses
+    only (NEAR_MISS_SCORE).
     """
     # Analysed one at a time: the points of a series are dropped once its facts are known.
     with collection_paused():
         facts = [series_analyse(s, window, grid.step) for s in series]
     facts = [f for f in facts if f.window_points or f.baseline_points]
     facts.sort(key=_ranking_key)
-    shown = _shown(facts, per_service=MAX_SERIES_PER_SERVICE if fleet else None)
-    omitted = len(facts) - len(shown)
+    counted = max(totals.series, len(facts)) if totals else len(facts)
+    showable = facts
+    if fleet and 0 < large_fleet_series <= counted:
+        showable = [f for f in facts if f.anomalous or f.anomaly_score >= NEAR_MISS_SCORE]
+    shown = _shown(showable, per_service=MAX_SERIES_PER_SERVICE if fleet else None)
+    omitted = counted - len(shown)
     step = duration_format(timedelta(seconds=grid.step))
     lines = [f"query_metrics {description}", f"{window.describe()}; step {step}"]
     lines.extend(notes)
@@ -157,30 +217,8 @@ def metrics_render(
         lines.append("no data: no series matched in this time range")
         return BackendOutput(status="no_data", output="\n".join(lines), summary=summary)
     if fleet:
-        ranked = _fleet_rank(facts)
-        services = len({f.service for f in facts})
-        anomalous = sum(1 for f in facts if f.anomalous)
-        totals = (
-            f"fleet totals: {_count(services, 'service')}, {len(facts)} series, "
-            f"{anomalous} anomalous (in {_count(len(ranked), 'service')})"
-        )
-        lines.append(totals)
-        top = ranked[:MAX_SERVICES_SHOWN]
-        if top:
-            lines.append("most anomalous services:")
-            lines.extend(r.line() for r in top)
-        if len(ranked) > len(top):
-            lines.append(f"{len(ranked) - len(top)} more services with anomalous series omitted")
-        summary["fleet"] = {
-            "services": services,
-            "series": len(facts),
-            "anomalous": anomalous,
-            "anomalous_services": len(ranked),
-            "line": totals,
-            "services_ranked": [r.summary() for r in top],
-            "services_omitted": len(ranked) - len(top),
-        }
-        lines.append(f"most anomalous series (at most {MAX_SERIES_PER_SERVICE} per service):")
+        fleet_lines, summary["fleet"] = _fleet_view(facts, counted, totals)
+        lines.extend(fleet_lines)
     else:
         lines.append(f"{len(facts)} series matched, most anomalous first:")
     for fact in shown:
