@@ -22,8 +22,8 @@ from diagnosis.evidence.tools.query_metrics import prometheus as prometheus_back
 from diagnosis.models import DiagnosisSession, Environment, ToolInvocation
 from tests.evidence.packbuilder import fleet_pack_write, fleet_service_name, pack_write
 from tests.support.binaries import require_binary
-from tests.support.prometheus import own_metric, prometheus_running
-from tests.support.victoriametrics import victoriametrics_running
+from tests.support.prometheus import PrometheusServer, own_metric, prometheus_running
+from tests.support.victoriametrics import VictoriaMetricsServer, victoriametrics_running
 
 pytestmark = pytest.mark.prometheus
 
@@ -35,6 +35,11 @@ DEMO_PACK = REPO / "scenarios" / "payment-pool-saturation"
 ENGINES = {
     "prometheus": (("prometheus", "promtool"), prometheus_running),
     "victoriametrics": (("victoria-metrics",), victoriametrics_running),
+}
+# engine -> a size limit the fixture pack's 1-minute grid exceeds and its 2-minute one does not
+TINY_LIMITS = {
+    "prometheus": ("--query.max-samples=300",),
+    "victoriametrics": ("-search.maxPointsPerTimeseries=100",),
 }
 
 
@@ -365,3 +370,31 @@ def test_below_the_threshold_every_series_is_read_in_one_range_query(
     assert row.status == "ok"
     assert requests.paths.count("query_range") == 1
     assert requests.read() == 300
+
+
+@pytest.fixture(scope="module", params=sorted(ENGINES))
+def limited_engine(request, engine_packs, tmp_path_factory):
+    """An engine with a tiny size limit serving the fixture pack: its url."""
+    binaries, _ = ENGINES[request.param]
+    for binary in binaries:
+        require_binary(binary)
+    server_class = PrometheusServer if request.param == "prometheus" else VictoriaMetricsServer
+    workdir = tmp_path_factory.mktemp(f"limited-{request.param}") / "server"
+    server = server_class(engine_packs["fixture"], workdir, TINY_LIMITS[request.param])
+    try:
+        yield server.url
+    finally:
+        server.stop()
+
+
+@pytest.mark.django_db
+def test_a_query_the_engine_refuses_for_its_size_is_answered_at_a_coarser_step(
+    limited_engine, engine_packs, owner
+):
+    _, live_session = _sessions(owner, engine_packs["fixture"], limited_engine)
+    result = tool_invoke(
+        session=live_session, attempt=1, tool_name="query_metrics", arguments={"service": "pay"}
+    )
+    assert result.status == "ok", result.output
+    assert result.summary["step"] == "2m"
+    assert "refused the query at step 1m for its size; answered at step 2m" in result.output

@@ -33,7 +33,11 @@ from dataclasses import dataclass
 
 from diagnosis.evidence.common import Deadline, ToolFailure
 from diagnosis.evidence.http import backend_get, bearer_headers
-from diagnosis.evidence.tools.query_metrics.prometheus import answer_data, metric_types
+from diagnosis.evidence.tools.query_metrics.prometheus import (
+    EngineRefusedSize,
+    answer_data,
+    metric_types,
+)
 from diagnosis.evidence.tools.query_metrics.selector import Matcher, Selector, label_to_backend
 from diagnosis.evidence.tools.query_metrics.series import (
     LOOKBACK_SECONDS,
@@ -253,30 +257,62 @@ def fleet_screen(
     service = label_to_backend(SERVICE_LABEL, service_label)
     queries = [_services_count(families, service)] + [f.screen(service) for f in families]
 
-    def ask(query: str) -> list[dict[str, object]]:
-        return _instant(
-            base_url=base_url, token_env=token_env, query=query, at=ranges.at, deadline=deadline
-        )
+    def ask(query: str) -> list[dict[str, object]] | None:
+        """The answer; None when the engine refused the query for its size (a gap, said)."""
+        try:
+            return _instant(
+                base_url=base_url, token_env=token_env, query=query, at=ranges.at, deadline=deadline
+            )
+        except EngineRefusedSize:
+            return None
 
     # The families' screens are independent: the engine evaluates them side by side.
     with ThreadPoolExecutor(max_workers=min(ENGINE_CONCURRENCY, len(queries))) as pool:
-        counted, *screened = pool.map(ask, queries)
+        counted, *answers = pool.map(ask, queries)
+    series, candidates, refused = _screens_read(families, answers, service)
+    notes.extend(_gaps(refused, counted_refused=counted is None))
+    if refused and not candidates:
+        raise ToolFailure("; ".join(notes))
+    if series < rank_min_series and not refused:
+        return None
+    return FleetScreen(
+        services=int(sum(_value(item) for item in counted or [])),
+        series=series,
+        candidates=candidates,
+        notes=tuple(notes),
+    )
+
+
+def _screens_read(
+    families: list[_Family], answers: list[list[dict[str, object]] | None], service: str
+) -> tuple[int, tuple[str, ...], list[str]]:
+    """The screens' answers: the series counted, the candidate services, the refused families."""
     series = 0
     candidates: dict[str, None] = {}
-    for item in (item for answer in screened for item in answer):
+    refused = [f.name for f, answer in zip(families, answers, strict=True) if answer is None]
+    for item in (item for answer in answers if answer is not None for item in answer):
         labels = _labels(item)
         if _COUNT_LABEL in labels:
             series += int(_value(item))
         elif labels.get(service):
             candidates[labels[service]] = None
-    if series < rank_min_series:
-        return None
-    return FleetScreen(
-        services=int(sum(_value(item) for item in counted)),
-        series=series,
-        candidates=tuple(sorted(candidates)),
-        notes=tuple(notes),
-    )
+    return series, tuple(sorted(candidates)), refused
+
+
+def _gaps(refused: list[str], *, counted_refused: bool) -> list[str]:
+    """What the fleet view lacks because the engine refused queries for their size."""
+    gaps = []
+    if refused:
+        gaps.append(
+            f"the metrics engine refused to screen {', '.join(refused)} for its size: those "
+            f"families are not in the totals or the ranking; name one as metric to rank it"
+        )
+    if counted_refused:
+        gaps.append(
+            "the metrics engine refused to count the services for the query's size: the "
+            "services count is of the candidates read"
+        )
+    return gaps
 
 
 def _labels(item: dict[str, object]) -> dict[str, str]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Iterable
 
@@ -180,6 +181,25 @@ def _entry_type(entry: object) -> str | None:
     return kind if isinstance(kind, str) else None
 
 
+# What PromQL engines answer when a query is too big for their limits, rather than slow:
+# Prometheus' --query.max-samples ("query processing would load too many samples into memory")
+# and its 11,000 points a series ("exceeded maximum resolution"), VictoriaMetrics'
+# -search.maxSamplesPerQuery, -search.maxPointsPerTimeseries and -search.maxUniqueTimeseries
+# ("cannot select more than … samples", "cannot generate more than … points", "the number of
+# matching timeseries exceeds …"), Thanos' and Mimir's sample and series limits.
+_SIZE_REFUSAL = re.compile(
+    r"too many samples|exceeded maximum resolution|maxSamplesPerQuery|maxPointsPerTimeseries|"
+    r"maxUniqueTimeseries|cannot generate more than|cannot select more than|"
+    r"matching timeseries exceeds|max-samples|too many points|exceeded the limit|"
+    r"limit of \d+ (?:series|samples|chunks)",
+    re.IGNORECASE,
+)
+
+
+class EngineRefusedSize(ToolFailure):
+    """The engine refused a query for its size (samples, points, series), not its text."""
+
+
 def answer_data(response: httpx.Response, *, base_url: str, query: str) -> object:
     """The ``data`` of a successful Prometheus API answer; an error answer (Prometheus' or
     VictoriaMetrics' shape: ``status``/``error``) or one without JSON is a ToolFailure."""
@@ -191,7 +211,8 @@ def answer_data(response: httpx.Response, *, base_url: str, query: str) -> objec
         ) from None
     if response.status_code != 200 or not isinstance(body, dict) or body.get("status") != "success":
         detail = body.get("error") if isinstance(body, dict) else None
-        raise ToolFailure(
+        refused = EngineRefusedSize if _SIZE_REFUSAL.search(str(detail or "")) else ToolFailure
+        raise refused(
             f"Prometheus rejected the query {query!r} "
             f"(HTTP {response.status_code}): {detail or 'no detail'}"
         )

@@ -18,7 +18,11 @@ from diagnosis.evidence.common import (
 from diagnosis.evidence.timeutil import duration_format
 from diagnosis.evidence.tools.query_metrics.engine import fleet_screen
 from diagnosis.evidence.tools.query_metrics.files import metrics_from_files, rates_apply
-from diagnosis.evidence.tools.query_metrics.prometheus import metric_types, metrics_from_prometheus
+from diagnosis.evidence.tools.query_metrics.prometheus import (
+    EngineRefusedSize,
+    metric_types,
+    metrics_from_prometheus,
+)
 from diagnosis.evidence.tools.query_metrics.promql import promql_relabelled
 from diagnosis.evidence.tools.query_metrics.render import FleetTotals, metrics_render
 from diagnosis.evidence.tools.query_metrics.selector import Matcher, Selector, selector_build
@@ -31,6 +35,10 @@ from diagnosis.evidence.tools.query_metrics.series import (
 from diagnosis.models import SERVICE_LABEL
 
 SWEEP_MAX_POINTS = 80  # grid points over baseline and window for the whole-fleet sweep
+# A query the engine refuses for its size is asked again at twice the step, at most this often,
+# and never with fewer than MIN_WINDOW_POINTS window points (a shift must hold over 2-3 samples).
+MAX_COARSENINGS = 3
+MIN_WINDOW_POINTS = 6
 # Every series that names its service: the whole fleet, in one query.
 FLEET_SELECTOR = Selector(name=None, matchers=(Matcher(SERVICE_LABEL, "!=", ""),))
 
@@ -53,6 +61,45 @@ def _grid(
             why=f"at most the window and at most {MAX_GRID_POINTS} points over the range",
         )
     return grid
+
+
+def _from_prometheus_within_limits(
+    *, grid: Grid, window: QueryWindow, **read: Any
+) -> tuple[Iterable[RawSeries], list[str], FleetTotals | None, Grid]:
+    """``_from_prometheus`` on ``grid``, or on a coarser one as often as the engine refuses
+    the query for its size (each refusal said in the notes); the grid it was answered on."""
+    refusals: list[str] = []
+    while True:
+        try:
+            series, notes, totals = _from_prometheus(grid=grid, window=window, **read)
+        except EngineRefusedSize as refused:
+            grid = _coarser(grid, window, refused, refusals)
+        else:
+            return series, refusals + notes, totals, grid
+
+
+def _coarser(
+    grid: Grid, window: QueryWindow, refused: EngineRefusedSize, refusals: list[str]
+) -> Grid:
+    """The grid at twice the step, after the engine refused ``grid`` for its size (noted in
+    ``refusals``); a ToolFailure that says so when the window would keep fewer than
+    MIN_WINDOW_POINTS points or MAX_COARSENINGS are spent."""
+    step = grid.step * 2
+    shown = duration_format(timedelta(seconds=grid.step))
+    if (
+        len(refusals) >= MAX_COARSENINGS
+        or step * MIN_WINDOW_POINTS > (window.end - window.start).total_seconds()
+    ):
+        raise ToolFailure(
+            f"{refused}; still too big at step {shown}: narrow the query (a service, a metric, "
+            f"labels or a shorter window)"
+        ) from None
+    coarser = Grid.for_window(window, timedelta(seconds=step))
+    refusals.append(
+        f"the metrics engine refused the query at step {shown} for its size; answered at step "
+        f"{duration_format(timedelta(seconds=coarser.step))}"
+    )
+    return coarser
 
 
 def _description(service: str | None, metric: str | None, labels: dict[str, str]) -> str:
@@ -181,7 +228,7 @@ def metrics_query(
     series: Iterable[RawSeries]
     totals: FleetTotals | None = None
     if prometheus_url:
-        series, notes, totals = _from_prometheus(
+        series, notes, totals, grid = _from_prometheus_within_limits(
             selector=selector,
             metric=metric,
             service=service,
