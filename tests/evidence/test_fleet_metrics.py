@@ -4,17 +4,21 @@ grow with the number of services (one pass over the files, one Prometheus query)
 from __future__ import annotations
 
 import json
+import random
+from collections import Counter
+from datetime import UTC, datetime
 from pathlib import Path
 
 import httpx
 import pytest
 
-from diagnosis.evidence.common import Deadline
+from diagnosis.evidence.common import Deadline, QueryWindow
 from diagnosis.evidence.invoke import tool_invoke
 from diagnosis.evidence.tools.query_metrics import render
-from diagnosis.evidence.tools.query_metrics.files import metrics_from_files
+from diagnosis.evidence.tools.query_metrics.files import metrics_from_files, rates_apply
 from diagnosis.evidence.tools.query_metrics.selector import selector_parse
 from diagnosis.evidence.tools.query_metrics.series import Grid
+from diagnosis.evidence.tools.query_metrics.statistics import series_analyse
 from diagnosis.flow.trace_summary import trace_summary_build
 from diagnosis.models import DiagnosisSession, Environment, ToolInvocation
 from tests.evidence.packbuilder import fleet_pack_write, fleet_service_name
@@ -188,3 +192,44 @@ def test_a_truncated_fleet_output_keeps_only_the_ranked_services_it_still_shows(
     fleet = row.summary["fleet"]
     assert all(r["line"] in row.output for r in fleet["services_ranked"])
     assert len(fleet["services_ranked"]) + fleet["services_omitted"] == 2
+
+
+def _fleet_series(pack: Path) -> tuple[list, Grid, QueryWindow]:
+    window = QueryWindow.around(
+        start=datetime(2026, 3, 2, 10, 0, tzinfo=UTC), end=datetime(2026, 3, 2, 10, 40, tzinfo=UTC)
+    )
+    grid = Grid.for_window(window, None)
+    read, _ = metrics_from_files(
+        files=sorted((pack / "metrics").glob("*.om")),
+        selector=selector_parse('{service!=""}'),
+        grid=grid,
+        deadline=Deadline.after(60),
+    )
+    return list(rates_apply(read)), grid, window
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_the_fleet_view_folds_series_one_at_a_time_in_any_order_holding_a_bounded_few(
+    fleet_pack, monkeypatch, seed
+):
+    series, grid, window = _fleet_series(fleet_pack)
+    facts = sorted((series_analyse(s, window, grid.step) for s in series), key=render._ranking_key)
+    expected, taken = [], Counter()  # the top of every series ranked at once, 3 a service
+    for fact in facts:
+        if len(expected) < render.MAX_SERIES_SHOWN and taken[fact.service] < 3:
+            taken[fact.service] += 1
+            expected.append(fact.line())
+    held: list[int] = []
+    real_add = render._Top.add
+
+    def add(self, fact):
+        real_add(self, fact)
+        held.append(len(self.facts))
+
+    monkeypatch.setattr(render._Top, "add", add)
+    random.Random(seed).shuffle(series)
+    out = render.metrics_render(
+        series=series, window=window, grid=grid, description="(all services)", fleet=True
+    )
+    assert [s["line"] for s in out.summary["series"]] == expected
+    assert max(held) < 4 * render.MAX_SERIES_SHOWN < len(series)
