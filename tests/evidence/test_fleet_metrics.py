@@ -14,6 +14,7 @@ import pytest
 
 from diagnosis.evidence.common import Deadline, QueryWindow
 from diagnosis.evidence.invoke import tool_invoke
+from diagnosis.evidence.tools.query_metrics import files as files_backend
 from diagnosis.evidence.tools.query_metrics import render
 from diagnosis.evidence.tools.query_metrics.files import metrics_from_files, rates_apply
 from diagnosis.evidence.tools.query_metrics.selector import selector_parse
@@ -233,3 +234,41 @@ def test_the_fleet_view_folds_series_one_at_a_time_in_any_order_holding_a_bounde
     )
     assert [s["line"] for s in out.summary["series"]] == expected
     assert max(held) < 4 * render.MAX_SERIES_SHOWN < len(series)
+
+
+@pytest.mark.parametrize("seed", [4, 5, 6])
+def test_a_series_read_from_files_keeps_only_the_samples_its_grid_uses_and_reads_the_same(
+    tmp_path, monkeypatch, seed
+):
+    rng = random.Random(seed)
+    start = 1_772_445_600
+    # a fine scrape (every 7 s) over 40 minutes, out of order, some times repeated
+    samples = [(start + 7 * i, rng.random()) for i in range(350)]
+    samples += [(t, v + 1) for t, v in rng.sample(samples, 30)]
+    rng.shuffle(samples)
+    lines = [f'load{{service="pay"}} {v!r} {t}' for t, v in samples]
+    (tmp_path / "a.om").write_text("\n".join(lines) + "\n# EOF\n", encoding="utf-8")
+    grid = Grid(start=start + 300, end=start + 2400, step=60)
+
+    def read() -> list:
+        series, _ = metrics_from_files(
+            files=[tmp_path / "a.om"],
+            selector=selector_parse("load"),
+            grid=grid,
+            deadline=Deadline.after(10),
+        )
+        return [(s.name, s.labels, s.points) for s in series]
+
+    whole = read()
+    compactions: list[int] = []
+    real = files_backend._compacted
+
+    def compacted(bucket, grid):
+        compactions.append(len(bucket[0]))
+        return real(bucket, grid)
+
+    monkeypatch.setattr(files_backend, "_compacted", compacted)
+    monkeypatch.setattr(files_backend, "COMPACT_MIN_SAMPLES", 40)
+    monkeypatch.setattr(files_backend, "COMPACT_FACTOR", 0)
+    assert read() == whole
+    assert compactions and max(compactions) == 41  # never more held than the bound
