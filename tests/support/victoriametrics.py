@@ -35,6 +35,15 @@ def prometheus_text_lines(pack: Path) -> Iterator[str]:
     for path in sorted((pack / "metrics").glob("*.om")):
         with path.open(encoding="utf-8") as handle:
             for line in handle:
+                # The common line, "name{labels} value seconds", only changes its timestamp.
+                parts = line.rsplit(None, 2)
+                if len(parts) == 3 and line[:1] != "#" and " # " not in line:
+                    try:
+                        float(parts[1])
+                        yield f"{parts[0]} {parts[1]} {round(float(parts[2]) * 1000)}\n"
+                        continue
+                    except ValueError:
+                        pass
                 try:
                     sample = openmetrics_line_parse(line)
                 except ValueError:
