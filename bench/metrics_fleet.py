@@ -10,7 +10,8 @@ real VictoriaMetrics (its import API), each on a loopback port. Per engine, one 
 session makes it (``query_metrics`` without a service), ranked in the engine above
 ``--rank-min-series`` series: wall seconds, this worker's CPU seconds (its decoding and
 analysis; the rest of the wall time is the engine answering), bytes received, requests sent
-(metadata reads apart), the Python heap's peak during a second, traced sweep (tracemalloc),
+(metadata reads apart), the engine's own CPU seconds (its process, from /proc), the Python
+heap's peak during a second, traced sweep (tracemalloc),
 whether the faulty service ranks first, and whether the output equals the other engine's and
 the files'. Prints the machine's load (``uptime``) before and after.
 """
@@ -94,18 +95,29 @@ def _sweep(
     )
 
 
+def _cpu_seconds(pid: int | None) -> float:
+    """The CPU seconds (user and system) process ``pid`` has used; 0 without one."""
+    if pid is None:
+        return 0.0
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def measure(
-    *, files: tuple[Path, ...] | None, url: str | None, rank_min_series: int
+    *, files: tuple[Path, ...] | None, url: str | None, rank_min_series: int, pid: int | None
 ) -> dict[str, Any]:
-    """One timed sweep, then one traced for its heap peak (metadata re-read each time)."""
+    """One timed sweep, then one traced for its heap peak (metadata re-read each time); the
+    engine's CPU seconds during the timed one."""
     traffic = Traffic()
     real, counting = _counted(traffic)
     prometheus_backend._metadata.clear()
     httpx.Client.get = counting  # type: ignore[method-assign]
     try:
+        engine_cpu = _cpu_seconds(pid)
         started, cpu = time.perf_counter(), time.process_time()
         out = _sweep(files=files, url=url, rank_min_series=rank_min_series)
         wall, cpu = time.perf_counter() - started, time.process_time() - cpu
+        engine_cpu = _cpu_seconds(pid) - engine_cpu
     finally:
         httpx.Client.get = real  # type: ignore[method-assign]
     prometheus_backend._metadata.clear()
@@ -121,6 +133,7 @@ def measure(
         "out": out,
         "wall": wall,
         "cpu": cpu,
+        "engine_cpu": engine_cpu,
         "traffic": traffic,
         "peak_mb": peak / 1024 / 1024,
         "series": fleet.get("series", 0),
@@ -143,7 +156,8 @@ def main() -> None:
     print("load before:", _uptime())
     print(
         f"{'services':>8} {'backend':<16} {'series':>7} {'load s':>7} {'wall s':>7} "
-        f"{'cpu s':>6} {'received':>10} {'requests':>8} {'metadata':>8} {'heap MB':>8} "
+        f"{'cpu s':>6} {'engine cpu':>10} {'received':>10} {'requests':>8} {'metadata':>8} "
+        f"{'heap MB':>8} "
         f"{'first':>5} {'equal':>5}"
     )
     for count in (int(n) for n in args.services.split(",")):
@@ -161,7 +175,10 @@ def main() -> None:
             loads[engine] = time.perf_counter() - started
             try:
                 results[engine] = measure(
-                    files=None, url=server.url, rank_min_series=args.rank_min_series
+                    files=None,
+                    url=server.url,
+                    rank_min_series=args.rank_min_series,
+                    pid=server.process.pid,
                 )
             finally:
                 server.stop()
@@ -170,7 +187,8 @@ def main() -> None:
             traffic = row["traffic"]
             print(
                 f"{count:>8} {name:<16} {row['series']:>7} {loads[name]:>7.1f} "
-                f"{row['wall']:>7.2f} {row['cpu']:>6.2f} {traffic.received:>10} "
+                f"{row['wall']:>7.2f} {row['cpu']:>6.2f} {row['engine_cpu']:>10.2f} "
+                f"{traffic.received:>10} "
                 f"{traffic.requests:>8} {traffic.metadata:>8} {row['peak_mb']:>8.1f} "
                 f"{'yes' if row['first'] else 'NO':>5} "
                 f"{'yes' if row['out'].output == reference else 'NO':>5}"

@@ -46,7 +46,6 @@ from diagnosis.evidence.tools.query_metrics.series import (
     declared_type_of,
     is_counter,
 )
-from diagnosis.evidence.tools.query_metrics.statistics import RELATIVE_SCALE_FLOOR
 from diagnosis.models import SERVICE_LABEL
 
 # Services each screen keeps per family: the fleet view shows at most 12 series (3 a service)
@@ -175,11 +174,9 @@ class _Family:
         """One expression: the top services by level change, the top services whose series
         stopped in the window, and the family's series count (tagged with its name)."""
         window_mean, baseline_mean, spread = self._levels()
-        # The statistic's floor of a noise-free baseline (RELATIVE_SCALE_FLOOR of its level).
-        level = (
-            f"abs({window_mean} - {baseline_mean}) / "
-            f"({spread} + {RELATIVE_SCALE_FLOOR:g} * abs({window_mean}) + {_EPSILON:g})"
-        )
+        # No relative floor for a noise-free baseline (it would cost another pass over the
+        # window): any change of one scores without bound and ranks first, within its family.
+        level = f"abs({window_mean} - {baseline_mean}) / ({spread} + {_EPSILON:g})"
         stopped = (
             f"count_over_time({self._baseline()}) "
             f"unless count_over_time({self.raw}[{self.ranges.window}s])"
