@@ -38,7 +38,6 @@ from audit.views import claim_cards
 from chat.models import Conversation
 from diagnosis.alerts.services import alert_receiver_token_rotate
 from diagnosis.api.services import api_key_create, api_key_revoke
-from diagnosis.flow.parsing import PARSE_STATUS_WORDS
 from diagnosis.models import (
     AlertGroupStart,
     AlertmanagerReceiver,
@@ -53,6 +52,7 @@ from diagnosis.models import (
     SessionEvent,
     ToolInvocation,
 )
+from diagnosis.wording import PARSE_STATUS_WORDS
 
 admin.site.site_header = _("Rootproof 审计后台")
 admin.site.site_title = _("Rootproof 审计")

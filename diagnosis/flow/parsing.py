@@ -70,8 +70,6 @@ from diagnosis.llm.parsing import EXTRACT_EMPTY as EXTRACT_EMPTY
 from diagnosis.llm.parsing import EXTRACT_INVALID_JSON as EXTRACT_INVALID_JSON
 from diagnosis.llm.parsing import EXTRACT_OK as EXTRACT_OK
 from diagnosis.llm.parsing import EXTRACT_UNTERMINATED as EXTRACT_UNTERMINATED
-from diagnosis.llm.parsing import PARSE_DETAILS as PARSE_DETAILS
-from diagnosis.llm.parsing import PARSE_STATUS_WORDS as PARSE_STATUS_WORDS
 from diagnosis.llm.parsing import Params as Params
 from diagnosis.llm.parsing import Parsed as Parsed
 from diagnosis.llm.parsing import Problem as _Problem
