@@ -1,4 +1,4 @@
-"""Tolerant parsing of the Executor's answer, claim by claim (contracts.md §1).
+"""Tolerant parsing of the Executor's answer, claim by claim (docs/contracts.md §1).
 
 The generic reading (the JSON value in a reply, whole-object contracts, findings and
 their codes) is the model layer's: ``diagnosis.llm.parsing``; its names are importable
@@ -10,7 +10,7 @@ wrong. Parsing here finds the JSON value wherever it is and then validates
 with a finding, and only a top-level failure (not an object, ``claims`` not a
 list) makes the whole output ``schema_invalid``. Nothing here raises.
 
-Decisions where contracts.md is silent:
+Decisions where docs/contracts.md §1 is silent:
 
 - An object without a ``claims`` key is ``schema_invalid`` (it is not an
   Executor answer at all); ``"claims": []`` is a valid answer with no claims.

@@ -197,7 +197,7 @@ class Suspect:
 
     @property
     def root_kind(self) -> str:
-        """The kind in the answer's vocabulary (scenario-pack.md ``root_cause_kind``)."""
+        """The kind in the answer's vocabulary (docs/scenario-pack.md §2, ``root_cause_kind``)."""
         if self.kind == "change":
             texts = " ".join(_key(sig).lower() for _, sig in self.changes)
             return "configuration" if "config" in texts else "code"

@@ -1,4 +1,4 @@
-"""Excerpt matching (contracts.md §2, "A binding"): does an excerpt occur in a tool output?
+"""Excerpt matching (docs/contracts.md §2, "A binding"): does an excerpt occur in a tool output?
 
 An excerpt is at most ``MAX_FRAGMENTS`` fragments joined by ``...`` or ``…``,
 found in order, each at least ``MIN_EXCERPT_CHARS`` characters, with at most
