@@ -136,6 +136,9 @@ REFUSALS = [
     # VictoriaMetrics' -search.maxSamplesPerQuery and -search.maxPointsPerTimeseries
     (422, "cannot select more than -search.maxSamplesPerQuery=1000 samples; possible solutions"),
     (422, "cannot generate more than -search.maxPointsPerTimeseries=100 points"),
+    # Mimir's and Thanos' wording, as documented (no server of theirs runs here)
+    (422, "the query exceeded the maximum number of series (limit: 100000 series)"),
+    (422, "expanding series: exceeded series limit: limit 1000 violated (got 1001)"),
 ]
 
 

@@ -186,12 +186,15 @@ def _entry_type(entry: object) -> str | None:
 # and its 11,000 points a series ("exceeded maximum resolution"), VictoriaMetrics'
 # -search.maxSamplesPerQuery, -search.maxPointsPerTimeseries and -search.maxUniqueTimeseries
 # ("cannot select more than … samples", "cannot generate more than … points", "the number of
-# matching timeseries exceeds …"), Thanos' and Mimir's sample and series limits.
+# matching timeseries exceeds …"), Mimir's ("the query exceeded the maximum number of series
+# (limit: …)") and Thanos' ("exceeded series limit", "limit … violated") series, sample and chunk
+# limits.
 _SIZE_REFUSAL = re.compile(
     r"too many samples|exceeded maximum resolution|maxSamplesPerQuery|maxPointsPerTimeseries|"
     r"maxUniqueTimeseries|cannot generate more than|cannot select more than|"
     r"matching timeseries exceeds|max-samples|too many points|exceeded the limit|"
-    r"limit of \d+ (?:series|samples|chunks)",
+    r"limit of \d+ (?:series|samples|chunks)|exceeded the maximum number of|"
+    r"exceeded (?:series|sample|chunk)s? limit|limit \d+ violated",
     re.IGNORECASE,
 )
 
