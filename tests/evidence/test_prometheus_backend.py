@@ -398,3 +398,17 @@ def test_a_query_the_engine_refuses_for_its_size_is_answered_at_a_coarser_step(
     assert result.status == "ok", result.output
     assert result.summary["step"] == "2m"
     assert "refused the query at step 1m for its size; answered at step 2m" in result.output
+
+
+@pytest.mark.django_db
+def test_ranked_in_the_engine_many_candidates_are_fetched_a_few_services_a_query(
+    engine_servers, owner, settings, monkeypatch
+):
+    settings.METRICS_ENGINE_RANK_MIN_SERIES = 1
+    monkeypatch.setattr(engine, "FETCH_SERVICES_PER_QUERY", 5)
+    pack, url = engine_servers["fleet"]
+    files_session, live_session = _sessions(owner, pack, url)
+    requests = _Requests(monkeypatch)
+    from_files, from_engine = _both(files_session, live_session, {})
+    assert requests.paths.count("query_range") > 1
+    assert from_files.output == from_engine.output

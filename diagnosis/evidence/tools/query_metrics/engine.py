@@ -7,22 +7,23 @@ to rank them costs the engine, the link and the worker in proportion to the flee
 queries, so each answer is a few numbers, not a matrix):
 
 1. the metric families the selector matches (``/api/v1/label/__name__/values``);
-2. one count: the series of each family and the services over all of them (the totals line);
-3. the candidates, FAMILIES_PER_QUERY families a query: per series, the baseline's median and
-   spread (``quantile_over_time``/``stddev_over_time`` over the baseline range, with
-   ``offset``) against the window's median, and the window's range against the baseline's;
-   ``topk`` of each by service, and the services whose series stopped in the window;
-4. the candidate services' series (one ``query_range``, as a service drill-down would), on
-   which the one change statistic (``statistics.shift_measure``) ranks as it always does.
+2. per family, one query (ENGINE_CONCURRENCY of them in flight): every series' window mean
+   against its baseline mean in units of the baseline's spread (``avg_over_time`` and
+   ``stddev_over_time`` over the baseline range, with ``offset``), ``topk`` by service; the
+   ``topk`` services whose series stopped in the window; the family's series count;
+3. one count of the services over every family (the totals line);
+4. the candidate services' series (``query_range``, FETCH_SERVICES_PER_QUERY services a
+   query), on which the one change statistic (``statistics.shift_measure``) ranks as always.
 
 So the number of queries grows with the families (bounded by MAX_FAMILIES), never with the
-services, and the bytes received and the worker's CPU with the candidates. The screen is a
-necessary-condition filter, not the statistic: a level shift moves the window's median (a
-long shift) or widens the window's range beyond the baseline's (a short one), and a series
-that stopped reporting has baseline samples and none in the window, so each kind the
-statistic ranks high is among some screen's top RANK_CANDIDATES (a test checks that the
-output equals the all-series ranking on generated fleets and the demo packs). Counters are
-screened as per-second rates (a subquery of ``rate`` on the grid's step).
+services, and the bytes received and the worker's CPU with the candidates. Each range
+function is written once per query: engines do not share repeated subexpressions, so each
+repetition is another pass over every series' samples. The screen is a filter, not the
+statistic: a level shift moves the window's mean, and a series that stopped reporting has
+baseline samples and none in the window, so what the statistic ranks high is among a screen's
+top RANK_CANDIDATES (a test checks that the output equals the all-series ranking on generated
+fleets and the demo packs). Counters are screened as per-second rates (``rate`` over each
+range; their spread as a subquery of ``rate`` on the grid's step).
 """
 
 from __future__ import annotations
@@ -52,6 +53,7 @@ from diagnosis.models import SERVICE_LABEL
 # and 10 services; 16 leaves room for the screen's order to differ a little from the
 # statistic's near the cut.
 RANK_CANDIDATES = 16
+FETCH_SERVICES_PER_QUERY = 200  # candidate services a range query names (about 2-4 KB)
 ENGINE_CONCURRENCY = 4  # the families' screens in flight at once (one query each)
 MAX_FAMILIES = 64  # more families than this: the fleet view covers the first ones and says so
 _EPSILON = 1e-9  # keeps a noise-free baseline's ratio finite
@@ -67,12 +69,23 @@ class FleetScreen:
     candidates: tuple[str, ...]
     notes: tuple[str, ...] = ()
 
-    def selector(self, base: Selector) -> Selector:
-        """``base`` narrowed to the candidate services."""
-        pattern = "|".join(_regex_literal(s) for s in self.candidates)
-        return Selector(
-            name=base.name, matchers=(*base.matchers, Matcher(SERVICE_LABEL, "=~", pattern))
-        )
+    def selectors(self, base: Selector) -> list[Selector]:
+        """``base`` narrowed to the candidate services, FETCH_SERVICES_PER_QUERY a selector (a
+        proxy in front of the engine may bound a URL's length)."""
+        chunks = [
+            self.candidates[i : i + FETCH_SERVICES_PER_QUERY]
+            for i in range(0, len(self.candidates), FETCH_SERVICES_PER_QUERY)
+        ]
+        return [
+            Selector(
+                name=base.name,
+                matchers=(
+                    *base.matchers,
+                    Matcher(SERVICE_LABEL, "=~", "|".join(_regex_literal(s) for s in chunk)),
+                ),
+            )
+            for chunk in chunks
+        ]
 
 
 @dataclass(frozen=True)

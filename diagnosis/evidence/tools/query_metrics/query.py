@@ -127,6 +127,7 @@ def _from_prometheus(
 ) -> tuple[Iterable[RawSeries], list[str], FleetTotals | None]:
     totals: FleetTotals | None = None
     notes: list[str] = []
+    selectors = [selector] if selector is not None else []
     if selector is not None and not service and rank_min_series > 0:
         screen = fleet_screen(
             base_url=prometheus_url,
@@ -140,21 +141,22 @@ def _from_prometheus(
             rank_min_series=rank_min_series,
         )
         if screen is not None:
-            if not screen.candidates:
-                return [], list(screen.notes), None
-            selector = screen.selector(selector)
+            selectors = screen.selectors(selector)
             totals = FleetTotals(services=screen.services, series=screen.series)
             notes.extend(screen.notes)
     if selector is not None:
-        fetched, read_notes = metrics_from_prometheus(
-            base_url=prometheus_url,
-            token_env=prometheus_token_env,
-            query=selector.relabelled(service_label).render(),
-            grid=grid,
-            deadline=deadline,
-            service_label=service_label,
-        )
-        notes.extend(read_notes)
+        fetched: list[RawSeries] = []
+        for narrowed in selectors:
+            read, read_notes = metrics_from_prometheus(
+                base_url=prometheus_url,
+                token_env=prometheus_token_env,
+                query=narrowed.relabelled(service_label).render(),
+                grid=grid,
+                deadline=deadline,
+                service_label=service_label,
+            )
+            fetched.extend(read)
+            notes.extend(n for n in read_notes if n not in notes)
         if not fetched:
             return fetched, notes, totals
         types = metric_types(
