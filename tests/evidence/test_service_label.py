@@ -100,6 +100,22 @@ def test_a_fleet_that_names_services_by_job_gives_the_evidence_of_the_pack_files
 
 
 @pytest.mark.prometheus
+@pytest.mark.parametrize("arguments", [{}, {"metric": "pool_active"}])
+def test_ranked_in_the_engine_a_fleet_named_by_job_gives_the_evidence_of_the_pack_files(
+    job_prometheus, owner, settings, arguments
+):
+    settings.METRICS_ENGINE_RANK_MIN_SERIES = 1
+    pack, url = job_prometheus
+    files_env = Environment.objects.create(slug="files", name="files", pack_path=str(pack))
+    live_env = _live("jobs", prometheus_url=url, metrics_service_label="job")
+    from_files = _metrics(_session(owner, files_env), arguments)
+    from_prometheus = _metrics(_session(owner, live_env), arguments)
+    assert from_prometheus.status == "ok", from_prometheus.output
+    assert from_files.summary == from_prometheus.summary
+    assert from_files.output == from_prometheus.output
+
+
+@pytest.mark.prometheus
 @pytest.mark.parametrize(
     "metric",
     [
