@@ -6,6 +6,8 @@ to rank them costs the engine, the link and the worker in proportion to the flee
 ``rank_min_series`` series the sweep asks the engine instead, at the window's end (instant
 queries, so each answer is a few numbers, not a matrix):
 
+0. one ``count`` of the series at the window's end (an instant selector): below
+   ``rank_min_series`` every series is read as for a small fleet, and nothing more is asked;
 1. the metric families the selector matches (``/api/v1/label/__name__/values``);
 2. per family, one query (ENGINE_CONCURRENCY of them in flight): every series' window mean
    against its baseline mean in units of the baseline's spread (``avg_over_time`` and
@@ -237,6 +239,17 @@ def fleet_screen(
     """The fleet's totals and candidate services, ranked in the engine; None when the fleet has
     fewer than ``rank_min_series`` series (every series is then read, as before)."""
     backend_selector = selector.relabelled(service_label)
+    # A small fleet is told by one cheap count (the series at the window's end, an instant
+    # selector: no range read), before any screen is asked for.
+    live = _instant(
+        base_url=base_url,
+        token_env=token_env,
+        query=f"count({backend_selector.render()})",
+        at=grid.end,
+        deadline=deadline,
+    )
+    if sum(_value(item) for item in live) < rank_min_series:
+        return None
     names = _families(
         base_url=base_url,
         token_env=token_env,
