@@ -124,6 +124,8 @@ def _leaves(node: Any, document: dict[str, Any], name: tuple[str, ...]) -> Itera
     elif node.get("type") == "object" and "properties" in node:
         for key, child in node["properties"].items():
             yield from _leaves(child, document, (*name, key))
+    elif node.get("type") == "object" and isinstance(node.get("additionalProperties"), dict):
+        yield from _leaves(node["additionalProperties"], document, (*name, "*"))
     elif node.get("type") == "array" and "items" in node:
         yield from _leaves(node["items"], document, (*name, "0"))
     elif "oneOf" in node:  # text or blank: the first branch states the text's rule
@@ -202,7 +204,7 @@ def _alert_body() -> dict[str, Any]:
             {
                 "status": "firing",
                 "labels": {"alertname": "HighErrorRate", "service": "checkout-service"},
-                "annotations": {},
+                "annotations": {"summary": "5xx above 5%"},
                 "startsAt": "2026-03-02T10:20:00Z",
                 "endsAt": "0001-01-01T00:00:00Z",
                 "generatorURL": "http://prometheus:9090/graph",
@@ -246,8 +248,15 @@ def _valid_request(operation: str, public_id: str = "") -> dict[str, Any]:
     }
 
 
+def _key(node: Any, part: str) -> Any:
+    """Where a path part points: a list's index, a map's first key for "*", else the key."""
+    if isinstance(node, list):
+        return int(part)
+    return next(iter(node)) if part == "*" else part
+
+
 def _step(node: Any, part: str) -> Any:
-    return node[int(part)] if isinstance(node, list) else node[part]
+    return node[_key(node, part)]
 
 
 # Values a request may carry but the valid one above leaves out.
@@ -272,8 +281,7 @@ def _send(
         node = request["body"]
         for part in slot.name[:-1]:
             node = _step(node, part)
-        last = slot.name[-1]
-        node[int(last) if isinstance(node, list) else last] = value
+        node[_key(node, slot.name[-1])] = value
         if slot.operation.endswith("{receiver}") and slot.name != ("groupKey",):
             request["body"]["groupKey"] = f"group-{n}"  # a new group each time: 202, not 200
     else:
@@ -327,6 +335,8 @@ def test_the_walk_finds_every_rule_the_schema_states(document) -> None:
         "POST /api/v1/integrations/alertmanager/{receiver} body:version",
         "POST /api/v1/integrations/alertmanager/{receiver} body:groupKey",
         "POST /api/v1/integrations/alertmanager/{receiver} body:alerts.0.startsAt",
+        "POST /api/v1/integrations/alertmanager/{receiver} body:alerts.0.labels.*",
+        "POST /api/v1/integrations/alertmanager/{receiver} body:commonAnnotations.*",
     }
     assert expected <= found, sorted(expected - found)
 
