@@ -9,7 +9,8 @@ own key and posts alerts to the real receiver). Every check and every phase run;
 client keeps under the server's rate limit; the run must end with no failure, no error,
 no warning, and the stateful phase must follow every link the schema declares.
 
-It skips, saying why, where gunicorn cannot run (no fork, a sandbox without sockets).
+It skips, saying why, where gunicorn cannot run (no fork, a sandbox without sockets); in CI
+(``ROOTPROOF_CI=1``) that is a failure.
 """
 
 from __future__ import annotations
@@ -51,18 +52,26 @@ def _gunicorn_missing() -> str:
     return ""
 
 
+def _cannot_serve(reason: str) -> None:
+    """Skip locally; in CI (ROOTPROOF_CI=1) a server that cannot start is a failure, since a
+    broken production setting would otherwise pass unseen as a skip."""
+    if os.environ.get("ROOTPROOF_CI") == "1":
+        pytest.fail(f"gunicorn could not serve the API in CI: {reason}")
+    pytest.skip(f"gunicorn could not serve the API: {reason}")
+
+
 @pytest.fixture
 def served(tmp_path: Path) -> Any:
     """The served API and its world, or a skip that says why it cannot be served."""
     if reason := _gunicorn_missing():
-        pytest.skip(reason)
+        _cannot_serve(reason)
     env = served_env(var_dir=tmp_path, rate_limit=SERVER_RATE_LIMIT)
     try:
         world = world_seed(env=env)
         with gunicorn_serving(env=env, port=free_port()) as base:
             yield base, world, env
     except ServerUnavailable as exc:
-        pytest.skip(f"gunicorn could not serve the API: {exc}")
+        _cannot_serve(str(exc))
 
 
 def _cli(base: str, world: dict[str, Any], env: dict[str, str], reports: Path) -> str:
