@@ -221,6 +221,9 @@ SCENARIO_PACK_DIRS = [
 # --- Evidence tools ---------------------------------------------------------
 TOOL_TIMEOUT_SECONDS = env_float("TOOL_TIMEOUT_SECONDS", 15.0, minimum=0.1)
 TOOL_OUTPUT_MAX_CHARS = env_int("TOOL_OUTPUT_MAX_CHARS", 16_000, minimum=1000)
+# A fleet-wide query_metrics on Prometheus over at least this many series is ranked in the
+# engine, only its candidates read (0: every series is always read).
+METRICS_ENGINE_RANK_MIN_SERIES = env_int("METRICS_ENGINE_RANK_MIN_SERIES", 2000, minimum=0)
 # Threads one query_logs scan of a big pack file uses; 0: the cores the process may use.
 # With Celery concurrency N on C cores, C / N keeps busy workers from running N x C threads.
 LOG_SCAN_WORKERS = env_int("LOG_SCAN_WORKERS", 0, minimum=0, maximum=256)
