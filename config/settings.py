@@ -325,6 +325,10 @@ API_CALLBACK_BACKOFF_SECONDS = env_int("API_CALLBACK_BACKOFF_SECONDS", 30, minim
 # Each label or annotation value used in an alert's question is cut to this length.
 ALERTMANAGER_TEXT_MAX_CHARS = env_int("ALERTMANAGER_TEXT_MAX_CHARS", 300, minimum=20)
 
+# The one writer of audit events, which the core's services reach without importing the
+# audit app (diagnosis/audit_trail.py).
+AUDIT_EVENT_RECORDER = "audit.services.audit_event_record"
+
 REST_FRAMEWORK = {
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "DEFAULT_AUTHENTICATION_CLASSES": [
@@ -353,6 +357,7 @@ SPECTACULAR_SETTINGS = {
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",
         "diagnosis.api.serializers.strict_request_bodies",
+        "diagnosis.api.schema.links_and_rate_limit_headers",
     ],
     "ENUM_NAME_OVERRIDES": {
         "DiagnosisStatusEnum": "diagnosis.models.DiagnosisSession.Status",
