@@ -24,6 +24,7 @@ from datetime import datetime
 
 from . import vocab
 from .analysis import Call, MetricSignal, Suspect, metric_signals
+from .kinds import kinds_decide
 
 # Each kind of own symptom, and the callee kinds that can pass it up to a caller.
 INHERITS = {
@@ -381,21 +382,6 @@ def _began_with(state: ServiceState, anchor: datetime, slack_s: float) -> bool:
     return False
 
 
-def _leading_kind(state: ServiceState, named: list[ServiceState]) -> str:
-    """The kind of its own symptom that matters most: one the services the question names
-    show too (what the user sees), else its strongest."""
-    if not state.symptoms:
-        return ""
-    for other in named:
-        shared = [state.symptoms[k] for k in other.symptoms if k in state.symptoms]
-        if shared:
-            seen = max(other.symptoms.values(), key=lambda s: s.strength).kind
-            if seen in state.symptoms:
-                return seen
-            return max(shared, key=lambda s: s.strength).kind
-    return max(state.symptoms.values(), key=lambda s: s.strength).kind
-
-
 def _weight(state: ServiceState, busiest: float) -> float:
     """How much an explained caller counts: its usual traffic against the busiest anomalous
     service's (1 when either is unknown). Explaining an idle wrapper is weak evidence;
@@ -420,6 +406,8 @@ def localise(
     the question (or alert) says the trouble began: a candidate whose latency or errors
     began at another time is not what the question is about, and ranks lower.
     """
+    # the kind each service's own evidence shows, with or without call edges
+    kinds_decide(suspects, strength=_strength, slack_s=slack_s)
     if not topology.known:
         return suspects
     states = service_states(suspects)
@@ -443,11 +431,9 @@ def localise(
             by_name[name].inherited_from = sorted(c for a, c in links if a == name)
     anchor = _anchor(states, symptoms, reported)
     busiest = max((states[n].traffic or 0.0 for n in anomalous), default=0.0)
-    named_states = [states[s] for s in symptoms if s in states and states[s].anomalous]
     for name in anomalous:
         entry = by_name[name]
         strength = states[name].strength + entry.score
-        entry.symptom_kind = _leading_kind(states[name], named_states)
         if entry.inherited_from:
             entry.graph_score = strength * EXPLAINED_FACTOR
             entry.kind, entry.subkind = "dependency", ""
