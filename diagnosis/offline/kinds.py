@@ -79,6 +79,12 @@ CHANGE_LEAD_S = 20 * 60
 # runner-up's (1 + log2(1 + r) grown by half) — less than that is within what the same
 # fault shows on one service from one incident to the next.
 DISTINCT_FACTOR = 1.5
+# One family changed *first* only when its onset leads by more than this many resolutions
+# of the data (one sample interval and one grid step each): the tools date a shift at the
+# first of a run of points at least half their threshold away, so a date can sit a few
+# noisy samples early (seen: four 1-minute samples before a clean step), and a lead
+# shorter than that is no order.
+LEAD_RESOLUTIONS = 3
 # CPU use from which requests queue for it: an M/M/1 server at utilisation 0.8 makes a
 # request wait four times its service time (rho / (1 - rho)), and the wait grows without
 # bound above; below it, more CPU use is mostly more work done.
@@ -292,9 +298,10 @@ def kind_decide(
 ) -> KindVerdict:
     """The kind of fault ``entry`` shows, from the family that changed first and most.
 
-    ``slack_s`` is the data's resolution (one sample interval): onsets closer than that
-    are simultaneous. A resource at its limit is the failure's mechanism whatever
-    triggered it; otherwise a change right before the onset is the trigger.
+    ``slack_s`` is the data's resolution (one sample interval and one grid step): onsets
+    closer than LEAD_RESOLUTIONS of it are simultaneous. A resource at its limit is the
+    failure's mechanism whatever triggered it; otherwise a change right before the onset
+    is the trigger.
     """
     items = kind_evidence(entry, strength)
     changes = [i for i in items if i.family == "change"]
@@ -318,7 +325,7 @@ def kind_decide(
             strongest[item.family] = item
     onsets = [i.onset for i in strongest.values() if i.onset is not None]
     first = min(onsets) if onsets else None
-    leading = [i for i in strongest.values() if _gap(i.onset, first) <= slack_s]
+    leading = [i for i in strongest.values() if _gap(i.onset, first) <= LEAD_RESOLUTIONS * slack_s]
     tier = min(_tier(i.family) for i in leading)
     contenders = {i.family: i for i in leading if _tier(i.family) == tier}
     ranked = sorted(contenders.values(), key=lambda i: (-i.strength, i.family))
