@@ -155,22 +155,21 @@ def hypothesis_build(entry: Suspect, lang: str, root: str | None) -> Hypothesis:
         text = t["hyp_secondary"].format(svc=svc, root=root)
     elif entry.kind == "resource":
         text = t["hyp_resource"].format(svc=svc, sub=sub)
-    elif entry.kind == "dependency":
+    elif entry.kind == "dependency" and _dependency_targets(entry):
         targets = _dependency_targets(entry)
-        text = (
-            t["hyp_dependency"].format(svc=svc, targets=list_join(targets, lang))
-            if targets
-            else t["hyp_errors"].format(svc=svc)
-        )
+        text = t["hyp_dependency"].format(svc=svc, targets=list_join(targets, lang))
     elif entry.kind == "dependency_target":
         text = t["hyp_dependency_target"].format(svc=svc, blamers=list_join(entry.blamed_by, lang))
-    elif entry.kind in {"latency", "errors", "other"} and entry.fault_kind:
-        # the kind its own evidence shows words the hypothesis
+    elif entry.kind in {"latency", "errors", "other", "dependency"} and entry.fault_kind:
+        # the kind its own evidence shows words the hypothesis (a failed call that names no
+        # other service is its own evidence too)
         key = f"hyp_{entry.fault_kind}"
         names = kind_names(lang)
         text = (t[key] if key in t else t["hyp_fault"]).format(
             svc=svc, kind=names.get(entry.fault_kind, entry.fault_kind)
         )
+    elif entry.kind == "dependency":
+        text = t["hyp_errors"].format(svc=svc)
     else:
         text = t.get(f"hyp_{entry.kind}", t["hyp_other"]).format(svc=svc)
     kind: str | None = None
@@ -207,6 +206,12 @@ def action_build(entry: Suspect, lang: str, reason_key: str) -> RecommendedActio
         )
     elif entry.kind == "dependency_target":
         key = "act_latency"
+    elif entry.kind == "dependency" and not _dependency_targets(entry):
+        # no callee named: what its own evidence shows says what to look at
+        wanted = {"resource_exhaustion": "act_resource"}.get(
+            entry.fault_kind, f"act_{entry.fault_kind}"
+        )
+        key = wanted if entry.fault_kind and wanted in t else "act_errors"
     else:
         key = f"act_{entry.kind}" if f"act_{entry.kind}" in t else "act_other"
     text = t[key].format(svc=entry.service, targets=list_join(_dependency_targets(entry), lang))

@@ -226,3 +226,14 @@ def test_the_hypothesis_names_both_kinds_the_evidence_cannot_tell_apart(lang):
     # the basis cites the evidence of both
     assert "http_server_request_duration_seconds" in hypothesis.basis
     assert "availability_percent" in hypothesis.basis
+
+
+def test_a_failed_call_naming_no_other_service_is_worded_by_the_kind_it_shows():
+    retransmits = _series("node_network_tcp_retransmits_per_second", 1.0, 60.0)
+    timeout = _template("TCP retransmission timeout on connection to 10.0.4.7:5432", level="WARN")
+    entry = _suspect([retransmits], [timeout])
+    entry.kind = "dependency"  # the engine reads a timeout as a failed call
+    kinds_decide([entry], strength=_strength, slack_s=SLACK_S)
+    hypothesis = hypothesis_build(entry, "zh-CN", None)
+    assert hypothesis.root_cause_kind == "network"
+    assert "网络" in hypothesis.hypothesis_text.split("（类型")[0]
