@@ -66,6 +66,7 @@ _NETWORK_LOG = (
     "网络",
     "域名解析",
 )
+_GC_LOG = ("[gc", "gc pause", "pause full", "pause young", "full gc", "garbage collect")
 # A template that reports its own slowness is a latency symptom, not an error.
 _SLOW_LOG = ("slow", "took too long", "latency", "慢", "耗时")
 _CONFIG_WORDS = ("config", "feature flag", "flag", "setting", "配置", "开关")
@@ -210,6 +211,8 @@ def log_family(lg: LogSignal) -> str:
         if lg.subkind in _EXHAUSTIBLE:
             return "resource_exhaustion"
         return lg.subkind if lg.subkind in {"cpu", "memory", "disk"} else "resource_exhaustion"
+    if any(w in text for w in _GC_LOG):
+        return "memory"  # the collector working hard is memory running short
     if any(w in text for w in _NETWORK_LOG) and not lg.mentions:
         return "network"
     if lg.kind == "dependency":
@@ -316,16 +319,28 @@ def kind_decide(
         code = [i for i in shifts if i.family == "code"]
         shown = max(code, key=lambda i: i.strength) if kind == "code" else triggers[0]
         return KindVerdict(kind, shown.signal)
-    # each family dated by its clearest series: a change point is located the more
-    # precisely the larger the shift is against the series' noise
+    # Each family dated by its clearest series (a change point is located the more
+    # precisely the larger the shift is against the series' noise) or by its earliest log
+    # template (a line is stamped when written: its first occurrence dates it exactly).
     strongest: dict[str, KindEvidence] = {}
-    for item in shifts:
+    for item in sorted(shifts, key=lambda i: -i.strength):
+        # of equally clear series, the earliest dates the family
         best = strongest.get(item.family)
-        if best is None or item.strength > best.strength:
+        if best is None or (item.strength == best.strength and _gap(item.onset, best.onset) < 0):
             strongest[item.family] = item
-    onsets = [i.onset for i in strongest.values() if i.onset is not None]
+    dated = {family: item.onset for family, item in strongest.items()}
+    for item in shifts:
+        when = dated[item.family]
+        if isinstance(item.signal, LogSignal) and item.onset is not None:
+            if when is None or item.onset < when:
+                dated[item.family] = item.onset
+    onsets = [when for when in dated.values() if when is not None]
     first = min(onsets) if onsets else None
-    leading = [i for i in strongest.values() if _gap(i.onset, first) <= LEAD_RESOLUTIONS * slack_s]
+    leading = [
+        strongest[family]
+        for family, when in dated.items()
+        if _gap(when, first) <= LEAD_RESOLUTIONS * slack_s
+    ]
     tier = min(_tier(i.family) for i in leading)
     contenders = {i.family: i for i in leading if _tier(i.family) == tier}
     ranked = sorted(contenders.values(), key=lambda i: (-i.strength, i.family))

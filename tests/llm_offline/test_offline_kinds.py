@@ -237,3 +237,9 @@ def test_a_failed_call_naming_no_other_service_is_worded_by_the_kind_it_shows():
     hypothesis = hypothesis_build(entry, "zh-CN", None)
     assert hypothesis.root_cause_kind == "network"
     assert "网络" in hypothesis.hypothesis_text.split("（类型")[0]
+
+
+def test_a_collector_working_hard_is_memory():
+    gc = _template("[gc] Pause Full (G1 Compaction Pause) 3900M->3800M(4096M) 812ms", level="WARN")
+    failing = _series("rpc_server_failure_ratio", 0.001, 0.01, unit="ratio", at=LATER, score=5)
+    assert _kind(_suspect([failing], [gc]))[0] == "memory"
