@@ -9,7 +9,7 @@ written, not what happened in it, so a diagnosis that holds keeps its figures:
 ``time``, ``sparse`` (30 % of the samples dropped by default), ``noise`` (factors in
 [0.9, 1.1] by default), ``instances`` (the fault on one of three instances), ``step15s``
 and ``step5m`` (other sample intervals), ``resets`` (counter resets), ``latency_only``
-(the root's only changed series its latency), ``skew`` (the root's clock a sample late)
+(the root's only changed series its latency), ``skew`` (one service's clock a sample off)
 and ``family`` (one metric family missing); tests/support/pack_transforms.py says what
 each one does.
 

@@ -23,9 +23,10 @@ bench/robustness.py (the figures per transform) and tests/llm_offline/test_offli
 - ``resets``: every counter restarts from zero once, at a random sample (a process
   restart), as ``rate()`` has to read;
 - ``latency_only``: every series of the root cause but its latency carries its own
-  baseline on, so its only changed series is its latency (logs as they were);
-- ``skew``: the root cause's clock one of its sample intervals late (its metrics and its
-  logs), so its onset shows a sample after its callers';
+  baseline on, so its only changed series is its latency (logs as they were); a pack
+  whose root's latency never moved is left as it is (the root would vanish);
+- ``skew``: one service's clock (picked by the seed, the root cause or another) one of
+  its sample intervals early or late, its metrics and its logs;
 - ``family``: one metric family (picked by the seed among those the root cause reports)
   missing from the whole pack.
 """
@@ -489,22 +490,37 @@ def counters_reset(*, pack: Path, rng: random.Random) -> None:
         path.write_text(_om_write(order, series), encoding="utf-8")
 
 
+def _is_latency(name: str) -> bool:
+    family = re.sub(r"_(sum|bucket|count|total)$", "", name)
+    return vocab_metric_kind(family) == "latency" and not name.endswith(("_count", "_total"))
+
+
+def _moved(samples: list[_Sample], start: float) -> bool:
+    """The window's median away from the baseline's by more than three of its MADs (or
+    10 % of it when the baseline is flat)."""
+    base = sorted(s.value for s in samples if s.stamp is not None and s.stamp < start)
+    window = sorted(s.value for s in samples if s.stamp is not None and s.stamp >= start)
+    if not base or not window:
+        return False
+    median = base[len(base) // 2]
+    mad = sorted(abs(v - median) for v in base)[len(base) // 2]
+    return abs(window[len(window) // 2] - median) > max(3 * mad, 0.1 * abs(median), 1e-12)
+
+
 def latency_only(*, pack: Path, rng: random.Random) -> None:
     del rng
     root, start = _root(pack), _window_start(pack)
-    for path in sorted(pack.glob("metrics/*.om")):
-        text = path.read_text(encoding="utf-8")
-        types = _types(text)
-        order, series = _om_parse(text)
+    files = {p: p.read_text(encoding="utf-8") for p in sorted(pack.glob("metrics/*.om"))}
+    parsed = {p: _om_parse(text) for p, text in files.items()}
+    own = [v for _, series in parsed.values() for v in series.values()]
+    own = [v for v in own if _service_of(v[0].labels) == root and _is_latency(v[0].name)]
+    if not any(_moved(samples, start) for samples in own):
+        return  # its latency never moved: the root would vanish, not be seen by its latency
+    for path, (order, series) in parsed.items():
+        types = _types(files[path])
         for key, samples in series.items():
-            if _service_of(samples[0].labels) != root:
-                continue
-            name = samples[0].name
-            family = re.sub(r"_(sum|bucket|count|total)$", "", name)
-            kind = vocab_metric_kind(family)
-            if kind == "latency" and not name.endswith(("_count", "_total")):
-                continue
-            series[key] = _healthy(samples, start, _cumulative(name, types))
+            if _service_of(samples[0].labels) == root and not _is_latency(samples[0].name):
+                series[key] = _healthy(samples, start, _cumulative(samples[0].name, types))
         path.write_text(_om_write(order, series), encoding="utf-8")
 
 
@@ -514,15 +530,22 @@ def _interval_of(samples: list[_Sample]) -> float:
     return gaps[len(gaps) // 2] if gaps else 60.0
 
 
-def root_clock_skew(*, pack: Path, rng: random.Random) -> None:
-    del rng  # late by one sample: the harder direction for "a callee starts no later"
-    root = _root(pack)
-    intervals: list[float] = []
+def clock_skew(*, pack: Path, rng: random.Random) -> None:
     files = sorted(pack.glob("metrics/*.om"))
+    named = {
+        _service_of(v[0].labels)
+        for path in files
+        for v in _om_parse(path.read_text(encoding="utf-8"))[1].values()
+    }
+    services = sorted(named - {""})
+    if not services:
+        return
+    root = rng.choice(services)  # the service whose clock is off (the root cause or another)
+    intervals: list[float] = []
     for path in files:
         _, series = _om_parse(path.read_text(encoding="utf-8"))
         intervals += [_interval_of(v) for v in series.values() if _service_of(v[0].labels) == root]
-    late = sorted(intervals)[len(intervals) // 2] if intervals else 60.0
+    late = (sorted(intervals)[len(intervals) // 2] if intervals else 60.0) * rng.choice((-1, 1))
     for path in files:
         order, series = _om_parse(path.read_text(encoding="utf-8"))
         for samples in series.values():
@@ -583,7 +606,7 @@ TRANSFORMS: dict[str, Transform | None] = {
     "step5m": _resampling(300),
     "resets": counters_reset,
     "latency_only": latency_only,
-    "skew": root_clock_skew,
+    "skew": clock_skew,
     "family": family_drop,
 }
 
