@@ -241,6 +241,16 @@ def times_shift(*, pack: Path, rng: random.Random) -> None:
 
 def _scenario_times_shift(*, pack: Path, offset: timedelta) -> None:
     """now and window shifted; the question and title also say times of day (10:20, 3 点 10 分)."""
+    text = (pack / "scenario.yaml").read_text(encoding="utf-8")
+    if text.lstrip().startswith("{"):  # written as JSON (generated packs): field by field
+        data = json.loads(text)
+        for key, value in data.items():
+            if key in ("question", "title") and isinstance(value, str):
+                data[key] = _ANY_TIME.sub(lambda m: _any_time_shift(m, offset), value)
+            else:
+                data[key] = _json_shift(value, offset)
+        (pack / "scenario.yaml").write_text(json.dumps(data, ensure_ascii=False), "utf-8")
+        return
     lines = []
     for line in (pack / "scenario.yaml").read_text(encoding="utf-8").splitlines():
         if re.match(r"\s*(question|title):", line):
