@@ -19,6 +19,7 @@ from diagnosis.llm.base import ExecutorRequest
 from diagnosis.offline.analysis import Call, Suspect
 from diagnosis.offline.executor import evidence_write
 from diagnosis.offline.gather import Evidence, suspects_localise
+from diagnosis.offline.hypotheses import hypothesis_build
 from diagnosis.offline.localise import leaders_tied, topology_build
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scenarios" / "_generator"))
@@ -207,3 +208,24 @@ def _ancestors(calls: tuple[tuple[str, str], ...], start: str) -> set[str]:
                 found.add(caller)
                 frontier.append(caller)
     return found
+
+
+@pytest.mark.parametrize("label", ["pod", "instance", "k8s_pod_name"])
+def test_a_shift_on_one_of_three_instances_says_so_and_counts_as_one_measure(label):
+    def pod(name: str, level: float, change: str | None) -> dict[str, Any]:
+        item = _series("db", base=0.05, level=level, change=change, score=40 if change else 0)
+        item["labels"] = {**item["labels"], label: name}
+        item["line"] += f" {name}"
+        return item
+
+    one = [pod("db-a1", 0.6, ONSET), pod("db-b2", 0.05, None), pod("db-c3", 0.05, None)]
+    three = [pod("db-a1", 0.6, ONSET), pod("db-b2", 0.6, ONSET), pod("db-c3", 0.6, ONSET)]
+    found = {}
+    for name, series in (("one", one), ("three", three)):
+        ranked = suspects_localise(_request([], ["db"]), _evidence(series, [], "1m"), ["web"])
+        found[name] = next(s for s in ranked if s.service == "db")
+    zh, en = hypothesis_build(found["one"], "zh", None), hypothesis_build(found["one"], "en", None)
+    assert "3 个实例中的 1 个（db-a1）" in zh.basis
+    assert "on 1 of 3 instances only (db-a1)" in en.basis
+    assert "实例" not in hypothesis_build(found["three"], "zh", None).basis
+    assert found["one"].score == found["three"].score  # three pods, one piece of evidence
