@@ -5,7 +5,7 @@ from __future__ import annotations
 from diagnosis.contracts import EvidenceBinding, Hypothesis, RecommendedAction
 
 from . import vocab
-from .analysis import LogSignal, MetricSignal, Suspect
+from .analysis import LogSignal, MetricSignal, Suspect, instances_shifted
 from .excerpts import from_zero, ratio_text
 from .kinds import metric_family
 from .knowledge import Chunk
@@ -59,19 +59,26 @@ def _telling(entry: Suspect) -> list[MetricSignal]:
     )
 
 
-def _kind_basis(entry: Suspect, lang: str) -> list[str]:
+def _kind_signals(entry: Suspect) -> list[MetricSignal | LogSignal]:
     """The evidence that decided the service's fault kind (and the kind it cannot be told
-    from) first: the basis shows what the kind says. Else its most telling shift."""
+    from), cited first: the basis shows what the kind says. Else its most telling shift."""
     decided = [s for s in (entry.fault_evidence, entry.fault_alternative_evidence) if s]
     if decided:
-        return [_signal_basis(_shown(signal, entry), lang) for signal in decided]
-    metrics = _telling(entry)
-    return [_metric_basis(metrics[0], lang)] if metrics else []
+        return [_shown(signal, entry) for signal in decided]
+    return list(_telling(entry)[:1])
 
 
 def _basis(entry: Suspect, lang: str) -> str:
     t = texts(lang)
-    parts = _kind_basis(entry, lang)
+    cited = _kind_signals(entry)
+    parts = [_signal_basis(signal, lang) for signal in cited]
+    if cited and isinstance(cited[0], MetricSignal):
+        spread = instances_shifted(entry, cited[0])
+        if spread is not None and len(spread[0]) < spread[1]:
+            names = list_join(spread[0][:3], lang)
+            parts.append(
+                t["basis_instances"].format(n=len(spread[0]), total=spread[1], names=names)
+            )
     for m in entry.resource_metrics:
         if m.at_limit:
             key = "basis_free" if vocab.is_free_metric(m.metric) else "basis_limit"
