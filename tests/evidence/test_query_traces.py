@@ -5,18 +5,25 @@ from __future__ import annotations
 
 import gzip
 import json
+import sys
 from datetime import UTC, datetime
+from pathlib import Path
 
 import pytest
 
 from diagnosis.evidence.common import Deadline
 from diagnosis.evidence.invoke import tool_invoke
+from diagnosis.evidence.pack_check import pack_load
+from diagnosis.evidence.packs import PackError
 from diagnosis.evidence.tools import tool_definition
 from diagnosis.evidence.tools.query_traces import otlp
 from diagnosis.evidence.tools.query_traces.otlp import ReadStats, file_spans, request_spans
 from diagnosis.evidence.tools.query_traces.trees import TraceBuffer, tree_build
 from diagnosis.models import ToolInvocation
 from tests.evidence.tracebuilder import chain_lines, request_line, span, traces_write
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scenarios" / "_generator"))
+from fleet import fleet_pack_write
 
 WINDOW = {"start": "2026-03-02T10:00:00Z", "end": "2026-03-02T10:40:00Z"}
 START = datetime(2026, 3, 2, 8, 0, tzinfo=UTC)
@@ -279,3 +286,41 @@ def test_a_truncated_output_keeps_only_the_entries_it_shows(session, pack_dir, s
     assert row.truncated
     for key in ("services", "edges", "traces"):
         assert all(item["line"] in row.output for item in row.summary[key])
+
+
+# --- pack validation ---------------------------------------------------------------
+
+
+def test_pack_check_names_each_bad_trace_line_by_file_and_line(pack_dir):
+    good = request_line({"a": [span(1, 1, None, name="x", start_ns=T0, end_ns=T0 + MS)]})
+    bad_span = request_line({"a": [{**span(1, 2, None, name="y", start_ns=T0, end_ns=T0 - 1)}]})
+    traces_write(pack_dir / "traces", [good, "{oops", bad_span, '{"resourceSpans": 3}'], gz=True)
+    with pytest.raises(PackError) as caught:
+        pack_load(pack_dir)
+    text = str(caught.value)
+    assert "traces/spans.jsonl.gz:2: not valid JSON" in text
+    assert "traces/spans.jsonl.gz:3: 1 span(s) skipped (endTimeUnixNano is before" in text
+    assert "traces/spans.jsonl.gz:4: a line must be an object" in text
+    assert "spans.jsonl.gz:1:" not in text
+
+
+def test_a_pack_with_good_trace_files_loads(pack_dir):
+    _chain(pack_dir, slow="back", gz=True)
+    assert pack_load(pack_dir).paths.traces == (pack_dir / "traces" / "spans.jsonl.gz",)
+
+
+# --- generated fleets ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("seed", [1, 2, 5, 12])  # errors, cpu, errors, latency; depth 2-4
+def test_on_a_generated_fleet_without_topology_the_root_cause_ranks_first(session, tmp_path, seed):
+    pack = fleet_pack_write(
+        out=tmp_path / "fleet", services=46, seed=seed, traces=True, topology=False
+    )
+    session.environment.pack_path = str(pack.path)
+    session.environment.save()
+    row = _traces(session)
+    services = row.summary["services"]
+    assert services[0]["service"] == pack.root
+    callers = [s for s in services[1:] if s["score"] > 0]
+    assert all(s["own_errors_window"] or not s["waiting"] for s in callers)

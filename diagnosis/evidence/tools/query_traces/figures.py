@@ -4,8 +4,8 @@ latency and self-time quantiles, in the window against the baseline, and their c
 Counts are exact. Quantiles come from log-spaced histograms (16 bins per doubling: a
 quantile is within 2.2 % of the true value), so memory grows with the number of services
 and minutes, never with the number of spans. The change of each measure is the one
-statistic ``query_metrics`` uses (``shift_measure``), on one point a minute-step: the
-median latency, the median self time and the error share of that step.
+statistic ``query_metrics`` uses (``shift_measure``), on one point a step (a minute, or a few
+for a sparse key): the median latency, the median self time and the error share of that step.
 """
 
 from __future__ import annotations
@@ -23,6 +23,13 @@ MAX_WINDOW_STEPS = 60  # a longer window gets a coarser step, not more points
 # What a change is measured on, in the order a tie is broken: the service's own time first
 # (the principle of localisation: a service is the cause of what it spends itself).
 MEASURES = ("self", "errors", "latency")
+# A point of a sparse key (a sampled export: a few spans a minute) spans several steps, so
+# that each holds POINT_SPANS spans on average: a median or a share of three spans is noise.
+# MERGES stop where the window would keep fewer than 2 * MIN_POINTS points (a shift must
+# hold over consecutive points).
+POINT_SPANS = 20
+MERGES = (1, 2, 5, 10)
+MIN_POINTS = 3
 
 
 def _bin(micros: float) -> int:
@@ -73,6 +80,15 @@ class Cell:
             s = _bin(self_us)
             self.self_time[s] = self.self_time.get(s, 0) + 1
 
+    def merge(self, other: Cell) -> None:
+        self.count += other.count
+        self.errors += other.errors
+        self.with_status += other.with_status
+        self.own_errors += other.own_errors
+        for mine, theirs in ((self.duration, other.duration), (self.self_time, other.self_time)):
+            for index, number in theirs.items():
+                mine[index] = mine.get(index, 0) + number
+
     def error_share(self) -> float | None:
         """Errors over spans; None when none of them recorded a status (unknown, not 0)."""
         return self.errors / self.count if self.with_status and self.count else None
@@ -108,6 +124,10 @@ class Grid:
             end_ns=int(window.end.timestamp() * 1e9),
         )
 
+    @property
+    def steps_total(self) -> int:
+        return -(-(self.end_ns - self.start_ns) // self.step_ns)
+
     def step_of(self, start_ns: int) -> int | None:
         if start_ns < self.start_ns or start_ns >= self.end_ns:
             return None
@@ -141,10 +161,35 @@ class Figures:
         total = self.window if step >= grid.window_from else self.baseline
         total.add(duration_us, self_us, status, own_error)
 
-    def _series(self, grid: Grid, measure: str) -> list[tuple[float, float]]:
+    def merge_factor(self, grid: Grid) -> int:
+        """Steps per point: the fewest of MERGES that give a point POINT_SPANS spans on
+        average in the window (a share of 3 spans is noise, not a level)."""
+        window_steps = max(len(range(grid.window_from, grid.steps_total)), 1)
+        per_step = self.window.count / window_steps
+        for merge in MERGES:
+            if per_step * merge >= POINT_SPANS or window_steps // merge < MIN_POINTS * 2:
+                return merge
+        return MERGES[-1]
+
+    def _merged(self, grid: Grid, merge: int) -> dict[int, Cell]:
+        """Cells of ``merge`` steps each, aligned to the window's start."""
+        if merge == 1:
+            return self.steps
+        out: dict[int, Cell] = {}
+        for step, cell in self.steps.items():
+            point = grid.window_from + ((step - grid.window_from) // merge) * merge
+            into = out.get(point)
+            if into is None:
+                into = out[point] = Cell()
+            into.merge(cell)
+        return out
+
+    def _series(
+        self, grid: Grid, measure: str, cells: dict[int, Cell]
+    ) -> list[tuple[float, float]]:
         points: list[tuple[float, float]] = []
-        for step in sorted(self.steps):
-            cell = self.steps[step]
+        for step in sorted(cells):
+            cell = cells[step]
             if measure == "errors":
                 value = cell.error_share()
             else:
@@ -158,8 +203,9 @@ class Figures:
         """Each measure's change, window against baseline (the query_metrics statistic)."""
         out: dict[str, Shift] = {}
         window_t = grid.window_ns / 1e9
+        cells = self._merged(grid, self.merge_factor(grid))
         for measure in MEASURES:
-            points = self._series(grid, measure)
+            points = self._series(grid, measure, cells)
             before = [(t, v) for t, v in points if t < window_t]
             within = [(t, v) for t, v in points if t >= window_t]
             if not before or not within:

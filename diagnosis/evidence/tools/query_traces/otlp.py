@@ -120,18 +120,19 @@ def _status(raw: Any) -> tuple[int | None, str]:
     return code, message[:200] if isinstance(message, str) else ""
 
 
+def _hex(value: Any, label: str, *, empty: bool = False) -> str:
+    if isinstance(value, str) and (HEX_ID.match(value) or (empty and not value)):
+        return value
+    raise ValueError(f"{label} must be a hex string")
+
+
 def span_read(raw: Any, service: str, instance: str) -> Span:
     """One OTLP/JSON span; ``ValueError`` naming what is wrong."""
     if not isinstance(raw, dict):
         raise ValueError("a span must be an object")
-    trace_id, span_id = raw.get("traceId"), raw.get("spanId")
-    parent = raw.get("parentSpanId") or ""
-    for label, value in (("traceId", trace_id), ("spanId", span_id)):
-        if not isinstance(value, str) or not HEX_ID.match(value):
-            raise ValueError(f"{label} must be a hex string")
-    if not isinstance(parent, str) or (parent and not HEX_ID.match(parent)):
-        raise ValueError("parentSpanId must be a hex string")
-    assert isinstance(trace_id, str) and isinstance(span_id, str)
+    trace_id = _hex(raw.get("traceId"), "traceId")
+    span_id = _hex(raw.get("spanId"), "spanId")
+    parent = _hex(raw.get("parentSpanId") or "", "parentSpanId", empty=True)
     start, end = _nanos(raw.get("startTimeUnixNano")), _nanos(raw.get("endTimeUnixNano"))
     if end < start:
         raise ValueError("endTimeUnixNano is before startTimeUnixNano")
@@ -281,3 +282,37 @@ def _reason(exc: Exception) -> str:
     if isinstance(exc, orjson.JSONDecodeError):
         return f"not valid JSON ({exc.msg})"
     return str(exc)
+
+
+def file_problems(path: Path) -> Iterator[tuple[int | None, str]]:
+    """(line, message) for every line or span of a trace file that breaks the format (for
+    pack validation, ``diagnosis.evidence.pack_check``); a file that cannot be read is one."""
+    number = 0
+    stats = ReadStats()
+    try:
+        with _open(path) as handle:
+            for line in _lines(handle):
+                number += 1
+                if line is None:
+                    yield number, f"line longer than {LINE_MAX_BYTES} bytes"
+                    continue
+                if not line.strip():
+                    continue
+                try:
+                    data = orjson.loads(line)
+                    before = stats.bad_spans
+                    for _ in request_spans(data, where="", stats=stats):
+                        pass
+                except ValueError as exc:  # orjson.JSONDecodeError is one
+                    yield number, _reason(exc)
+                    continue
+                if stats.bad_spans > before:
+                    reason = (
+                        stats.problems[-1].removeprefix(": span skipped: ")
+                        if stats.problems
+                        else ""
+                    )
+                    yield number, f"{stats.bad_spans - before} span(s) skipped ({reason})"
+                stats.problems.clear()
+    except (OSError, EOFError, gzip.BadGzipFile) as exc:
+        yield None, f"cannot read: {exc}"

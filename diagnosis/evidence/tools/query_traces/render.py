@@ -61,16 +61,32 @@ class KeyReport:
 
     @property
     def change(self) -> tuple[str, Shift] | None:
-        """The measure that moved most (ties: self time, errors, latency)."""
+        """The measure that moved most, a rise before a fall (ties: self time, errors,
+        latency)."""
         moved = [(m, s) for m, s in self.shifts.items() if s.direction != "flat"]
         if not moved:
             return None
-        return max(moved, key=lambda ms: (ms[1].score, -MEASURES.index(ms[0])))
+        return max(
+            moved, key=lambda ms: (ms[1].direction == "up", ms[1].score, -MEASURES.index(ms[0]))
+        )
 
     @property
     def score(self) -> float:
-        change = self.change
-        return change[1].score if change else 0.0
+        """How far it got worse by its own doing: the largest rise of its time or errors.
+
+        A fault makes a service slower or failing; one that got faster is shown, not ranked.
+        A service's latency that rose while its own time did not is its callees' (it waits),
+        and errors none of which begin in its spans are carried up from a callee: both are
+        shown and ranked on the callee's account, not on this service's.
+        """
+        scores = [
+            shift.score
+            for measure, shift in self.shifts.items()
+            if shift.direction == "up"
+            and not (self.kind == "service" and measure == "latency" and self.waiting)
+            and not (self.kind == "service" and measure == "errors" and not self.window.own_errors)
+        ]
+        return max(scores, default=0.0)
 
     def rose(self, measure: str) -> bool:
         shift = self.shifts.get(measure)
