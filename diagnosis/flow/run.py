@@ -37,6 +37,7 @@ from diagnosis.contracts import (
 )
 from diagnosis.evidence import invoke
 from diagnosis.evidence.invoke import ToolResult
+from diagnosis.evidence.sources import environment_has_traces
 from diagnosis.evidence.timeutil import rfc3339
 from diagnosis.evidence.topology import environment_call_edges
 from diagnosis.flow import selection
@@ -246,6 +247,7 @@ def _execute(
         attempt=run.attempt,
         retry_context=retry_context,
         call_edges=environment_call_edges(environment=session.environment),
+        has_traces=environment_has_traces(session.environment),
     )
     executed = executor_stage(
         request=request,

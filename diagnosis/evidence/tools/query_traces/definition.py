@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from diagnosis.evidence.common import BackendOutput, ToolFailure
+from diagnosis.evidence.common import BackendOutput, Deadline, QueryWindow, ToolFailure
 from diagnosis.evidence.tools.base import (
     TIME_ARGS,
     Arg,
@@ -16,6 +16,11 @@ from diagnosis.evidence.tools.base import (
     source_missing,
 )
 from diagnosis.evidence.tools.query_traces.files import trace_from_files, traces_scan_files
+from diagnosis.evidence.tools.query_traces.live import (
+    TraceBackend,
+    trace_from_live,
+    traces_scan_live,
+)
 from diagnosis.evidence.tools.query_traces.otlp import HEX_ID
 from diagnosis.evidence.tools.query_traces.scan import TraceFilter
 from diagnosis.models import Environment
@@ -34,6 +39,7 @@ def _empty() -> dict[str, Any]:
         "edges": [],
         "operations": [],
         "traces": [],
+        "graph": [],
         "omitted": 0,
     }
 
@@ -73,9 +79,7 @@ def _run(call: ToolCall) -> BackendOutput:
     if missing is not None:
         return missing
     if call.environment.kind == Environment.Kind.LIVE:
-        raise ToolFailure(
-            f"environment {call.environment.slug}: live trace backends are not available yet"
-        )
+        return _live(call, trace_id, shown, window)
     if not call.pack.paths.traces:
         raise no_files(call, "trace files")
     files = call.pack.paths.traces
@@ -90,6 +94,31 @@ def _run(call: ToolCall) -> BackendOutput:
         deadline=call.deadline,
         description=_description(call),
         notes=[],
+    )
+
+
+def _live(
+    call: ToolCall, trace_id: str | None, shown: TraceFilter, window: QueryWindow
+) -> BackendOutput:
+    env = call.environment
+    seconds = call.deadline.remaining()
+    if env.traces_timeout_seconds:
+        seconds = min(seconds, float(env.traces_timeout_seconds))
+    backend = TraceBackend(
+        kind=env.traces_kind or "jaeger",
+        url=env.traces_url,
+        token_env=env.traces_token_env,
+        deadline=Deadline.after(max(seconds, 0.05)),
+    )
+    if trace_id:
+        return trace_from_live(backend=backend, trace_id=trace_id)
+    return traces_scan_live(
+        backend=backend,
+        window=window,
+        service=shown.service,
+        shown=shown,
+        limit=call.args.get("limit", DEFAULT_LIMIT),
+        description=_description(call),
     )
 
 
@@ -114,7 +143,7 @@ def _cut(summary: dict[str, Any], output: str) -> dict[str, Any]:
     """Only the entries whose lines the truncated output still shows."""
     out = dict(summary)
     dropped = 0
-    for key in ("services", "operations", "edges", "traces", "spans"):
+    for key in ("services", "operations", "edges", "traces", "spans", "graph"):
         items = out.get(key)
         if isinstance(items, list):
             kept = [i for i in items if isinstance(i, dict) and str(i.get("line", "")) in output]

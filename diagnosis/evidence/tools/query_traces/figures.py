@@ -166,10 +166,14 @@ class Figures:
         average in the window (a share of 3 spans is noise, not a level)."""
         window_steps = max(len(range(grid.window_from, grid.steps_total)), 1)
         per_step = self.window.count / window_steps
+        chosen = 1
         for merge in MERGES:
-            if per_step * merge >= POINT_SPANS or window_steps // merge < MIN_POINTS * 2:
-                return merge
-        return MERGES[-1]
+            if window_steps // merge < MIN_POINTS * 2:
+                break
+            chosen = merge
+            if per_step * merge >= POINT_SPANS:
+                break
+        return chosen
 
     def _merged(self, grid: Grid, merge: int) -> dict[int, Cell]:
         """Cells of ``merge`` steps each, aligned to the window's start."""

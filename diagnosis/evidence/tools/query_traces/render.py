@@ -17,6 +17,7 @@ from diagnosis.evidence.tools.query_traces.trees import TraceTree
 
 MAX_KEYS_SHOWN = 12
 MAX_TREE_LINES = 120
+MAX_GRAPH_LINES = 100
 MEASURE_WORDS = {"self": "self time", "errors": "error share", "latency": "latency"}
 SAMPLING_NOTE = (
     "sampling: counts are of the spans recorded; a service with few spans is not a service "
@@ -209,8 +210,9 @@ def reports(
 
 
 def _read_line(stats: ReadStats, scan: Scan, buffer_note: str = "") -> str:
+    source = f"{stats.files} files, {stats.lines} lines" if stats.files else "the backend's answers"
     return (
-        f"read: {stats.files} files, {stats.lines} lines, {stats.spans} spans "
+        f"read: {source}, {stats.spans} spans "
         f"({scan.spans_window} in the window, {scan.spans_baseline} in the baseline), "
         f"{scan.traces} traces; malformed lines {stats.malformed}, spans skipped "
         f"{stats.bad_spans}, orphan spans {scan.orphans} (parent missing, kept as roots)"
@@ -237,6 +239,33 @@ def _section(
         lines.append(item.line())
         summary.append(item.summary())
     return len(items) - len(shown)
+
+
+def _graph(lines: list[str], scan: Scan) -> list[dict[str, Any]]:
+    """Every call edge the spans show, one line per caller (the call graph, for
+    localisation along the calls), at most MAX_GRAPH_LINES callers."""
+    callees: dict[str, list[str]] = {}
+    for caller, callee in sorted({*scan.edges, *scan.extra_edges}):
+        callees.setdefault(caller, []).append(callee)
+    if scan.focus:
+        callees = {
+            a: bs if a == scan.focus else [b for b in bs if b == scan.focus]
+            for a, bs in callees.items()
+        }
+        callees = {a: bs for a, bs in callees.items() if bs}
+    if not callees:
+        return []
+    shown = sorted(callees)[:MAX_GRAPH_LINES]
+    count = sum(len(v) for v in callees.values())
+    lines.append(f"call graph from the spans ({count} edges; caller -> callees):")
+    out = []
+    for caller in shown:
+        line = f"calls {caller} -> {', '.join(callees[caller])}"
+        lines.append(line)
+        out.append({"caller": caller, "callees": callees[caller], "line": line})
+    if len(callees) > len(shown):
+        lines.append(f"{len(callees) - len(shown)} more callers omitted")
+    return out
 
 
 def scan_render(
@@ -276,6 +305,7 @@ def scan_render(
         "edges": [],
         "operations": [],
         "traces": [],
+        "graph": [],
         "omitted": 0,
     }
     if not scan.spans_window and not scan.spans_baseline:
@@ -292,6 +322,7 @@ def scan_render(
         operations = reports(scan.operations, "operation", grid, window)
         omitted += _section(lines, "operations", operations, summary["operations"])
     omitted += _section(lines, "call edges", edges, summary["edges"])
+    summary["graph"] = _graph(lines, scan)
     slowest = sorted(scan.slowest, reverse=True)
     if slowest:
         lines.append(f"slowest traces in the window ({len(slowest)}):")

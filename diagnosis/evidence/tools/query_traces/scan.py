@@ -64,6 +64,7 @@ class Scan:
     spans_baseline: int = 0
     orphans: int = 0
     slowest: list[TraceBrief] = field(default_factory=list)  # a min-heap of `limit`
+    extra_edges: set[tuple[str, str]] = field(default_factory=set)  # a backend's own call map
 
     def tree_add(self, tree: TraceTree) -> None:
         grid = self.grid
