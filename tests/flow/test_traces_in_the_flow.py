@@ -7,7 +7,9 @@ import json
 from datetime import UTC, datetime
 
 import pytest
+from django.urls import reverse
 
+from chat.models import Conversation
 from diagnosis.flow.trace_summary import invocation_facts
 from diagnosis.models import DiagnosisSession, Environment, ToolInvocation
 from tests.evidence.packbuilder import pack_write
@@ -104,3 +106,48 @@ def test_a_recorded_invocation_is_replayed_instead_of_read(run_scripted, trace_p
     assert row.output == recorded["output"]
     assert row.summary["recorded"] is True
     assert session.self_evaluation["gatekeeper"]["counts"]["accepted"] == 1
+
+
+def test_the_pages_draw_the_waterfall_and_the_edge_table_with_the_quote_marked(
+    run_scripted, owner, client, reviewer
+):
+    trace_id = f"{1:032x}"
+    calls = {
+        "tool_calls": [
+            {"name": "query_traces", "arguments": {}},
+            {"name": "query_traces", "arguments": {"trace_id": trace_id}},
+        ]
+    }
+    claim = _trace_claim("edge gateway -> pay: 360 calls")
+    claim["evidence_bindings"].append(
+        {
+            "source_type": "tool_trace",
+            "source_id": "trace-2",
+            "tool_name": "query_traces",
+            "evidence_excerpt": "pay pay handle [server]",
+        }
+    )
+    session = run_scripted(
+        {
+            "executor": [calls, executor_json(claim)],
+            "verifier": [verifier_json("PASS", **{"claim-1": "direct_observation"})],
+            "composer": [composer_json("**结论**\n\npay 自身耗时上升。\n")],
+        },
+        question="pay 从 10:20 开始变慢",
+    )
+    assert session.self_evaluation["gatekeeper"]["counts"]["accepted"] == 1
+    session.conversation = Conversation.objects.create(owner=owner, environment=session.environment)
+    session.save()
+    client.force_login(owner)
+    chat = client.get(reverse("chat:conversation_detail", args=[session.conversation.pk]))
+    client.force_login(reviewer)
+    audit = client.get(reverse("audit:session_read", args=[session.public_id]))
+    for page in (chat.content.decode(), audit.content.decode()):
+        assert 'class="trace-waterfall"' in page and 'class="trace-edges"' in page
+        assert '<tr class="te-marked"><td><code>gateway</code></td><td><code>pay</code>' in page
+        marked = page[page.index("tw-marked") : page.index("tw-marked") + 400]
+        assert "pay pay handle" in marked
+        assert (
+            page.count("tw-marked") == 1
+            and 'style="' not in page.split("trace-waterfall")[1][:4000]
+        )
