@@ -24,7 +24,7 @@ test: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	$(BIN)/mypy diagnosis
+	$(BIN)/mypy
 
 format: $(STAMP)
 	$(BIN)/ruff format .

@@ -1,4 +1,4 @@
-"""A finished session as a scenario pack that replays it (docs: scenario-pack.md).
+"""A finished session as a scenario pack that replays it (docs/scenario-pack.md).
 
 ``recorded/invocations.jsonl`` answers the same tool calls with the same outputs;
 ``scripted/`` gives every model turn back in order, so ``evaluate`` on the pack

@@ -18,8 +18,7 @@ from django.utils.translation import gettext as _
 
 from audit.export import CasePack, case_pack_build
 from audit.models import AuditEvent, ClaimReview, Review
-from diagnosis.evidence.services import knowledge_document_rechunk
-from diagnosis.models import DiagnosisSession, KnowledgeChunk, KnowledgeDocument
+from diagnosis.models import DiagnosisSession
 from diagnosis.selectors import session_claims
 
 SYSTEM_ACTOR = "system"
@@ -172,13 +171,3 @@ def sessions_export_archive(
             for relative, text in sorted(pack.files.items()):
                 archive.writestr(f"{pack.case_id}/{relative}", text)
     return buffer.getvalue()
-
-
-# --- Knowledge documents edited in admin ------------------------------------------------
-
-
-def knowledge_document_save(*, document: KnowledgeDocument) -> list[KnowledgeChunk]:
-    """Save an edited runbook and re-chunk it with the evidence side's own chunker."""
-    with transaction.atomic():
-        document.save()
-        return knowledge_document_rechunk(document=document)

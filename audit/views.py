@@ -19,7 +19,6 @@ from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy, pgettext_lazy
 from django.views.decorators.http import require_GET, require_http_methods
 
-from audit.charts import bar_chart, line_chart
 from audit.models import Review
 from audit.selectors import (
     ClaimRow,
@@ -31,6 +30,7 @@ from audit.selectors import (
 from audit.services import ClaimJudgement, review_record
 from audit.templatetags.audit_tags import DECISION_LABELS, review_verdict_label
 from chat.templatetags.chat_tags import classification_label
+from diagnosis.charts import bar_chart, line_chart
 from diagnosis.models import DiagnosisSession
 from diagnosis.selectors import SessionClaim
 

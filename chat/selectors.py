@@ -10,8 +10,8 @@ from django.contrib.auth.models import User
 from django.db.models import Prefetch, QuerySet
 from django.utils import timezone
 
-from chat.charts import Chart, charts_for_lines
 from chat.models import Conversation, Feedback
+from diagnosis.charts import MetricChart, charts_for_lines
 from diagnosis.evidence.tools import tool_definition
 from diagnosis.models import DiagnosisSession, Environment, SessionEvent
 from diagnosis.selectors import (
@@ -185,7 +185,7 @@ class BindingEvidence(ClaimBinding):
     arguments: str = ""
     invocation_status: str = ""
     lines: tuple[ExcerptLine, ...] = ()
-    charts: tuple[Chart, ...] = ()
+    charts: tuple[MetricChart, ...] = ()
 
     @property
     def found(self) -> bool:
@@ -221,7 +221,7 @@ def _binding_evidence(binding: ClaimBinding, *, charted: set[str]) -> BindingEvi
     if invocation is None:
         return BindingEvidence(**stored)
     lines = binding.output_lines()
-    charts: list[Chart] = []
+    charts: list[MetricChart] = []
     definition = tool_definition(invocation.tool_name)
     if definition is not None and definition.chart and isinstance(invocation.summary, dict):
         marked = [line.text for line in lines if line.marked]

@@ -1,4 +1,4 @@
-"""The JSON contracts between the stages (docs: contracts.md).
+"""The JSON contracts between the stages (docs/contracts.md).
 
 Parsing is tolerant (see ``diagnosis.flow.parsing``), validation is strict. Each
 contract carries its version string. Models that hold model-produced data use

@@ -1,4 +1,4 @@
-"""Evaluation: run scenario packs as real sessions and score them (scenario-pack.md)."""
+"""Evaluation: run scenario packs as real sessions and score them (docs/scenario-pack.md §10)."""
 
 from __future__ import annotations
 
@@ -125,7 +125,7 @@ def _mentions(text: str, services: list[str]) -> list[str]:
 
 
 _HEADING = re.compile(r"^(?:#{1,6}\s+.+|\*\*[^*\n]+\*\*[:：]?)\s*$")
-# Sections that may name what is not established (scenario-pack.md, `leaked`): hypotheses,
+# Sections that may name what is not established (docs/scenario-pack.md §10, `leaked`): hypotheses,
 # missing information, next steps. Every other section — the text before the first heading,
 # the conclusion, the confirmed part, and any heading not recognised — is what the answer
 # states, whatever its hedging.

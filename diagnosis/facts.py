@@ -2,7 +2,7 @@
 
 A *fact* is something concrete a statement names, which its evidence must
 also hold: a number, a clock time, a date, an identifier, or one of the
-environment's service names (contracts.md §2, "its facts are bound").
+environment's service names (docs/contracts.md §2, "its facts are bound").
 
 API
 ---

@@ -20,11 +20,13 @@ from chat.templatetags.chat_tags import (
     coded_text,
 )
 from diagnosis.contracts import VerifierEvaluation
-from diagnosis.flow.gatekeeper.details import evidence_in_sentence
-from diagnosis.flow.guard import GUARD_FINDING_WORDS
-from diagnosis.flow.parsing import PARSE_STATUS_WORDS
-from diagnosis.flow.router import ROUTE_NOTES
 from diagnosis.models import DiagnosisSession, LLMCall
+from diagnosis.wording import (
+    GUARD_FINDING_WORDS,
+    PARSE_STATUS_WORDS,
+    ROUTE_NOTES,
+    evidence_in_sentence,
+)
 
 register = template.Library()
 register.filter("evidence_in_sentence", evidence_in_sentence)

@@ -18,8 +18,8 @@ from markdown_it.renderer import RendererHTML
 from markdown_it.token import Token
 from markdown_it.utils import OptionsDict
 
-from diagnosis.flow.gatekeeper.details import FINDING_DETAILS, WHERE_CHUNK, evidence_in_sentence
 from diagnosis.i18n import language_key
+from diagnosis.wording import FINDING_DETAILS, WHERE_CHUNK, evidence_in_sentence
 
 register = template.Library()
 

@@ -33,6 +33,13 @@ class KnowledgeImportResult:
         return self.created + self.updated + self.unchanged
 
 
+def knowledge_document_save(*, document: KnowledgeDocument) -> list[KnowledgeChunk]:
+    """Save an edited runbook and re-chunk it with the evidence side's own chunker."""
+    with transaction.atomic():
+        document.save()
+        return knowledge_document_rechunk(document=document)
+
+
 def knowledge_document_rechunk(*, document: KnowledgeDocument) -> list[KnowledgeChunk]:
     """Bring the document's chunks in line with its body; unchanged sections keep their ids."""
     environment = document.environment

@@ -1,4 +1,4 @@
-"""Composer input filter (seed 004): what the Composer may say, decided by code.
+"""Composer input filter (docs/contracts.md §4): what the Composer may say, decided by code.
 
 - Gatekeeper accepted:
   ``direct_observation`` → allowed_claims (definite);

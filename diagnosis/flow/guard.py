@@ -14,9 +14,6 @@ import json
 import re
 from collections.abc import Iterable
 
-from django.utils.functional import Promise
-from django.utils.translation import gettext_lazy as _
-
 from diagnosis.contracts import ComposerInput
 from diagnosis.facts import FactKind, fact_source_of, facts_extract, text_normalize
 
@@ -43,18 +40,6 @@ _LABEL = {
     FactKind.DATE: "new_date",
     FactKind.IDENTIFIER: "new_identifier",
     FactKind.SERVICE: "new_service",
-}
-
-# What each finding says, in a reader's language (a finding is ``code`` or ``code:value``).
-GUARD_FINDING_WORDS: dict[str, Promise] = {
-    "empty_answer": _("回答为空"),
-    "answer_is_json": _("回答是 JSON"),
-    "raw_field": _("回答里有内部字段：%(value)s"),
-    "new_number": _("回答里出现了撰写输入中没有的数字：%(value)s"),
-    "new_time": _("回答里出现了撰写输入中没有的时间：%(value)s"),
-    "new_date": _("回答里出现了撰写输入中没有的日期：%(value)s"),
-    "new_identifier": _("回答里出现了撰写输入中没有的标识符：%(value)s"),
-    "new_service": _("回答里出现了撰写输入中没有的服务：%(value)s"),
 }
 
 

@@ -1,4 +1,4 @@
-"""Tolerant parsing of the Executor's answer, claim by claim (contracts.md §1).
+"""Tolerant parsing of the Executor's answer, claim by claim (docs/contracts.md §1).
 
 The generic reading (the JSON value in a reply, whole-object contracts, findings and
 their codes) is the model layer's: ``diagnosis.llm.parsing``; its names are importable
@@ -10,7 +10,7 @@ wrong. Parsing here finds the JSON value wherever it is and then validates
 with a finding, and only a top-level failure (not an object, ``claims`` not a
 list) makes the whole output ``schema_invalid``. Nothing here raises.
 
-Decisions where contracts.md is silent:
+Decisions where docs/contracts.md §1 is silent:
 
 - An object without a ``claims`` key is ``schema_invalid`` (it is not an
   Executor answer at all); ``"claims": []`` is a valid answer with no claims.
@@ -70,8 +70,6 @@ from diagnosis.llm.parsing import EXTRACT_EMPTY as EXTRACT_EMPTY
 from diagnosis.llm.parsing import EXTRACT_INVALID_JSON as EXTRACT_INVALID_JSON
 from diagnosis.llm.parsing import EXTRACT_OK as EXTRACT_OK
 from diagnosis.llm.parsing import EXTRACT_UNTERMINATED as EXTRACT_UNTERMINATED
-from diagnosis.llm.parsing import PARSE_DETAILS as PARSE_DETAILS
-from diagnosis.llm.parsing import PARSE_STATUS_WORDS as PARSE_STATUS_WORDS
 from diagnosis.llm.parsing import Params as Params
 from diagnosis.llm.parsing import Parsed as Parsed
 from diagnosis.llm.parsing import Problem as _Problem

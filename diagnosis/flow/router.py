@@ -8,7 +8,7 @@
 
 Each routing note is stored as its text (``notes``, as older sessions have it) and,
 at the same position, as a code with its parameters (``note_codes``): pages word
-the code in their own language (``ROUTE_NOTES``), the text stays for exports.
+the code in their own language (``diagnosis.wording.ROUTE_NOTES``), the text stays for exports.
 """
 
 from __future__ import annotations
@@ -16,9 +16,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
-
-from django.utils.functional import Promise
-from django.utils.translation import gettext_lazy as _
 
 from diagnosis.contracts import (
     ALLOWED_CLASSIFICATIONS,
@@ -30,17 +27,6 @@ from diagnosis.contracts import (
     VerifierOutput,
 )
 from diagnosis.llm.parsing import evidence_numbers
-
-# What each routing note says, in the reader's language (parameters as RouteNote.params).
-ROUTE_NOTES: dict[str, Promise] = {
-    "verifier_malformed": _("核验器的回答无法使用（%(status)s），结论降为置信度低"),
-    "verifier_allowed_demoted_claims": _(
-        "核验器认可了证据校验降级的论断 %(claims)s：通过降为置信度低，这些论断不会写进回答"
-    ),
-    "retry_budget_exhausted": _("重试次数已用完（最多 %(max_retries)s 次），结论降为置信度低"),
-    "pass_without_accepted_claims": _("没有一条论断通过证据校验，通过降为置信度低"),
-    "scope_unknown_services": _("问题提到了环境中没有的服务（%(services)s）：通过降为置信度低"),
-}
 
 
 @dataclass(frozen=True)

@@ -20,8 +20,6 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
-from django.utils.functional import Promise
-from django.utils.translation import gettext_lazy as _
 from pydantic import BaseModel, ValidationError
 
 from diagnosis.contracts import Finding, FindingCode, ParseStatus
@@ -55,58 +53,6 @@ def evidence_numbers(indexes: Iterable[int]) -> str:
     ``evidence 1, 3``, numbered from 1 as the pages number evidence."""
     return "evidence " + ", ".join(str(index + 1) for index in indexes)
 
-
-# What each parse status means, in a reader's language (the audit pages' labels; a retry
-# instruction that names why an output did not parse can say it in words).
-PARSE_STATUS_WORDS: dict[str, Promise] = {
-    "parsed_v2": _("已解析"),
-    "parsed_v1": _("已解析（旧格式 v1）"),
-    "empty": _("输出为空"),
-    "invalid_json": _("输出中没有 JSON"),
-    "not_an_object": _("JSON 不是对象"),
-    "schema_invalid": _("结构不符合约定"),
-    "truncated": _("输出被截断（达到 max_tokens 上限，对象不完整）"),
-}
-
-# What a parse finding's (or a stage's) ``detail`` says, as a stable code and its
-# parameters, in a reader's language. ``claim`` and ``item`` number from 1, as pages do;
-# ``value`` is what the model wrote, as written; ``fields`` are the contract's field paths.
-PARSE_DETAILS: dict[str, Promise] = {
-    "output_empty": _("输出是空的"),
-    "output_no_json": _("输出中找不到 JSON 值"),
-    "output_truncated": _("输出在 JSON 对象闭合前就被截断了（可能达到了 max_tokens 上限）"),
-    "output_not_object": _("输出的 JSON 值不是对象（JSON 类型：%(type)s）"),
-    "output_invalid": _("输出不符合约定"),
-    "output_fields_invalid": _("输出中这些字段不符合约定：%(fields)s"),
-    "parse_failed": _("解析输出时出错（%(error)s）"),
-    "claims_missing": _("输出没有 claims 字段，不是 Executor 的回答"),
-    "claims_not_list": _("claims 不是列表：%(value)s"),
-    "answer_version_unknown": _("answer_version %(value)s 未知，按 %(read_as)s 读取"),
-    "claim_not_object": _("第 %(claim)s 条论断不是对象（%(value)s），已丢弃"),
-    "claim_id_missing": _("第 %(claim)s 条论断没有可用的 claim_id（%(value)s），已丢弃"),
-    "claim_fields_invalid": _(
-        "第 %(claim)s 条论断（%(claim_id)s）的这些字段不符合约定：%(fields)s，已丢弃"
-    ),
-    "claim_text_missing": _("claim_text 缺失或不是字符串（%(value)s），论断一律降级"),
-    "claim_type_unknown": _("claim_type %(value)s 不是已知类型（%(known)s），按 other 处理"),
-    "support_level_unknown": _(
-        "support_level %(value)s 不是 direct、indirect 或 none，按 direct 检查"
-    ),
-    "bindings_not_list": _("第 %(claim)s 条论断的 evidence_bindings 不是列表：%(value)s"),
-    "binding_not_object": _("这条证据绑定不是对象：%(value)s"),
-    "binding_field_missing": _("%(field)s 缺失或不是字符串：%(value)s"),
-    "binding_field_not_string": _("%(field)s 不是字符串：%(value)s"),
-    "binding_ids_not_integers": _("source_invocation_ids 不是整数列表：%(value)s"),
-    "binding_fields_invalid": _("这条证据绑定的这些字段不符合约定：%(fields)s"),
-    "items_not_list": _("%(field)s 不是列表（%(value)s），按空列表读取"),
-    "item_not_object": _("%(field)s 的第 %(item)s 项不是对象（%(value)s），已丢弃"),
-    "item_text_missing": _(
-        "%(field)s 的第 %(item)s 项缺少 %(text_field)s 或它不是字符串（%(value)s），已丢弃"
-    ),
-    "item_empty": _("%(field)s 的第 %(item)s 项是空字符串，已丢弃"),
-    "item_not_string": _("%(field)s 的第 %(item)s 项不是字符串（%(value)s），已丢弃"),
-    "item_failed": _("%(field)s 的第 %(item)s 项解析出错（%(error)s），已丢弃"),
-}
 
 Params = dict[str, str | int | list[int]]
 
@@ -297,7 +243,7 @@ class Parsed(Generic[ModelT]):
     """A whole-object contract after tolerant parsing: ``output`` is set only when ``ok``.
 
     ``detail`` says in English what was wrong; ``detail_code`` and ``detail_params`` say
-    the same as a code (``PARSE_DETAILS``) a page words in its own language.
+    the same as a code (``diagnosis.wording.PARSE_DETAILS``) a page words in its own language.
     """
 
     status: str
@@ -402,7 +348,7 @@ def finding(
     """One finding with a bounded detail (shared with the Gatekeeper).
 
     ``detail_code`` and ``params`` say what the English ``detail`` says, so a page words
-    it in its own language (``PARSE_DETAILS``, the Gatekeeper's ``FINDING_DETAILS``).
+    it in its own language (``diagnosis.wording``: ``PARSE_DETAILS``, ``FINDING_DETAILS``).
     ``params`` is a mapping, not keyword arguments, so a parameter may have any name
     (``code``, ``detail``, ``binding``) without taking the finding's own.
     """

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable, Hashable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from . import vocab
 from .common import attr, time_parse
@@ -197,7 +198,7 @@ class Suspect:
 
     @property
     def root_kind(self) -> str:
-        """The kind in the answer's vocabulary (scenario-pack.md ``root_cause_kind``)."""
+        """The kind in the answer's vocabulary (docs/scenario-pack.md §2, ``root_cause_kind``)."""
         if self.kind == "change":
             texts = " ".join(_key(sig).lower() for _, sig in self.changes)
             return "configuration" if "config" in texts else "code"
@@ -482,6 +483,28 @@ def log_signals(call: Call, known: list[str]) -> list[LogSignal]:
     return signals
 
 
+_Signal = TypeVar("_Signal")
+
+
+def _first_per_key(
+    signals: Iterable[_Signal], key: Callable[[_Signal], Hashable], seen: set[Hashable]
+) -> Iterator[_Signal]:
+    """Each signal whose key no earlier one had (``seen`` keeps the keys across calls)."""
+    for signal in signals:
+        marker = key(signal)
+        if marker not in seen:
+            seen.add(marker)
+            yield signal
+
+
+def _metric_key(signal: MetricSignal) -> Hashable:
+    return (signal.service, f"{signal.metric}{sorted(signal.labels.items())}")
+
+
+def _log_key(signal: LogSignal) -> Hashable:
+    return (signal.service, signal.template, signal.level)
+
+
 def suspects_rank(
     calls: list[Call], known: list[str], focus: list[str] | None = None
 ) -> list[Suspect]:
@@ -491,37 +514,31 @@ def suspects_rank(
     def suspect(name: str) -> Suspect:
         return suspects.setdefault(name, Suspect(service=name))
 
-    seen_metrics: set[tuple[str, str]] = set()
-    seen_logs: set[tuple[str, str, str]] = set()
+    # one series (or log template), one set of figures per session: the first call that
+    # read it gives its ratio, baseline, peak and onset to every section that states them
+    seen_metrics: set[Hashable] = set()
+    seen_logs: set[Hashable] = set()
     for call in calls:
         service_arg = str(call.arguments.get("service") or "")
         if call.tool_name == "query_metrics":
-            for signal in metric_signals(call):
-                # one series, one set of figures per session: the first call that read it
-                # gives its ratio, baseline, peak and onset to every section that states them
-                key = (signal.service, f"{signal.metric}{sorted(signal.labels.items())}")
-                if key in seen_metrics:
-                    continue
-                seen_metrics.add(key)
+            for signal in _first_per_key(metric_signals(call), _metric_key, seen_metrics):
                 if signal.service:
                     entry = suspect(signal.service)
                     entry.metrics.append(signal)
                     entry.has_data = True
-            if service_arg and call.ok and call.summary.get("series"):
-                suspect(service_arg).has_data = True
+            listed = call.summary.get("series")
         elif call.tool_name == "query_logs":
-            all_known = sorted({*known, *suspects})
-            for log_signal in log_signals(call, all_known):
-                log_key = (log_signal.service, log_signal.template, log_signal.level)
-                if log_key in seen_logs:
-                    continue
-                seen_logs.add(log_key)
+            found = log_signals(call, sorted({*known, *suspects}))
+            for log_signal in _first_per_key(found, _log_key, seen_logs):
                 if log_signal.service:
                     entry = suspect(log_signal.service)
                     entry.logs.append(log_signal)
                     entry.has_data = True
-            if service_arg and call.ok and call.summary.get("templates"):
-                suspect(service_arg).has_data = True
+            listed = call.summary.get("templates")
+        else:
+            continue
+        if service_arg and call.ok and listed:
+            suspect(service_arg).has_data = True
 
     # Dependency edges: A's error logs name B while reporting a failed call.
     for entry in list(suspects.values()):

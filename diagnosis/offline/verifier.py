@@ -38,7 +38,7 @@ from diagnosis.contracts import (
     VerifierPayload,
 )
 from diagnosis.i18n import language_override
-from diagnosis.llm.parsing import PARSE_STATUS_WORDS
+from diagnosis.wording import PARSE_STATUS_WORDS
 
 PARSED = {ParseStatus.PARSED_V2, ParseStatus.PARSED_V1}
 CAUSAL_TYPES = {"root_cause", "contributing_factor"}

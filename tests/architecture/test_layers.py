@@ -31,7 +31,15 @@ CORE_LAYERS: tuple[grimp.Layer | str, ...] = (
     "llm",
     grimp.Layer("sessions", "evidence", independent=True),
     grimp.Layer(
-        "contracts", "models", "i18n", "storable", "tokens", "db", "per_process", independent=False
+        "contracts",
+        "models",
+        "i18n",
+        "storable",
+        "tokens",
+        "db",
+        "per_process",
+        "wording",
+        independent=False,
     ),
 )
 # Package pairs of the core that still import each other, by the issue that separates them.
@@ -44,7 +52,6 @@ KNOWN_CORE_IMPORTS_OF_APPS: dict[tuple[str, str], str] = {
     ("diagnosis.api.diagnoses", "chat.models"): "issue 29",
     ("diagnosis.api.services", "audit.services"): "issue 29",
     ("diagnosis.api.services", "chat.models"): "issue 29",
-    ("diagnosis.management.commands.export_case", "audit.services"): "issue 25b",
 }
 
 

@@ -1,9 +1,11 @@
 """Who may enter the audit admin, and that diagnosis data is never editable there."""
 
 import pytest
+from django.contrib import admin
 from django.urls import reverse
 
 from diagnosis.models import (
+    DiagnosisSession,
     KnowledgeChunk,
     KnowledgeDocument,
     LLMCall,
@@ -190,3 +192,21 @@ def test_a_reviewer_cannot_create_api_keys_or_receivers(client, reviewer):
     client.force_login(reviewer)
     assert client.get(reverse("admin:diagnosis_apikey_add")).status_code == 403
     assert client.get(reverse("admin:diagnosis_alertmanagerreceiver_add")).status_code == 403
+
+
+def test_each_models_admin_is_registered_by_its_own_app_but_the_audited_session():
+    """An app's admin.py registers its own models; the session list is the audit app's.
+
+    The diagnosis session's admin reads it through the audit app (reviews, claim cards,
+    the export of regression cases), which the core may not import.
+    """
+    registered_by = {
+        model: type(model_admin).__module__
+        for model, model_admin in admin.site._registry.items()
+        if model._meta.app_label in ("diagnosis", "chat", "audit")
+    }
+    home = {model: f"{model._meta.app_label}.admin" for model in registered_by}
+    home[DiagnosisSession] = "audit.admin"
+    misplaced = {m._meta.label: where for m, where in registered_by.items() if where != home[m]}
+    assert not misplaced
+    assert {m._meta.app_label for m in registered_by} == {"diagnosis", "chat", "audit"}

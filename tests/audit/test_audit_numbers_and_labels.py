@@ -5,8 +5,8 @@ import re
 import pytest
 from django.urls import reverse
 
-from audit.charts import bar_chart
 from audit.templatetags.audit_tags import percent, share
+from diagnosis.charts import bar_chart
 
 
 @pytest.mark.parametrize(

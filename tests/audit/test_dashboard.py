@@ -3,8 +3,8 @@
 import pytest
 from django.urls import reverse
 
-from audit.charts import bar_chart, line_chart
 from audit.services import ClaimJudgement, review_record
+from diagnosis.charts import bar_chart, line_chart
 from tests.audit.conftest import XSS
 
 pytestmark = pytest.mark.django_db

@@ -1,6 +1,6 @@
 """The metric chart: the series' trend with the baseline and the incident window marked."""
 
-from chat.charts import charts_for_lines, metric_chart
+from diagnosis.charts import charts_for_lines, metric_chart
 from tests.chat.factories import BASELINE, METRIC_LINE, TREND_LINE, WINDOW
 
 SERIES = {

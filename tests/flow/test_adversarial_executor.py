@@ -5,7 +5,7 @@ beside planted ones: invented excerpts, a number no output holds, a real
 excerpt stitched to an invented one, an instruction quoted as evidence, and
 real excerpts carrying universal-scope and user-impact overstatements. The
 Verifier and Composer are the offline engine, or a fooled Verifier that
-passes everything. What the answer *states* (scenario-pack.md ``leaked``: the
+passes everything. What the answer *states* (docs/scenario-pack.md §10, ``leaked``: the
 text before the first heading, the conclusion and the confirmed section) must
 hold none of the planted phrases, whatever the hedging.
 """

@@ -8,7 +8,8 @@ from django.utils import translation
 
 from audit.templatetags.audit_tags import route_notes_worded
 from diagnosis.contracts import Decision, RouteNote, VerifierEvaluation
-from diagnosis.flow.router import ROUTE_NOTES, route, scope_note
+from diagnosis.flow.router import route, scope_note
+from diagnosis.wording import ROUTE_NOTES
 
 from .test_router import _gatekeeper, _verifier
 

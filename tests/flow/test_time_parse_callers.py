@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
-from chat.charts import metric_chart
+from diagnosis.charts import metric_chart
 from diagnosis.evidence.timeutil import TimeFormatError, time_parse
 from diagnosis.flow.planner import effective_window
 from diagnosis.flow.planner import time_parse as planner_time_parse

@@ -233,7 +233,7 @@ def test_the_mapped_normaliser_equals_the_per_character_reference(text, fold):
         assert text_normalize_mapped(text)[0] == text_normalize(text) or not text.isascii()
 
 
-# --- facts as people write them (contracts.md §2, amended) -----------------------------
+# --- facts as people write them (docs/contracts.md §2) -----------------------------------
 
 
 def test_an_event_count_binds_its_number_whole_and_nothing_else():

@@ -8,9 +8,9 @@ import pytest
 from django.utils import translation
 
 from chat.templatetags.chat_tags import evidence_label, finding_detail
-from diagnosis.flow.gatekeeper.details import FINDING_DETAILS
-from diagnosis.flow.parsing import PARSE_DETAILS, executor_output_parse
+from diagnosis.flow.parsing import executor_output_parse
 from diagnosis.flow.verifier import verifier_payload_build
+from diagnosis.wording import FINDING_DETAILS, PARSE_DETAILS
 from tests.support.gatekeeper import gatekeeper_run
 
 from .conftest import binding, claim, executor_json

@@ -13,13 +13,12 @@ from pydantic import BaseModel, model_validator
 from chat.templatetags.chat_tags import finding_detail
 from diagnosis.contracts import VerifierOutput
 from diagnosis.flow.parsing import (
-    PARSE_DETAILS,
-    PARSE_STATUS_WORDS,
     ParseStatus,
     detail_coded,
     executor_output_parse,
     model_output_parse,
 )
+from diagnosis.wording import PARSE_DETAILS, PARSE_STATUS_WORDS
 
 CJK = re.compile(r"[\u4e00-\u9fff]")
 GOOD_BINDING = {"source_type": "tool_trace", "source_id": "trace-1", "evidence_excerpt": "x"}

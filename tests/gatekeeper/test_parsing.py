@@ -1,4 +1,4 @@
-"""Tolerant parsing of raw model output: the parse statuses of contracts.md §1."""
+"""Tolerant parsing of raw model output: the parse statuses of docs/contracts.md §1."""
 
 from __future__ import annotations
 

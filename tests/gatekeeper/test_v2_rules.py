@@ -244,7 +244,7 @@ def test_an_identifier_named_by_the_query_of_a_call_that_returned_output_is_boun
         parsed=executor_output_parse(raw), invocations=records, session_id=SESSION
     )
     [result] = report.claims
-    # the call found lines for what its query named (contracts.md §2, amended)
+    # the call found lines for what its query named (docs/contracts.md §2)
     assert result.verdict == "accepted", result.findings
     assert [(f.text, f.via) for f in result.facts] == [
         ("payment-service", "argument"),

@@ -5,8 +5,11 @@ from typing import Any
 
 import pytest
 
+from diagnosis.llm.base import Role
 from diagnosis.llm.recorder import llm_call_recorder
 from diagnosis.models import DiagnosisSession, Environment
+from tests.llm.requests import executor_request
+from tests.support.agents import agent_answer
 from tests.support.openai_server import FakeOpenAIServer
 
 TEST_API_KEY = "sk-test-0123456789abcdef-not-real"
@@ -142,3 +145,20 @@ class StubProvider:
 @pytest.fixture
 def stub_provider():
     return StubProvider()
+
+
+@pytest.fixture
+def ask_executor(recorder, fake_tools):
+    """Ask ``agent`` as the Executor stage does: the fake tools, the test tool specs."""
+
+    def ask(agent, request=None, *, tools=None):
+        return agent_answer(
+            agent,
+            Role.EXECUTOR,
+            request or executor_request(),
+            tools=tools or fake_tools,
+            tool_specs=TOOL_SPECS,
+            recorder=recorder,
+        )
+
+    return ask

@@ -10,8 +10,8 @@ import pytest
 from diagnosis.llm.base import LLMError, Role
 from diagnosis.llm.openai_provider import OpenAIProvider
 from diagnosis.models import LLMCall
-from tests.llm.conftest import TEST_API_KEY, TOOL_SPECS
-from tests.llm.requests import composer_input, executor_request, planner_request, verifier_payload
+from tests.llm.conftest import TEST_API_KEY
+from tests.llm.requests import composer_input, planner_request, verifier_payload
 from tests.support.agents import agent_answer
 from tests.support.openai_server import HUGE_CHARS, Reply
 
@@ -65,7 +65,7 @@ def statuses(session) -> list[str]:
 
 
 def test_the_executor_runs_two_tool_calls_from_one_turn_and_returns_the_final_json(
-    provider_for, openai_server, recorder, session, fake_tools
+    ask_executor, provider_for, openai_server, session, fake_tools
 ):
     openai_server.enqueue(
         Reply.tools(
@@ -75,14 +75,7 @@ def test_the_executor_runs_two_tool_calls_from_one_turn_and_returns_the_final_js
         Reply.text(EVIDENCE),
     )
 
-    answer = agent_answer(
-        provider_for(Role.EXECUTOR),
-        Role.EXECUTOR,
-        executor_request(),
-        tools=fake_tools,
-        tool_specs=TOOL_SPECS,
-        recorder=recorder,
-    )
+    answer = ask_executor(provider_for(Role.EXECUTOR))
 
     assert json.loads(answer) == EVIDENCE
     assert fake_tools.calls == [
@@ -106,18 +99,11 @@ def test_the_executor_runs_two_tool_calls_from_one_turn_and_returns_the_final_js
 
 
 def test_malformed_tool_arguments_reach_the_tool_runner_as_the_raw_string(
-    provider_for, openai_server, recorder, session, fake_tools
+    ask_executor, provider_for, openai_server, session, fake_tools
 ):
     openai_server.enqueue(Reply.tools(("query_logs", '{"service": "pay')), Reply.text(EVIDENCE))
 
-    agent_answer(
-        provider_for(Role.EXECUTOR),
-        Role.EXECUTOR,
-        executor_request(),
-        tools=fake_tools,
-        tool_specs=TOOL_SPECS,
-        recorder=recorder,
-    )
+    ask_executor(provider_for(Role.EXECUTOR))
 
     assert fake_tools.calls == [("query_logs", '{"service": "pay')]
     tool_message = openai_server.chat_requests[1]["messages"][-1]
@@ -126,7 +112,7 @@ def test_malformed_tool_arguments_reach_the_tool_runner_as_the_raw_string(
 
 
 def test_tools_are_withdrawn_after_the_round_limit_and_the_final_json_is_asked_for(
-    provider_for, openai_server, recorder, session, fake_tools, settings
+    ask_executor, provider_for, openai_server, session, fake_tools, settings
 ):
     settings.LLM_EXECUTOR_MAX_TOOL_ROUNDS = 1
     openai_server.enqueue(
@@ -134,14 +120,7 @@ def test_tools_are_withdrawn_after_the_round_limit_and_the_final_json_is_asked_f
         Reply.text(EVIDENCE),
     )
 
-    answer = agent_answer(
-        provider_for(Role.EXECUTOR),
-        Role.EXECUTOR,
-        executor_request(),
-        tools=fake_tools,
-        tool_specs=TOOL_SPECS,
-        recorder=recorder,
-    )
+    answer = ask_executor(provider_for(Role.EXECUTOR))
 
     assert json.loads(answer)["answer_version"] == "executor_evidence_v2"
     last_request = openai_server.chat_requests[-1]
@@ -152,7 +131,7 @@ def test_tools_are_withdrawn_after_the_round_limit_and_the_final_json_is_asked_f
 
 
 def test_a_model_that_calls_tools_after_they_were_withdrawn_gets_an_empty_status(
-    provider_for, openai_server, recorder, session, fake_tools, settings
+    ask_executor, provider_for, openai_server, session, fake_tools, settings
 ):
     settings.LLM_EXECUTOR_MAX_TOOL_ROUNDS = 1
     openai_server.enqueue(
@@ -161,14 +140,7 @@ def test_a_model_that_calls_tools_after_they_were_withdrawn_gets_an_empty_status
     )
 
     with pytest.raises(LLMError) as error:
-        agent_answer(
-            provider_for(Role.EXECUTOR),
-            Role.EXECUTOR,
-            executor_request(),
-            tools=fake_tools,
-            tool_specs=TOOL_SPECS,
-            recorder=recorder,
-        )
+        ask_executor(provider_for(Role.EXECUTOR))
 
     assert error.value.status == "empty"
     assert statuses(session) == ["ok", "empty"]

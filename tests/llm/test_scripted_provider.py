@@ -9,7 +9,6 @@ import pytest
 from diagnosis.llm.base import LLMError, Role
 from diagnosis.llm.scripted import ScriptedProvider, ScriptError
 from diagnosis.models import LLMCall
-from tests.llm.conftest import TOOL_SPECS
 from tests.llm.requests import composer_input, executor_request, planner_request, verifier_payload
 from tests.support.agents import agent_answer
 
@@ -30,7 +29,9 @@ def _write(folder, name, data):
     (folder / name).write_text(json.dumps(data, ensure_ascii=False), encoding="utf-8")
 
 
-def test_it_replays_a_pack_scripted_folder_turn_by_turn(tmp_path, recorder, session, fake_tools):
+def test_it_replays_a_pack_scripted_folder_turn_by_turn(
+    ask_executor, tmp_path, recorder, session, fake_tools
+):
     folder = tmp_path / "scripted"
     _write(folder, "planner.json", {"content": '{"plan_version": "planner_v1"}'})
     _write(folder, "executor-1.json", QUERY_LOGS)
@@ -45,14 +46,7 @@ def test_it_replays_a_pack_scripted_folder_turn_by_turn(tmp_path, recorder, sess
     provider = ScriptedProvider.from_folder(folder)
 
     plan = agent_answer(provider, Role.PLANNER, planner_request(), recorder=recorder)
-    evidence = agent_answer(
-        provider,
-        Role.EXECUTOR,
-        executor_request(),
-        tools=fake_tools,
-        tool_specs=TOOL_SPECS,
-        recorder=recorder,
-    )
+    evidence = ask_executor(provider)
     verdict = agent_answer(provider, Role.VERIFIER, verifier_payload(), recorder=recorder)
     answer = agent_answer(provider, Role.COMPOSER, composer_input(), recorder=recorder)
 
@@ -81,26 +75,14 @@ def test_it_replays_a_pack_scripted_folder_turn_by_turn(tmp_path, recorder, sess
     assert provider.asked[1][1].question == executor_request().question
 
 
-def test_executor_turns_continue_across_a_retry(recorder, session, fake_tools):
+def test_executor_turns_continue_across_a_retry(ask_executor, session):
     provider = ScriptedProvider(
         {"executor": [QUERY_LOGS, {"content": "first attempt"}, {"content": "second attempt"}]}
     )
 
-    first = agent_answer(
-        provider,
-        Role.EXECUTOR,
-        executor_request(),
-        tools=fake_tools,
-        tool_specs=TOOL_SPECS,
-        recorder=recorder,
-    )
-    second = agent_answer(
-        provider,
-        Role.EXECUTOR,
-        executor_request(attempt=2, retry_context={"instructions": "query mysql"}),
-        tools=fake_tools,
-        tool_specs=TOOL_SPECS,
-        recorder=recorder,
+    first = ask_executor(provider)
+    second = ask_executor(
+        provider, executor_request(attempt=2, retry_context={"instructions": "query mysql"})
     )
 
     assert (first, second) == ("first attempt", "second attempt")
@@ -121,18 +103,11 @@ def test_a_role_without_turns_goes_to_the_fallback(recorder, session, stub_provi
 
 
 def test_when_executor_turns_run_out_mid_investigation_the_fallback_carries_on(
-    recorder, session, fake_tools, stub_provider
+    ask_executor, session, fake_tools, stub_provider
 ):
     provider = ScriptedProvider({"executor": [QUERY_LOGS]}, fallback=stub_provider)
 
-    evidence = agent_answer(
-        provider,
-        Role.EXECUTOR,
-        executor_request(),
-        tools=fake_tools,
-        tool_specs=TOOL_SPECS,
-        recorder=recorder,
-    )
+    evidence = ask_executor(provider)
 
     assert json.loads(evidence)["notes"] == "stub"
     assert stub_provider.calls == ["execute"]
@@ -169,19 +144,14 @@ def test_an_empty_scripted_answer_is_recorded_as_empty(recorder, session):
     assert rows(session) == [("verifier", "scripted", "empty")]
 
 
-def test_raw_string_tool_arguments_reach_the_tool_runner_unchanged(recorder, session, fake_tools):
+def test_raw_string_tool_arguments_reach_the_tool_runner_unchanged(
+    ask_executor, session, fake_tools
+):
     provider = ScriptedProvider(
         {"executor": [{"tool_calls": [{"name": "query_logs", "arguments": "{broken"}]}, "done"]}
     )
 
-    agent_answer(
-        provider,
-        Role.EXECUTOR,
-        executor_request(),
-        tools=fake_tools,
-        tool_specs=TOOL_SPECS,
-        recorder=recorder,
-    )
+    ask_executor(provider)
 
     assert fake_tools.calls == [("query_logs", "{broken")]
 
@@ -216,22 +186,12 @@ def test_a_missing_folder_sends_every_role_to_the_fallback(tmp_path, recorder, s
     assert all(provider.remaining(role) == 0 for role in Role)
 
 
-def test_executor_files_are_ordered_by_number_not_by_name(tmp_path, recorder, fake_tools):
+def test_executor_files_are_ordered_by_number_not_by_name(ask_executor, tmp_path):
     folder = tmp_path / "scripted"
     for number in range(1, 12):
         _write(folder, f"executor-{number}.json", {"content": f"turn {number}"})
     provider = ScriptedProvider.from_folder(folder)
 
-    answers = [
-        agent_answer(
-            provider,
-            Role.EXECUTOR,
-            executor_request(),
-            tools=fake_tools,
-            tool_specs=TOOL_SPECS,
-            recorder=recorder,
-        )
-        for _ in range(3)
-    ]
+    answers = [ask_executor(provider) for _ in range(3)]
 
     assert answers == ["turn 1", "turn 2", "turn 3"]

@@ -15,9 +15,6 @@ from diagnosis.evidence.invoke import tool_invoke
 from diagnosis.llm.base import LLMError, Role
 from diagnosis.llm.openai_provider import OpenAIProvider
 from diagnosis.models import LLMCall, ToolInvocation
-from tests.llm.conftest import TOOL_SPECS
-from tests.llm.requests import executor_request
-from tests.support.agents import agent_answer
 from tests.support.openai_server import FakeOpenAIServer, Reply, response_format_kind
 
 EVIDENCE = {
@@ -51,30 +48,19 @@ def executor(**options) -> OpenAIProvider:
     )
 
 
-def run(provider, fake_tools, recorder):
-    return agent_answer(
-        provider,
-        Role.EXECUTOR,
-        executor_request(),
-        tools=fake_tools,
-        tool_specs=TOOL_SPECS,
-        recorder=recorder,
-    )
-
-
-def test_tool_choice_auto_is_sent_with_the_tools(server, fake_tools, recorder):
+def test_tool_choice_auto_is_sent_with_the_tools(ask_executor, server):
     server.enqueue(
         Reply.tools(("query_logs", {"service": "payment-service"})), Reply.text(EVIDENCE)
     )
 
-    run(executor(), fake_tools, recorder)
+    ask_executor(executor())
 
     # the model answered on its second tool turn: no extra answer call was needed
     assert [r["tool_choice"] for r in server.chat_requests] == ["auto", "auto"]
 
 
 def test_arguments_holding_a_raw_newline_inside_a_json_string_reach_the_tool_as_an_object(
-    server, fake_tools, recorder
+    ask_executor, server, fake_tools
 ):
     # as llama-cpp-python sent it: a grammar lets the model write a raw newline in a string
     arguments = '{"service": "payment-service", "query": "timed out\nafter"}'
@@ -83,7 +69,7 @@ def test_arguments_holding_a_raw_newline_inside_a_json_string_reach_the_tool_as_
         Reply.text(EVIDENCE),
     )
 
-    run(executor(), fake_tools, recorder)
+    ask_executor(executor())
 
     assert fake_tools.calls == [
         ("query_logs", {"service": "payment-service", "query": "timed out\nafter"})
@@ -107,19 +93,19 @@ def test_arguments_holding_a_raw_newline_inside_a_json_string_reach_the_tool_as_
     ],
 )
 def test_arguments_in_any_shape_are_read_or_passed_on_for_an_error_row(
-    server, fake_tools, recorder, arguments, expected
+    ask_executor, server, fake_tools, arguments, expected
 ):
     server.enqueue(
         Reply(content=None, raw_tool_calls=[raw_call("query_logs", arguments)]),
         Reply.text(EVIDENCE),
     )
 
-    run(executor(), fake_tools, recorder)
+    ask_executor(executor())
 
     assert fake_tools.calls == [("query_logs", expected)]
 
 
-def test_calls_without_ids_get_ids_that_their_results_answer(server, fake_tools, recorder):
+def test_calls_without_ids_get_ids_that_their_results_answer(ask_executor, server):
     server.enqueue(
         Reply(
             content=None,
@@ -131,7 +117,7 @@ def test_calls_without_ids_get_ids_that_their_results_answer(server, fake_tools,
         Reply.text(EVIDENCE),
     )
 
-    run(executor(), fake_tools, recorder)
+    ask_executor(executor())
 
     messages = server.chat_requests[1]["messages"]
     ids = [call["id"] for call in messages[-3]["tool_calls"]]
@@ -140,7 +126,7 @@ def test_calls_without_ids_get_ids_that_their_results_answer(server, fake_tools,
 
 
 def test_an_unknown_or_nameless_tool_becomes_an_error_invocation_row_not_a_crash(
-    server, session, recorder
+    ask_executor, server, session
 ):
     def runner(name, arguments):
         return tool_invoke(session=session, attempt=1, tool_name=name, arguments=arguments)
@@ -153,14 +139,7 @@ def test_an_unknown_or_nameless_tool_becomes_an_error_invocation_row_not_a_crash
         Reply.text(EVIDENCE),
     )
 
-    answer = agent_answer(
-        executor(),
-        Role.EXECUTOR,
-        executor_request(),
-        tools=runner,
-        tool_specs=TOOL_SPECS,
-        recorder=recorder,
-    )
+    answer = ask_executor(executor(), tools=runner)
 
     assert json.loads(answer)["missing_info"] == ["没有找到证据"]
     rows = list(ToolInvocation.objects.filter(session=session).order_by("sequence"))
@@ -169,13 +148,13 @@ def test_an_unknown_or_nameless_tool_becomes_an_error_invocation_row_not_a_crash
 
 
 def test_tool_results_go_back_as_user_messages_for_servers_that_drop_tool_messages(
-    server, fake_tools, recorder
+    ask_executor, server
 ):
     server.enqueue(
         Reply.tools(("query_logs", {"service": "payment-service"})), Reply.text(EVIDENCE)
     )
 
-    run(executor(tool_result_role="user"), fake_tools, recorder)
+    ask_executor(executor(tool_result_role="user"))
 
     last = server.chat_requests[1]["messages"]
     assert not [m for m in last if m["role"] == "tool"]
@@ -183,7 +162,7 @@ def test_tool_results_go_back_as_user_messages_for_servers_that_drop_tool_messag
     assert len(result) == 1
 
 
-def test_required_is_sent_on_the_first_turn_only(server, fake_tools, recorder, settings):
+def test_required_is_sent_on_the_first_turn_only(ask_executor, server, settings):
     settings.LLM_EXECUTOR_MAX_TOOL_ROUNDS = 3
     server.enqueue(
         Reply.tools(("query_logs", {})),
@@ -191,13 +170,13 @@ def test_required_is_sent_on_the_first_turn_only(server, fake_tools, recorder, s
         Reply.text(EVIDENCE),
     )
 
-    run(executor(tool_choice="required"), fake_tools, recorder)
+    ask_executor(executor(tool_choice="required"))
 
     assert [r.get("tool_choice") for r in server.chat_requests] == ["required", "auto", "auto"]
 
 
 def test_a_server_that_answers_required_with_a_500_is_asked_with_auto_and_that_is_remembered(
-    server, fake_tools, recorder, session
+    ask_executor, server, session
 ):
     server.tool_choices = {"auto", "none"}  # llama-cpp-python's chatml-function-calling
     server.enqueue(
@@ -207,8 +186,8 @@ def test_a_server_that_answers_required_with_a_500_is_asked_with_auto_and_that_i
         Reply.text(EVIDENCE),
     )
 
-    run(executor(tool_choice="required"), fake_tools, recorder)
-    run(executor(tool_choice="required"), fake_tools, recorder)
+    ask_executor(executor(tool_choice="required"))
+    ask_executor(executor(tool_choice="required"))
 
     choices = [r.get("tool_choice") for r in server.chat_requests]
     assert choices == ["required", "auto", "auto", "auto", "auto"]
@@ -216,10 +195,10 @@ def test_a_server_that_answers_required_with_a_500_is_asked_with_auto_and_that_i
     assert statuses[0] == "rejected" and statuses[1:] == ["ok"] * 4
 
 
-def test_tool_choice_none_lets_the_model_answer_without_calling(server, fake_tools, recorder):
+def test_tool_choice_none_lets_the_model_answer_without_calling(ask_executor, server, fake_tools):
     server.enqueue(Reply.text(EVIDENCE))
 
-    answer = run(executor(tool_choice="none"), fake_tools, recorder)
+    answer = ask_executor(executor(tool_choice="none"))
 
     assert json.loads(answer) == EVIDENCE
     assert server.chat_requests[0]["tool_choice"] == "none"
@@ -238,11 +217,11 @@ def test_tool_choice_none_lets_the_model_answer_without_calling(server, fake_too
     ],
 )
 def test_an_executor_that_stops_calling_tools_without_an_answer_is_asked_for_it_with_the_schema(
-    server, fake_tools, recorder, session, stop_reply
+    ask_executor, server, session, stop_reply
 ):
     server.enqueue(Reply.tools(("query_logs", {})), stop_reply, Reply.text(EVIDENCE))
 
-    answer = run(executor(), fake_tools, recorder)
+    answer = ask_executor(executor())
 
     assert json.loads(answer) == EVIDENCE
     last = server.chat_requests[-1]
@@ -254,28 +233,28 @@ def test_an_executor_that_stops_calling_tools_without_an_answer_is_asked_for_it_
     assert rows.count() == 3
 
 
-def test_a_complete_answer_on_a_tool_turn_needs_no_extra_call(server, fake_tools, recorder):
+def test_a_complete_answer_on_a_tool_turn_needs_no_extra_call(ask_executor, server):
     server.enqueue(Reply.tools(("query_logs", {})), Reply.text(EVIDENCE))
 
-    answer = run(executor(), fake_tools, recorder)
+    answer = ask_executor(executor())
 
     assert json.loads(answer) == EVIDENCE
     assert len(server.chat_requests) == 2
 
 
-def test_an_answer_turn_that_is_empty_too_is_an_llm_error(server, fake_tools, recorder):
+def test_an_answer_turn_that_is_empty_too_is_an_llm_error(ask_executor, server):
     server.enqueue(Reply.tools(("query_logs", {})), Reply(content=""), Reply(content=""))
 
     with pytest.raises(LLMError) as error:
-        run(executor(), fake_tools, recorder)
+        ask_executor(executor())
 
     assert error.value.status == "empty"
 
 
-def test_free_string_arguments_are_bounded_in_the_schema_sent(server, fake_tools, recorder):
+def test_free_string_arguments_are_bounded_in_the_schema_sent(ask_executor, server):
     server.enqueue(Reply.text(EVIDENCE))
 
-    run(executor(), fake_tools, recorder)
+    ask_executor(executor())
 
     (request,) = server.chat_requests
     service = request["tools"][0]["function"]["parameters"]["properties"]["service"]

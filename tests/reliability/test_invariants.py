@@ -1,4 +1,4 @@
-"""The invariants of architecture.md, one test (or one parametrized test) each.
+"""The invariants of docs/architecture.md, one test (or one parametrized test) each.
 
 Each test checks the invariant from the outside (rows, pages, API answers), not by
 trusting the component that is supposed to hold it, so it fails when the invariant

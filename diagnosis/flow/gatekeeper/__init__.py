@@ -1,4 +1,4 @@
-"""The Gatekeeper: code that checks every evidence binding and every fact (contracts.md §2).
+"""The Gatekeeper: code that checks every evidence binding and every fact (docs/contracts.md §2).
 
 Given the parsed Executor output and this session's persisted tool
 invocations, every claim's bindings are checked (``excerpts``: the excerpt
@@ -10,7 +10,7 @@ that fails is ``demoted`` with a finding code for each failure, and the
 ``session.self_evaluation["gatekeeper"]`` (``diagnosis.flow.run``).
 Stored ``gatekeeper_v1`` reports read with the same model (no ``facts``).
 
-Decisions where contracts.md is silent:
+Decisions where docs/contracts.md §2 is silent:
 
 - ``support_level`` ``indirect`` and ``none`` claims are accepted with valid
   bindings *of any kind* (a runbook chunk is fine) and need no fact of their
@@ -24,7 +24,7 @@ Decisions where contracts.md is silent:
   by the arguments of an invocation a valid binding cites. Arguments bind
   identifiers and service names only, through any argument, the free-text
   ``query`` included: the call returned output for what it named
-  (contracts.md §2); a time or number in the arguments (the window,
+  (docs/contracts.md §2); a time or number in the arguments (the window,
   ``limit``) is a request, not an observation, and binds nothing. Facts are
   read as people write them (``diagnosis.facts``): ``x42`` is the count 42, a
   timestamp holds its date and its clock time, whatever its form.

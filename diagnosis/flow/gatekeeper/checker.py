@@ -2,7 +2,7 @@
 
 ``gatekeeper_check`` (the package) builds one ``ClaimChecker`` per Executor output
 and asks it for each claim's ``GatekeeperClaimResult``; the rules it applies, and
-the decisions where contracts.md is silent, are in the package's docstring.
+the decisions where docs/contracts.md §2 is silent, are in the package's docstring.
 """
 
 from __future__ import annotations
@@ -70,7 +70,7 @@ class _Valid:
 
 
 def _argument_texts(arguments: object) -> Iterable[str]:
-    """The values of a tool call's arguments, its free-text ``query`` included (contracts.md §2).
+    """The values of a tool call's arguments, free-text ``query`` included (docs/contracts.md §2).
 
     A call that returned output found data for what it named, so the identifiers
     and service names its arguments name are bound; numbers, times and dates in
@@ -420,7 +420,7 @@ class ClaimChecker:
         level = str(claim.support_level).strip().lower()
         direct = level not in (SupportLevel.INDIRECT.value, SupportLevel.NONE.value)
         # an instruction quoted as evidence is invented evidence: the claim built on it is
-        # not trusted at any support level, whatever its other bindings (contracts.md §2)
+        # not trusted at any support level, whatever its other bindings (docs/contracts.md §2)
         if any(f.code == FindingCode.EXCERPT_IS_INSTRUCTION.value for f in binding_findings):
             demote = True
         if not direct:

@@ -1,4 +1,4 @@
-"""Excerpt matching (contracts.md §2, "A binding"): does an excerpt occur in a tool output?
+"""Excerpt matching (docs/contracts.md §2, "A binding"): does an excerpt occur in a tool output?
 
 An excerpt is at most ``MAX_FRAGMENTS`` fragments joined by ``...`` or ``…``,
 found in order, each at least ``MIN_EXCERPT_CHARS`` characters, with at most
@@ -41,7 +41,7 @@ class MatchResult:
     (``excerpt_too_short``, ``fragment_too_short``, ``too_many_fragments``,
     ``excerpt_not_found``, ``number_mismatch``, ``fragments_too_far_apart``).
     ``spans`` are the fragments' positions in the *normalised* text; ``detail_code``
-    and ``params`` say what ``detail`` says (``gatekeeper.details``).
+    and ``params`` say what ``detail`` says (``diagnosis.wording.FINDING_DETAILS`` words it).
     """
 
     matched: bool

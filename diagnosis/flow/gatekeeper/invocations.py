@@ -2,7 +2,7 @@
 
 ``InvocationRecord`` is what the Gatekeeper needs of a ``tool_invocation`` row;
 ``knowledge_blocks`` splits a ``lookup_knowledge`` output into the blocks of the
-chunks it returned (contracts.md §2: a knowledge excerpt must lie inside its
+chunks it returned (docs/contracts.md §2: a knowledge excerpt must lie inside its
 chunk's block).
 """
 

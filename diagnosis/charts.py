@@ -1,15 +1,164 @@
-"""Tiny server-rendered SVG charts: stacked bars and lines from plain numbers.
+"""The server-rendered SVG charts of the chat and the audit pages, in one module.
 
-Every label and title goes through ``format_html``, so text is always escaped; the
-only markup is the SVG this module writes itself.
+Two drawings, both from plain numbers and with every label escaped:
+
+- **a metric series** (the chat's evidence panel): ``metric_chart`` computes the
+  figure's coordinates (the trend as a polyline, the baseline and the incident window
+  as bands, the time axis) and the ``metric_chart`` template partial draws it, so
+  every label goes through template escaping;
+- **stacked bars and lines** over categories (the audit's quality dashboard):
+  ``bar_chart`` and ``line_chart`` write the SVG themselves, every label and title
+  through ``format_html``; the only markup is the SVG written here.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
+
+from diagnosis.evidence.common import quantity_format
+from diagnosis.evidence.timeutil import time_parse
+
+# --- A metric series with its baseline and window (drawn by the metric_chart partial) ---
+
+METRIC_WIDTH = 360
+METRIC_HEIGHT = 120
+METRIC_PAD_LEFT = 8
+METRIC_PAD_RIGHT = 8
+METRIC_PAD_TOP = 16
+METRIC_PAD_BOTTOM = 22
+
+
+@dataclass(frozen=True)
+class MetricChart:
+    title: str
+    width: int
+    height: int
+    polyline: str
+    dots: list[tuple[float, float]]
+    baseline_x: float
+    baseline_w: float
+    baseline_mid: float
+    window_x: float
+    window_w: float
+    plot_top: int
+    plot_h: int
+    y_max_label: str
+    y_min_label: str
+    start_label: str
+    window_label: str
+    end_label: str
+    description: str
+
+
+def _parse_points(series: dict) -> list[float | None]:
+    """The series' trend values (bucket means): stored points when given, else its trend line."""
+    points = series.get("trend")
+    if isinstance(points, list):
+        values = points
+    else:
+        line = str(series.get("trend_line") or "")
+        if ": " not in line:
+            return []
+        values = [v.strip() for v in line.rsplit(": ", 1)[1].split("|")]
+    parsed: list[float | None] = []
+    for value in values:
+        try:
+            number = float(value)
+        except (TypeError, ValueError):
+            parsed.append(None)
+            continue
+        parsed.append(number if math.isfinite(number) else None)
+    return parsed
+
+
+def _axis_label(value: float, unit: str = "") -> str:
+    """An axis label: in human units (1.76 GiB, 230 ms) when the series has a known unit."""
+    human = quantity_format(value, unit) if unit else ""
+    if human:
+        return human
+    if abs(value) >= 100:
+        return f"{value:.0f}"
+    return f"{value:.3g}"
+
+
+def metric_chart(*, summary: dict, series: dict) -> MetricChart | None:
+    """MetricChart one series of a query_metrics summary; None when there is nothing to draw."""
+    window = summary.get("window") or {}
+    baseline = summary.get("baseline") or {}
+    start = time_parse(baseline.get("start"), strict=False)
+    window_start = time_parse(window.get("start"), strict=False)
+    end = time_parse(window.get("end"), strict=False)
+    values = _parse_points(series)
+    if not (start and window_start and end and end > start) or not any(
+        v is not None for v in values
+    ):
+        return None
+    span = (end - start).total_seconds()
+    plot_w = METRIC_WIDTH - METRIC_PAD_LEFT - METRIC_PAD_RIGHT
+    plot_h = METRIC_HEIGHT - METRIC_PAD_TOP - METRIC_PAD_BOTTOM
+    known = [v for v in values if v is not None]
+    low, high = min([*known, 0.0]), max(known)
+    if high == low:
+        high = low + 1.0
+    bucket = span / len(values)
+
+    def x_at(seconds: float) -> float:
+        return round(METRIC_PAD_LEFT + plot_w * seconds / span, 1)
+
+    def y_at(value: float) -> float:
+        return round(METRIC_PAD_TOP + plot_h * (1 - (value - low) / (high - low)), 1)
+
+    dots = [(x_at(bucket * (i + 0.5)), y_at(v)) for i, v in enumerate(values) if v is not None]
+    window_x = x_at((window_start - start).total_seconds())
+    metric = str(series.get("metric") or "")
+    service = str(series.get("service") or "")
+    line = str(series.get("line") or "")
+    # The series identity as the tool wrote it: service, metric and labels.
+    title = line.split(": ", 1)[0] if ": " in line else f"{service} {metric}".strip()
+    return MetricChart(
+        title=title,
+        width=METRIC_WIDTH,
+        height=METRIC_HEIGHT,
+        polyline=" ".join(f"{x},{y}" for x, y in dots),
+        dots=dots,
+        baseline_x=METRIC_PAD_LEFT,
+        baseline_w=round(window_x - METRIC_PAD_LEFT, 1),
+        baseline_mid=round((METRIC_PAD_LEFT + window_x) / 2, 1),
+        window_x=window_x,
+        window_w=round(METRIC_PAD_LEFT + plot_w - window_x, 1),
+        plot_top=METRIC_PAD_TOP,
+        plot_h=plot_h,
+        y_max_label=_axis_label(high, str(series.get("unit") or "")),
+        y_min_label=_axis_label(low, str(series.get("unit") or "")),
+        start_label=start.strftime("%H:%M"),
+        window_label=window_start.strftime("%H:%M"),
+        end_label=end.strftime("%H:%M"),
+        description=str(series.get("line") or title),
+    )
+
+
+def charts_for_lines(*, summary: dict, lines: list[str], limit: int = 2) -> list[MetricChart]:
+    """Charts of the series whose output lines hold the excerpt (its stats or its trend line)."""
+    wanted = {line.strip() for line in lines if line.strip()}
+    chosen = [
+        s
+        for s in summary.get("series") or []
+        if isinstance(s, dict)
+        and (
+            str(s.get("line") or "").strip() in wanted
+            or str(s.get("trend_line") or "").strip() in wanted
+        )
+    ]
+    charts = [metric_chart(summary=summary, series=s) for s in chosen[:limit]]
+    return [c for c in charts if c is not None]
+
+
+# --- Stacked bars and lines over categories (written as SVG here) ----------------------
 
 PALETTE = ("#2f6fb0", "#e0883b", "#c23b3b", "#5a9e4b", "#8064a2", "#7f7f7f", "#b8a03c")
 WIDTH, HEIGHT = 640, 220
@@ -43,7 +192,8 @@ def _label_lines(label: str, width: float) -> list[str]:
     return lines
 
 
-def _fmt(value: float) -> str:
+def _value_label(value: float) -> str:
+    """A bar's or the axis's value: whole numbers plain, others with two decimals."""
     return f"{value:.0f}" if float(value).is_integer() else f"{value:.2f}"
 
 
@@ -88,7 +238,7 @@ def _frame(title: str, body: SafeString, ymax: float, labels: Sequence[str]) -> 
         right=WIDTH - PAD_RIGHT,
         tx=PAD_LEFT - 4,
         ty_max=PAD_TOP + 8,
-        ymax=_fmt(ymax),
+        ymax=_value_label(ymax),
     )
     return format_html(
         '<svg class="rp-chart" role="img" viewBox="0 0 {w} {h}" width="{w}" height="{h}" '
@@ -137,7 +287,7 @@ def bar_chart(
                     f"{bar_w:.1f}",
                     f"{height:.1f}",
                     PALETTE[k % len(PALETTE)],
-                    f"{label} · {name}: {_fmt(value)}",
+                    f"{label} · {name}: {_value_label(value)}",
                 )
             )
             base += value
