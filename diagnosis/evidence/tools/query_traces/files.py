@@ -19,7 +19,7 @@ TRACE_SPANS_MAX = 20_000
 
 
 def _max_bytes() -> int:
-    return int(getattr(settings, "TRACE_FILES_MAX_BYTES", 4 * 1024**3))
+    return int(settings.TRACE_FILES_MAX_BYTES)
 
 
 def _size_check(files: tuple[Path, ...], limit: int) -> None:
