@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 import tempfile
 from pathlib import Path
@@ -59,6 +60,10 @@ def _packs_under(paths: list[str]) -> list[Path]:
         path = Path(raw)
         found.extend([path] if (path / "scenario.yaml").is_file() else pack_discover([path]))
     return found
+
+
+# An OpenAI-style response's clock (the loopback server's time of the reply).
+_CREATED = re.compile(r'"created": \d+')
 
 
 def session_record(session: DiagnosisSession) -> dict[str, Any]:
@@ -98,7 +103,8 @@ def session_record(session: DiagnosisSession) -> dict[str, Any]:
                 "status": c.status,
                 "error": c.error,
                 "request": c.request,
-                "raw_response": c.raw_response,
+                "raw_response": _CREATED.sub('"created": 0', c.raw_response or "")
+                or c.raw_response,
             }
             for c in session.llm_calls.order_by("sequence")
         ],

@@ -221,6 +221,9 @@ SCENARIO_PACK_DIRS = [
 # --- Evidence tools ---------------------------------------------------------
 TOOL_TIMEOUT_SECONDS = env_float("TOOL_TIMEOUT_SECONDS", 15.0, minimum=0.1)
 TOOL_OUTPUT_MAX_CHARS = env_int("TOOL_OUTPUT_MAX_CHARS", 16_000, minimum=1000)
+# A fleet-wide query_metrics on Prometheus over at least this many series is ranked in the
+# engine, only its candidates read (0: every series is always read).
+METRICS_ENGINE_RANK_MIN_SERIES = env_int("METRICS_ENGINE_RANK_MIN_SERIES", 2000, minimum=0)
 # Threads one query_logs scan of a big pack file uses; 0: the cores the process may use.
 # With Celery concurrency N on C cores, C / N keeps busy workers from running N x C threads.
 LOG_SCAN_WORKERS = env_int("LOG_SCAN_WORKERS", 0, minimum=0, maximum=256)
@@ -325,6 +328,10 @@ API_CALLBACK_BACKOFF_SECONDS = env_int("API_CALLBACK_BACKOFF_SECONDS", 30, minim
 # Each label or annotation value used in an alert's question is cut to this length.
 ALERTMANAGER_TEXT_MAX_CHARS = env_int("ALERTMANAGER_TEXT_MAX_CHARS", 300, minimum=20)
 
+# The one writer of audit events, which the core's services reach without importing the
+# audit app (diagnosis/audit_trail.py).
+AUDIT_EVENT_RECORDER = "audit.services.audit_event_record"
+
 REST_FRAMEWORK = {
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "DEFAULT_AUTHENTICATION_CLASSES": [
@@ -353,6 +360,7 @@ SPECTACULAR_SETTINGS = {
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",
         "diagnosis.api.serializers.strict_request_bodies",
+        "diagnosis.api.schema.links_and_rate_limit_headers",
     ],
     "ENUM_NAME_OVERRIDES": {
         "DiagnosisStatusEnum": "diagnosis.models.DiagnosisSession.Status",

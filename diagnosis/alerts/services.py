@@ -15,8 +15,8 @@ from django.db.models import F
 from django.utils import timezone
 from django.utils.translation import gettext
 
-from audit.services import audit_event_record
-from diagnosis.api.auth import receiver_token_generate, secret_hash
+from diagnosis.audit_trail import audit_trail_record
+from diagnosis.credentials import receiver_token_generate, secret_hash
 from diagnosis.evidence.timeutil import rfc3339
 from diagnosis.i18n import language_override
 from diagnosis.models import AlertGroupStart, AlertmanagerReceiver, DiagnosisSession, Environment
@@ -41,7 +41,7 @@ def alert_receiver_token_rotate(
     token = receiver_token_generate()
     AlertmanagerReceiver.objects.filter(pk=receiver.pk).update(token_hash=secret_hash(token))
     receiver.token_hash = secret_hash(token)
-    audit_event_record(
+    audit_trail_record(
         actor=actor,
         action="alert_receiver_token_rotated",
         target=receiver,

@@ -13,10 +13,13 @@ from diagnosis.api.auth import IsReceiver, ReceiverTokenAuthentication
 from diagnosis.api.base import TAG_ALERTS, ApiView
 from diagnosis.api.errors import error_responses
 from diagnosis.api.serializers import (
+    SLUG,
     AlertIngestSerializer,
     RawTextField,
+    Rfc3339DateTimeField,
     StrictChoiceField,
     StrictIntegerField,
+    schema_pattern,
 )
 
 WEBHOOK_VERSION = "4"
@@ -31,8 +34,8 @@ class AlertmanagerWebhookApi(ApiView):
             status = serializers.ChoiceField(choices=["firing", "resolved"])
             labels = serializers.DictField(child=RawTextField())
             annotations = serializers.DictField(child=RawTextField(), required=False, default=dict)
-            startsAt = serializers.DateTimeField()
-            endsAt = serializers.DateTimeField(required=False, allow_null=True)
+            startsAt = Rfc3339DateTimeField()
+            endsAt = Rfc3339DateTimeField(required=False, allow_null=True)
             generatorURL = RawTextField(required=False)
             fingerprint = RawTextField(required=False)
 
@@ -72,7 +75,7 @@ class AlertmanagerWebhookApi(ApiView):
         parameters=[
             OpenApiParameter(
                 "receiver",
-                {"type": "string", "pattern": "^[-a-zA-Z0-9_]+$"},
+                {"type": "string", "pattern": schema_pattern(SLUG)},
                 OpenApiParameter.PATH,
                 description="Receiver slug.",
             )

@@ -1,15 +1,12 @@
 """How API requests prove who they are: API keys, Alertmanager receiver tokens, rate limits.
 
-Secrets are never stored: a key is ``rp_<prefix>_<secret>``; the row keeps the prefix (to
-find it) and the SHA-256 of the whole key (to check it). A high-entropy secret makes a
-plain hash enough; no slow password hash is needed.
+The secrets themselves (how they are made, hashed and derived) are ``diagnosis.credentials``.
 """
 
 from __future__ import annotations
 
-import hashlib
 import hmac
-import secrets
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -20,42 +17,14 @@ from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from rest_framework import authentication, exceptions, permissions, throttling
 from rest_framework.request import Request
 
+from diagnosis.credentials import KEY_PREFIX, secret_hash
 from diagnosis.models import AlertmanagerReceiver, ApiKey
 
 if TYPE_CHECKING:  # DRF's views module reads the settings that name this module
     from rest_framework.views import APIView
 
-KEY_PREFIX = "rp_"
-RECEIVER_TOKEN_PREFIX = "rpam_"  # noqa: S105 (a prefix, not a secret)
 # last_used_at is a hint, not an audit trail: write it at most this often.
 LAST_USED_RESOLUTION = timedelta(seconds=60)
-
-
-def secret_hash(secret: str) -> str:
-    return hashlib.sha256(secret.encode("utf-8")).hexdigest()
-
-
-def api_key_generate() -> tuple[str, str]:
-    """A new (prefix, full key)."""
-    prefix = secrets.token_hex(6)
-    return prefix, f"{KEY_PREFIX}{prefix}_{secrets.token_urlsafe(32)}"
-
-
-def receiver_token_generate() -> str:
-    return f"{RECEIVER_TOKEN_PREFIX}{secrets.token_urlsafe(32)}"
-
-
-def api_key_signing_secret(*, api_key: ApiKey) -> str:
-    """The key's callback signing secret, derived so it is never stored.
-
-    It changes if SECRET_KEY changes; integrators then need a new key.
-    """
-    digest = hmac.new(
-        settings.SECRET_KEY.encode("utf-8"),
-        f"rootproof.callback-signing:{api_key.pk}:{api_key.prefix}".encode(),
-        hashlib.sha256,
-    ).hexdigest()
-    return f"whsec_{digest}"
 
 
 def bearer_token(request: Request) -> str | None:
@@ -145,8 +114,47 @@ class IsReceiver(permissions.BasePermission):
         return isinstance(request.auth, AlertmanagerReceiver)
 
 
+@dataclass(frozen=True)
+class RateLimitState:
+    """Where the caller's bucket stands after this request, as its answer tells it."""
+
+    limit: int  # requests per window
+    remaining: int  # requests left in the window now
+    reset: int  # seconds until the oldest counted request leaves the window
+
+    def headers(self) -> dict[str, str]:
+        # The IETF draft's names (draft-ietf-httpapi-ratelimit-headers): delta-seconds.
+        return {
+            "RateLimit-Limit": str(self.limit),
+            "RateLimit-Remaining": str(self.remaining),
+            "RateLimit-Reset": str(self.reset),
+        }
+
+
+def seconds_to_wait(wait: float) -> int:
+    """Whole seconds a client waits, never zero: what Retry-After and RateLimit-Reset say.
+
+    Rounded up past the instant (int + 1), so a client that waits this long is let in.
+    """
+    return int(max(wait, 0.0)) + 1
+
+
+_STATE_ATTRIBUTE = "_rootproof_rate_limit"
+
+
+def rate_limit_state(request: Request) -> RateLimitState | None:
+    """The state ApiKeyRateThrottle left on this request (None: the request was not counted)."""
+    state = getattr(request, _STATE_ATTRIBUTE, None)
+    return state if isinstance(state, RateLimitState) else None
+
+
 class ApiKeyRateThrottle(throttling.SimpleRateThrottle):
-    """One bucket per API key (or receiver, or browser user); rate from API_RATE_LIMIT."""
+    """One bucket per API key (or receiver, or browser user); rate from API_RATE_LIMIT.
+
+    It leaves the bucket's state on the request (``rate_limit_state``), for the answer's
+    RateLimit-* headers: a sliding window of the last ``duration`` seconds, so the reset is
+    when its oldest request leaves it. Anonymous requests (401 anyway) are not counted.
+    """
 
     scope = "api"
 
@@ -163,6 +171,17 @@ class ApiKeyRateThrottle(throttling.SimpleRateThrottle):
         else:
             return None  # anonymous requests end in 401 anyway
         return self.cache_format % {"scope": self.scope, "ident": ident}
+
+    def allow_request(self, request: Request, view: APIView) -> bool:
+        allowed = bool(super().allow_request(request, view))
+        if self.rate is not None and self.key is not None and self.history:
+            state = RateLimitState(
+                limit=self.num_requests,
+                remaining=max(self.num_requests - len(self.history), 0),
+                reset=seconds_to_wait(self.duration - (self.now - self.history[-1])),
+            )
+            setattr(request, _STATE_ATTRIBUTE, state)
+        return allowed
 
 
 class ApiKeyAuthenticationScheme(OpenApiAuthenticationExtension):

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 from uuid import UUID
 
+from django.http.response import HttpResponseBase
 from django.urls import reverse
 from django.utils.translation import gettext_lazy as _
 from drf_spectacular.types import OpenApiTypes
@@ -15,7 +16,7 @@ from rest_framework.permissions import IsAuthenticated
 from rest_framework.request import Request
 from rest_framework.views import APIView
 
-from diagnosis.api.auth import ApiKeyAuthentication, ApiKeyRateThrottle
+from diagnosis.api.auth import ApiKeyAuthentication, ApiKeyRateThrottle, rate_limit_state
 from diagnosis.api.errors import JSONParser, request_size_check
 from diagnosis.api.selectors import diagnosis_get_for_user
 from diagnosis.models import DiagnosisSession
@@ -35,6 +36,16 @@ class ApiView(APIView):
     def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
         request_size_check(request)
         super().initial(request, *args, **kwargs)
+
+    def finalize_response(
+        self, request: Request, response: HttpResponseBase, *args: Any, **kwargs: Any
+    ) -> HttpResponseBase:
+        # Every answer to a counted request says where its bucket stands, errors included.
+        state = rate_limit_state(request)
+        if state is not None:
+            for name, value in state.headers().items():
+                response[name] = value
+        return super().finalize_response(request, response, *args, **kwargs)
 
 
 def diagnosis_or_404(request: Request, public_id: UUID | str) -> DiagnosisSession:

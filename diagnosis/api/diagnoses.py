@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from datetime import datetime, timedelta
 from typing import Any
 from uuid import UUID
@@ -15,12 +16,13 @@ from rest_framework import exceptions, serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from chat.models import Conversation
 from diagnosis.api.base import ID_PARAMETER, TAG_DIAGNOSES, ApiView, diagnosis_or_404, diagnosis_url
 from diagnosis.api.errors import FieldNotFound, error_responses
 from diagnosis.api.pagination import DiagnosisCursorPagination, PageFilterSerializer
 from diagnosis.api.selectors import (
+    OwnConversation,
     callback_attempts_for_session,
+    conversation_get_for_user,
     diagnosis_detail,
     diagnosis_list_for_user,
 )
@@ -30,10 +32,12 @@ from diagnosis.api.serializers import (
     DiagnosisPageSerializer,
     DiagnosisSummarySerializer,
     HttpUrlField,
+    Rfc3339DateTimeField,
     SlugTextField,
     StrictInputSerializer,
     StrictIntegerField,
     StrictTextField,
+    schema_pattern,
 )
 from diagnosis.api.services import diagnosis_api_submit
 from diagnosis.models import ApiKey, DiagnosisSession, Environment
@@ -44,11 +48,15 @@ MAX_WINDOW = timedelta(days=7)
 MIN_WINDOW_MINUTES = 1
 MIN_WINDOW = timedelta(minutes=MIN_WINDOW_MINUTES)
 IDEMPOTENCY_KEY_MAX = 200
+# A header's value as HTTP has it (RFC 9110 field-value): tabs and visible characters, no
+# other control character. The schema states it and the view checks it: one rule.
+IDEMPOTENCY_KEY = r"^[^\x00-\x08\x0a-\x1f\x7f]*\Z"
+_IDEMPOTENCY_KEY = re.compile(IDEMPOTENCY_KEY)
 
 
 class WindowSerializer(StrictInputSerializer):
-    start = serializers.DateTimeField()
-    end = serializers.DateTimeField()
+    start = Rfc3339DateTimeField()
+    end = Rfc3339DateTimeField()
 
     class Meta:
         ref_name = "DiagnosisWindowInput"
@@ -87,11 +95,11 @@ def _environment_named(slug: str | None) -> Environment | None:
     return environment
 
 
-def _conversation_named(conversation_id: int | None, request: Request) -> Conversation | None:
+def _conversation_named(conversation_id: int | None, request: Request) -> OwnConversation | None:
     """The caller's conversation a body names (None when it names none); else a 404."""
     if conversation_id is None:
         return None
-    conversation = Conversation.objects.filter(pk=conversation_id, owner=request.user).first()
+    conversation = conversation_get_for_user(user=request.user, conversation_id=conversation_id)
     if conversation is None:
         raise FieldNotFound("conversation", _("没有这个对话。"))
     return conversation
@@ -136,7 +144,6 @@ class DiagnosisCreateApi(ApiView):
         callback_url = HttpUrlField(
             required=False,
             allow_blank=True,
-            max_length=500,
             help_text="http(s) URL that receives the signed result when the diagnosis ends "
             "(API key authentication only).",
         )
@@ -153,13 +160,16 @@ class DiagnosisCreateApi(ApiView):
             if environment is None:
                 try:
                     environment = (
-                        conversation.environment if conversation else environment_default()
+                        Environment.objects.get(pk=conversation.environment_id)
+                        if conversation
+                        else environment_default()
                     )
                 except Environment.DoesNotExist:
                     raise serializers.ValidationError(
                         {"environment": [_("尚未配置默认环境，请指定一个。")]}
                     ) from None
-            return {**attrs, "conversation": conversation, "environment": environment}
+            row = conversation.row if conversation else None
+            return {**attrs, "conversation": row, "environment": environment}
 
     OutputSerializer = DiagnosisDetailSerializer
 
@@ -174,10 +184,15 @@ class DiagnosisCreateApi(ApiView):
         parameters=[
             OpenApiParameter(
                 "Idempotency-Key",
-                {"type": "string", "maxLength": IDEMPOTENCY_KEY_MAX},
+                {
+                    "type": "string",
+                    "maxLength": IDEMPOTENCY_KEY_MAX,
+                    "pattern": schema_pattern(IDEMPOTENCY_KEY),
+                },
                 OpenApiParameter.HEADER,
                 required=False,
-                description=f"Up to {IDEMPOTENCY_KEY_MAX} characters, unique per owner.",
+                description=f"Up to {IDEMPOTENCY_KEY_MAX} characters (no control character but "
+                "a tab), unique per owner.",
             ),
             OpenApiParameter(
                 "Location",
@@ -201,11 +216,16 @@ class DiagnosisCreateApi(ApiView):
         },
     )
     def post(self, request: Request) -> Response:
-        idempotency_key = request.headers.get("Idempotency-Key", "").strip()
-        if len(idempotency_key) > IDEMPOTENCY_KEY_MAX:
+        # Checked as sent, as the schema checks it; then without the spaces or tabs around
+        # it, which HTTP does not count as part of a header's value.
+        sent = request.headers.get("Idempotency-Key", "")
+        if len(sent) > IDEMPOTENCY_KEY_MAX:
             raise exceptions.ValidationError(
                 {"Idempotency-Key": [_("最多 %(max)s 个字符。") % {"max": IDEMPOTENCY_KEY_MAX}]}
             )
+        if not _IDEMPOTENCY_KEY.match(sent):
+            raise exceptions.ValidationError({"Idempotency-Key": [_("不能包含控制字符。")]})
+        idempotency_key = sent.strip(" \t")
         serializer = self.InputSerializer(data=request.data, context={"request": request})
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data
@@ -247,8 +267,8 @@ class DiagnosisListApi(ApiView):
         )
         source = serializers.ChoiceField(choices=DiagnosisSession.Source.choices, required=False)
         environment = SlugTextField(required=False, help_text="Environment slug.")
-        created_after = serializers.DateTimeField(required=False, help_text="Inclusive.")
-        created_before = serializers.DateTimeField(required=False, help_text="Exclusive.")
+        created_after = Rfc3339DateTimeField(required=False, help_text="Inclusive.")
+        created_before = Rfc3339DateTimeField(required=False, help_text="Exclusive.")
 
         class Meta:
             ref_name = "DiagnosisListFilter"

@@ -20,6 +20,7 @@ from rest_framework import exceptions, parsers, serializers, status
 from rest_framework.response import Response
 from rest_framework.views import set_rollback
 
+from diagnosis.api.auth import seconds_to_wait
 from diagnosis.contracts import ConflictError
 
 logger = logging.getLogger(__name__)
@@ -96,7 +97,7 @@ def _details_of(exc: exceptions.APIException) -> dict[str, Any]:
     if isinstance(exc, FieldNotFound):
         return {"fields": {exc.field: [exc.detail]}}
     if isinstance(exc, exceptions.Throttled) and exc.wait is not None:
-        return {"retry_after_seconds": int(exc.wait) + 1}
+        return {"retry_after_seconds": seconds_to_wait(exc.wait)}
     return {}
 
 
@@ -130,8 +131,8 @@ def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response |
     headers: dict[str, str] = {}
     if getattr(exc, "auth_header", None):
         headers["WWW-Authenticate"] = exc.auth_header  # type: ignore[attr-defined]
-    if getattr(exc, "wait", None):
-        headers["Retry-After"] = str(int(exc.wait) + 1)  # type: ignore[attr-defined]
+    if isinstance(exc, exceptions.Throttled) and exc.wait is not None:
+        headers["Retry-After"] = str(seconds_to_wait(exc.wait))
 
     if isinstance(exc, exceptions.ValidationError):
         code, message = "invalid", gettext("请求无效，详见 details.fields。")

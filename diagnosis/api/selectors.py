@@ -11,6 +11,8 @@ from typing import Any
 from uuid import UUID
 
 from django.contrib.auth.models import User
+from django.core.exceptions import ImproperlyConfigured
+from django.db import models
 from django.db.models import QuerySet
 
 from diagnosis.contracts import SelfEvaluation
@@ -73,6 +75,33 @@ def diagnosis_get_for_user(*, user: User, public_id: UUID | str) -> DiagnosisSes
         .select_related("environment", "api_submission")
         .first()
     )
+
+
+@dataclass(frozen=True)
+class OwnConversation:
+    """A conversation of the caller's that a diagnosis may join: its row and environment."""
+
+    row: models.Model
+    environment_id: int
+
+
+def _conversation_model() -> type[models.Model]:
+    """The model the session's ``conversation`` foreign key names (the chat app's).
+
+    The chat app is built on the core, which imports none of it; the relation the core's
+    own session row declares is how the core reaches the rows it links to.
+    """
+    model = DiagnosisSession._meta.get_field("conversation").related_model
+    if not isinstance(model, type) or not issubclass(model, models.Model):
+        raise ImproperlyConfigured("DiagnosisSession.conversation names no installed model")
+    return model
+
+
+def conversation_get_for_user(*, user: User, conversation_id: int) -> OwnConversation | None:
+    row = _conversation_model()._default_manager.filter(pk=conversation_id, owner=user).first()
+    if row is None:
+        return None
+    return OwnConversation(row=row, environment_id=row.serializable_value("environment"))
 
 
 def tool_invocations_for_session(*, session: DiagnosisSession) -> QuerySet[ToolInvocation]:

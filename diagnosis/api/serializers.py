@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import inspect
 import re
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, ClassVar
 
-from django.core.validators import URLValidator
+from django.urls.converters import SlugConverter
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 from drf_spectacular.utils import extend_schema_field
@@ -16,6 +16,7 @@ from rest_framework.settings import api_settings
 
 from diagnosis.api.selectors import DiagnosisDetail
 from diagnosis.contracts import FAILURE_CODES, AllowedHypothesis, ComposerAction, RouteNote
+from diagnosis.evidence.timeutil import TimeFormatError, time_parse
 from diagnosis.models import DiagnosisSession
 from diagnosis.selectors import SessionClaim, SessionClaims
 
@@ -24,9 +25,11 @@ from diagnosis.selectors import SessionClaim, SessionClaims
 NOT_BLANK = r"^[^\x00]*[^\s\x00\x1c-\x1f\x85][^\x00]*$"
 NO_NUL = r"^[^\x00]*$"
 NOT_BLANK_ERROR = {"invalid": _("这个字段需要可见的文字，且不能包含 NUL 字符。")}
-# DRF's SlugField pattern, ended by \Z: Python's $ also matches before a final newline
-# (the schema's ECMA $ does not; drf-spectacular writes \Z as $).
-SLUG = r"^[-a-zA-Z0-9_]+\Z"
+# The URL's slug (Django's <slug:> converter, which the receiver's path uses), ended by
+# \Z: Python's $ also matches before a final newline (the schema's ECMA $ does not;
+# drf-spectacular writes \Z as $). One rule for an environment's slug in a body or a
+# query and a receiver's in a path.
+SLUG = rf"^{SlugConverter.regex}\Z"
 
 
 class StrictInputSerializer(serializers.Serializer):
@@ -125,11 +128,48 @@ class RawTextField(_JsonTextField):
         super().__init__(NO_NUL, **kwargs)
 
 
+def _ipv6() -> str:
+    """RFC 3986's IPv6address, its nine forms written out as one regular expression."""
+    h16, ls32 = "[0-9A-Fa-f]{1,4}", rf"(?:[0-9A-Fa-f]{{1,4}}:[0-9A-Fa-f]{{1,4}}|{_IPV4})"
+    forms = [rf"(?:{h16}:){{6}}{ls32}", rf"::(?:{h16}:){{5}}{ls32}"]
+    tails = [rf"(?:{h16}:){{{n}}}{ls32}" for n in (4, 3, 2, 1)] + [ls32, h16, ""]
+    for before, tail in enumerate(tails):  # [ *before( h16 ":" ) h16 ] "::" tail
+        forms.append(rf"(?:(?:{h16}:){{0,{before}}}{h16})?::{tail}")
+    return "(?:" + "|".join(forms) + ")"
+
+
+_OCTET = "(?:25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9]?[0-9])"
+_IPV4 = rf"{_OCTET}(?:\.{_OCTET}){{3}}"
+_LABEL = "[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
+_TLD = "(?:[A-Za-z][A-Za-z-]{0,61}[A-Za-z]|xn--[A-Za-z0-9]{1,59})"
+_PORT = "(?:6553[0-5]|655[0-2][0-9]|65[0-4][0-9]{2}|6[0-4][0-9]{3}|[1-5][0-9]{4}|[1-9]?[0-9]{1,3})"
+_PCHAR = "(?:[A-Za-z0-9._~!$&'()*+,;=:@-]|%[0-9A-Fa-f]{2})"
+# The http(s) URLs a callback may name: RFC 3986's http URI (no user info), its host a
+# DNS name with a top-level label, localhost, an IPv4 address or a bracketed IPv6 one;
+# ASCII only (an internationalised name in its xn-- form), as a URI is. This one
+# expression is the field's only check and the schema's pattern, so what the schema
+# accepts the API accepts. Case-insensitive where RFC 3986 is: the scheme and the host.
+HTTP_URL = (
+    "^[Hh][Tt][Tt][Pp][Ss]?://"
+    rf"(?:(?:{_LABEL}\.)+{_TLD}\.?|[Ll][Oo][Cc][Aa][Ll][Hh][Oo][Ss][Tt]|{_IPV4}|\[{_ipv6()}\])"
+    rf"(?::{_PORT})?"
+    rf"(?:/{_PCHAR}*)*(?:\?(?:{_PCHAR}|[/?])*)?(?:#(?:{_PCHAR}|[/?])*)?\Z"
+)
+HTTP_URL_MAX = 500
+
+
+def schema_pattern(regex: str) -> str:
+    """A Python pattern as the schema writes it (ECMA anchors and escapes), as
+    drf-spectacular writes a RegexValidator's, for fields whose schema is given by hand."""
+    pattern = regex.encode("ascii", "backslashreplace").decode().replace(r"\x", r"\u00")
+    return pattern.replace(r"\Z", "$").replace(r"\A", "^")
+
+
 @extend_schema_field(
-    {"type": "string", "format": "uri", "pattern": "^[Hh][Tt][Tt][Pp][Ss]?://", "maxLength": 500}
+    {"type": "string", "pattern": schema_pattern(HTTP_URL), "maxLength": HTTP_URL_MAX}
 )
 class HttpUrlField(_JsonTextField):
-    """An http(s) URL, with one message when it is not one (URLField alone adds a second).
+    """An http(s) URL: matches ``HTTP_URL`` as sent, the schema's pattern (one message).
 
     A text field like the others, so its maxLength counts the URL as sent too.
     """
@@ -137,14 +177,10 @@ class HttpUrlField(_JsonTextField):
     default_error_messages = {"invalid": serializers.URLField.default_error_messages["invalid"]}
 
     def __init__(self, **kwargs: Any) -> None:
-        # Checked as sent, as the schema's pattern checks it: DRF would trim first, so
-        # " https://…" passed and whitespace alone was taken as blank.
+        # Checked as sent, as the schema's pattern checks it: DRF would trim first.
         kwargs.setdefault("trim_whitespace", False)
-        # NO_NUL never fails here (the NUL check runs first): the URL check is the validator.
-        super().__init__(NO_NUL, **kwargs)
-        self.validators.append(
-            URLValidator(schemes=["http", "https"], message=self.error_messages["invalid"])
-        )
+        kwargs.setdefault("max_length", HTTP_URL_MAX)
+        super().__init__(HTTP_URL, **kwargs)
 
 
 class SlugTextField(_JsonTextField):
@@ -156,6 +192,48 @@ class SlugTextField(_JsonTextField):
     def __init__(self, **kwargs: Any) -> None:
         kwargs.setdefault("trim_whitespace", False)
         super().__init__(SLUG, **kwargs)
+
+
+_YEAR = "(?:[0-9]{3}[1-9]|[0-9]{2}[1-9][0-9]|[0-9][1-9][0-9]{2}|[1-9][0-9]{3})"  # 0001-9999
+_OFFSET = "(?:[Zz]|[+-](?:[01][0-9]|2[0-3]):[0-5][0-9])"
+# RFC 3339's date-time (section 5.6) as the API reads one: an offset always, seconds
+# 00-59 (no leap second: no clock the API compares with has one), years 0001-9999 (the
+# calendar Python and the databases hold). The schema states this pattern beside
+# format: date-time, and the field parses only what it matches; a date the calendar
+# lacks (02-30) fails both the format and the parse.
+RFC3339_DATETIME = (
+    rf"^{_YEAR}-(?:0[1-9]|1[0-2])-(?:0[1-9]|[12][0-9]|3[01])"
+    rf"[Tt](?:[01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](?:\.[0-9]+)?{_OFFSET}\Z"
+)
+_RFC3339_DATETIME = re.compile(RFC3339_DATETIME)
+_EARLIEST = datetime.min.replace(tzinfo=UTC)
+_LATEST = datetime.max.replace(tzinfo=UTC)
+
+
+@extend_schema_field(
+    {"type": "string", "format": "date-time", "pattern": schema_pattern(RFC3339_DATETIME)}
+)
+class Rfc3339DateTimeField(serializers.DateTimeField):
+    """Every date-time the API reads (windows, filters, an alert's times): RFC3339_DATETIME.
+
+    DRF's field takes what Django's parser takes (no offset, a space, no seconds) and
+    turns a naive time into the server's zone; an integrator's "2026-03-02 10:20" would
+    mean something the schema does not say. A moment whose UTC time falls outside the
+    calendar (0001-01-01T00:00:00+01:00) is its first or last instant: each is still
+    earlier or later than any stored time, which is all a filter or a window asks of it.
+    """
+
+    def to_internal_value(self, value: Any) -> datetime:
+        if not isinstance(value, str) or not _RFC3339_DATETIME.match(value):
+            self.fail("invalid", format="YYYY-MM-DDThh:mm:ss[.f](Z|±hh:mm)")
+        try:
+            moment = time_parse(value, to_utc=False)
+        except TimeFormatError:
+            self.fail("invalid", format="YYYY-MM-DDThh:mm:ss[.f](Z|±hh:mm)")
+        try:
+            return moment.astimezone(UTC)
+        except OverflowError:
+            return _EARLIEST if moment.year == 1 else _LATEST
 
 
 _BLANK_STRING = {"type": "string", "maxLength": 0}

@@ -13,14 +13,13 @@ from typing import Any
 
 from django.contrib.auth.models import User
 from django.core.exceptions import ValidationError
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, models, transaction
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
-from audit.services import audit_event_record
-from chat.models import Conversation
-from diagnosis.api.auth import api_key_generate, api_key_signing_secret, secret_hash
+from diagnosis.audit_trail import audit_trail_record
 from diagnosis.contracts import ConflictError
+from diagnosis.credentials import api_key_generate, api_key_signing_secret, secret_hash
 from diagnosis.models import ApiKey, ApiSubmission, DiagnosisSession, Environment
 from diagnosis.services import diagnosis_submit
 
@@ -40,7 +39,7 @@ def api_key_create(*, owner: User, name: str) -> CreatedApiKey:
     api_key = ApiKey.objects.create(
         owner=owner, name=name.strip(), prefix=prefix, secret_hash=secret_hash(key)
     )
-    audit_event_record(
+    audit_trail_record(
         actor=owner, action="api_key_created", target=api_key, details={"name": api_key.name}
     )
     return CreatedApiKey(
@@ -55,7 +54,7 @@ def api_key_revoke(*, api_key: ApiKey, actor: User | None = None) -> ApiKey:
         revoked_at=timezone.now()
     )
     if revoked:
-        audit_event_record(
+        audit_trail_record(
             actor=actor or api_key.owner,
             action="api_key_revoked",
             target=api_key,
@@ -109,7 +108,7 @@ def diagnosis_api_submit(
     language: str = "zh-CN",
     services: list[str] | None = None,
     window: dict[str, str] | None = None,
-    conversation: Conversation | None = None,
+    conversation: models.Model | None = None,
     callback_url: str = "",
     idempotency_key: str = "",
 ) -> Submitted:

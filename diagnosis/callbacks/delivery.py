@@ -12,7 +12,6 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from diagnosis.api.auth import api_key_signing_secret
 from diagnosis.api.selectors import diagnosis_detail
 from diagnosis.api.serializers import DiagnosisDetailSerializer
 from diagnosis.callbacks.services import (
@@ -20,6 +19,7 @@ from diagnosis.callbacks.services import (
     callback_address_refusal,
     callback_signature,
 )
+from diagnosis.credentials import api_key_signing_secret
 from diagnosis.evidence.http import http_client
 from diagnosis.evidence.timeutil import rfc3339
 from diagnosis.models import ApiKey, ApiSubmission, CallbackAttempt, DiagnosisSession

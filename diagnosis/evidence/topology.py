@@ -7,8 +7,10 @@
   (``source_workload``/``destination_workload``, ``client``/``server``,
   ``caller``/``callee``, ``src``/``dst``…: ``call_label_pairs``), for example
   ``sum by (source_workload, destination_workload) (rate(istio_requests_total[10m]))``;
-  it runs once per Executor attempt on the environment's Prometheus, over the last
-  minutes before the session's ``now``.
+  it runs once per Executor attempt on the environment's Prometheus, over the session's
+  window (at most EDGE_QUERY_POINTS evaluations of it, the last at the window's end): the
+  calls of the incident's time, whenever the session is run or replayed, never the wall
+  clock's last minutes.
 - Either way, the Executor also reads caller/callee labels off the metrics it queries
   (the offline engine with ``call_label_pairs`` too).
 """
@@ -16,6 +18,7 @@
 from __future__ import annotations
 
 import logging
+import math
 from datetime import datetime
 
 from django.conf import settings
@@ -24,11 +27,15 @@ from diagnosis.evidence.common import Deadline, ToolFailure, ToolTimeout
 from diagnosis.evidence.packs import PackError, pack_call_edges
 from diagnosis.evidence.tools.query_metrics.prometheus import metrics_from_prometheus
 from diagnosis.evidence.tools.query_metrics.series import Grid
-from diagnosis.models import Environment
+from diagnosis.models import SERVICE_LABEL, Environment
 
 logger = logging.getLogger(__name__)
 
-EDGE_QUERY_SPAN_S = 600.0
+# The query is evaluated at a few times across the window (an edge seen at any of them counts):
+# a call that stopped during the incident is still an edge of it. Its own range vector (the
+# ``[10m]`` of a rate) covers what lies between two evaluations.
+EDGE_QUERY_POINTS = 10
+EDGE_QUERY_MIN_STEP_S = 60.0
 EDGE_QUERY_TIMEOUT_S = 5.0
 
 # Label pairs that name both ends of a call on one series (caller, callee), in any naming:
@@ -64,9 +71,10 @@ def call_label_pairs(labels: dict[str, str]) -> list[tuple[str, str]]:
 
 
 def environment_call_edges(
-    *, environment: Environment, now: datetime | None = None
+    *, environment: Environment, start: datetime, end: datetime
 ) -> tuple[tuple[str, str], ...]:
-    """(caller, callee) pairs known for ``environment``; none when nothing declares any."""
+    """(caller, callee) pairs known for ``environment`` over the window ``start``–``end`` (a
+    live environment's query is evaluated there); none when nothing declares any."""
     if environment.kind == Environment.Kind.SCENARIO:
         if not environment.pack_path:
             return ()
@@ -80,8 +88,7 @@ def environment_call_edges(
     )
     if not query or not environment.prometheus_url:
         return ()
-    end = (now or datetime.now().astimezone()).timestamp()
-    grid = Grid(start=end - EDGE_QUERY_SPAN_S, end=end, step=EDGE_QUERY_SPAN_S)
+    grid = _edge_grid(start.timestamp(), end.timestamp())
     try:
         series, _ = metrics_from_prometheus(
             base_url=environment.prometheus_url,
@@ -89,6 +96,8 @@ def environment_call_edges(
             query=query,
             grid=grid,
             deadline=Deadline.after(EDGE_QUERY_TIMEOUT_S),
+            # the query names its labels as the environment's Prometheus does: none is renamed
+            service_label=SERVICE_LABEL,
         )
     except (ToolFailure, ToolTimeout) as exc:
         # no edges is a diagnosis without localisation along the calls, not a failure
@@ -99,3 +108,12 @@ def environment_call_edges(
         for pair in call_label_pairs(item.labels):
             edges[pair] = None
     return tuple(sorted(edges))
+
+
+def _edge_grid(start: float, end: float) -> Grid:
+    """At most EDGE_QUERY_POINTS evaluation times over the window, the last at its end."""
+    span = max(end - start, 0.0)
+    if span > EDGE_QUERY_MIN_STEP_S * (EDGE_QUERY_POINTS - 1):
+        return Grid(start=start, end=end, step=span / (EDGE_QUERY_POINTS - 1))
+    step = EDGE_QUERY_MIN_STEP_S
+    return Grid(start=end - step * math.floor(span / step), end=end, step=step)

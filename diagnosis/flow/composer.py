@@ -28,6 +28,9 @@ from diagnosis.llm.base import Agent, CallRecorder, LLMError, Role
 from diagnosis.llm.parsing import model_output_parse
 from diagnosis.llm.prompts import prompt_messages
 
+# The contract this stage's answer is asked for and read with.
+CONTRACT = ComposerOutput
+
 
 @dataclass(frozen=True)
 class ComposerResult:
@@ -80,10 +83,10 @@ def composer_stage(
             role=Role.COMPOSER,
             request=composer_input,
             messages=lambda: composer_messages(composer_input),
-            contract=ComposerOutput,
+            contract=CONTRACT,
             recorder=recorder,
         )
-        parsed = model_output_parse(raw, ComposerOutput)
+        parsed = model_output_parse(raw, CONTRACT)
     except LLMError as exc:
         return _fallback(
             composer_input,

@@ -34,6 +34,9 @@ from diagnosis.llm.base import (
 )
 from diagnosis.llm.prompts import prompt_messages, prompt_render, prompt_services
 
+# The contract this stage's answer is asked for and read with.
+CONTRACT = ExecutorEvidenceV2
+
 _ANSWERED = {ParseStatus.PARSED_V2, ParseStatus.PARSED_V1}
 
 
@@ -171,9 +174,7 @@ def executor_loop(
     if rounds_spent and tool_specs:
         final_turn = prompt_render("executor_final_turn", max_tool_rounds=str(max_rounds))
         messages.append({"role": "user", "content": final_turn.strip()})
-    return model.chat(
-        messages, role=Role.EXECUTOR, recorder=recorder, schema=ExecutorEvidenceV2
-    ).text()
+    return model.chat(messages, role=Role.EXECUTOR, recorder=recorder, schema=CONTRACT).text()
 
 
 def executor_answer(

@@ -14,6 +14,9 @@ from diagnosis.llm.base import Agent, CallRecorder, LLMError, PlannerRequest, Ro
 from diagnosis.llm.parsing import Params, Parsed, model_output_parse
 from diagnosis.llm.prompts import prompt_messages, prompt_services
 
+# The contract this stage's answer is asked for and read with.
+CONTRACT = PlannerOutput
+
 
 @dataclass(frozen=True)
 class PlannerResult:
@@ -74,10 +77,10 @@ def planner_stage(
             role=Role.PLANNER,
             request=request,
             messages=lambda: planner_messages(request),
-            contract=PlannerOutput,
+            contract=CONTRACT,
             recorder=recorder,
         )
-        parsed = model_output_parse(raw, PlannerOutput)
+        parsed = model_output_parse(raw, CONTRACT)
     except LLMError as exc:
         parsed = Parsed(exc.status, None, str(exc))
     plan = parsed.output

@@ -35,7 +35,7 @@ from diagnosis.contracts import (
     SelfEvaluation,
     VerifierEvaluation,
 )
-from diagnosis.evidence import invoke
+from diagnosis.evidence import invoke, timeutil
 from diagnosis.evidence.invoke import ToolResult
 from diagnosis.evidence.sources import environment_has_traces
 from diagnosis.evidence.timeutil import rfc3339
@@ -246,7 +246,12 @@ def _execute(
         services=run.known_services(),
         attempt=run.attempt,
         retry_context=retry_context,
-        call_edges=environment_call_edges(environment=session.environment),
+        call_edges=environment_call_edges(
+            environment=session.environment,
+            # the window effective_window made: two RFC 3339 times
+            start=timeutil.time_parse(planned.window["start"]),
+            end=timeutil.time_parse(planned.window["end"]),
+        ),
         has_traces=environment_has_traces(session.environment),
     )
     executed = executor_stage(

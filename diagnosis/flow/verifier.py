@@ -27,6 +27,9 @@ from diagnosis.llm.parsing import Params, model_output_parse
 from diagnosis.llm.prompts import prompt_messages
 from diagnosis.models import DiagnosisSession
 
+# The contract this stage's answer is asked for and read with.
+CONTRACT = VerifierOutput
+
 
 @dataclass(frozen=True)
 class VerifierResult:
@@ -104,10 +107,10 @@ def verifier_stage(
             role=Role.VERIFIER,
             request=payload,
             messages=lambda: verifier_messages(payload),
-            contract=VerifierOutput,
+            contract=CONTRACT,
             recorder=recorder,
         )
-        parsed = model_output_parse(raw, VerifierOutput)
+        parsed = model_output_parse(raw, CONTRACT)
     except LLMError as exc:
         return VerifierResult(status=exc.status, output=None, detail=str(exc), payload=payload)
     return VerifierResult(

@@ -27,17 +27,6 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from diagnosis.contracts import ComposerOutput, ExecutorEvidenceV2, PlannerOutput, VerifierOutput
-from diagnosis.llm.base import Role
-
-# What a role's final answer must be.
-ROLE_CONTRACTS: dict[Role, type[BaseModel]] = {
-    Role.PLANNER: PlannerOutput,
-    Role.EXECUTOR: ExecutorEvidenceV2,
-    Role.VERIFIER: VerifierOutput,
-    Role.COMPOSER: ComposerOutput,
-}
-
 # The most items a list in a structured answer may hold (when the contract says nothing);
 # the budget lowers it, never below LIST_MIN_ITEMS.
 LIST_MAX_ITEMS = 8
@@ -225,11 +214,6 @@ def contract_schema_name(model: type[BaseModel]) -> str:
     )
 
 
-def role_schema_name(role: Role) -> str:
-    """The role's contract version (``planner_v1``…)."""
-    return contract_schema_name(ROLE_CONTRACTS[role])
-
-
 def contract_response_schema(
     model: type[BaseModel], max_tokens: int | None = None
 ) -> tuple[str, dict[str, Any]]:
@@ -237,8 +221,3 @@ def contract_response_schema(
     ``max_tokens`` when given, the contract's own shape otherwise."""
     schema = contract_schema(model) if max_tokens is None else bounded_schema(model, max_tokens)
     return contract_schema_name(model), schema
-
-
-def role_response_schema(role: Role, max_tokens: int | None = None) -> tuple[str, dict[str, Any]]:
-    """``(name, schema)`` of the role's answer (its contract, ``ROLE_CONTRACTS``)."""
-    return contract_response_schema(ROLE_CONTRACTS[role], max_tokens)

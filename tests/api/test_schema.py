@@ -28,7 +28,6 @@ from hypothesis import settings as hypothesis_settings
 from rest_framework.test import APIClient
 from schemathesis.checks import CHECKS, load_all_checks
 from schemathesis.core.failures import FailureGroup
-from schemathesis.core.parameters import ParameterLocation
 from schemathesis.generation.case import Case
 from schemathesis.openapi.checks import ObjectLevelAuthorizationViolation
 
@@ -39,15 +38,12 @@ from diagnosis.api.services import api_key_create
 from diagnosis.api.urls import OPERATIONS
 from diagnosis.models import ApiKey, DiagnosisSession, Environment
 from tests.api.conftest import completed_session_make
+from tests.api.served import RECEIVER, WEBHOOK_PREFIX, case_aim
 
 SCHEMA_URL = "/api/schema/?format=json"
 SCHEMA = schemathesis.openapi.from_wsgi(SCHEMA_URL, application)
-RECEIVER = "prod-am"
-WEBHOOK_PREFIX = "/api/v1/integrations/"
 PEERS_DOCUMENT = Path(__file__).parent / "schemathesis_peers.json"
-PEERS_CONFIG = schemathesis.config.SchemathesisConfig.from_dict(
-    {"auth": {"wfc": {"path": str(PEERS_DOCUMENT), "user": "owner", "peers": ["owner", "peer"]}}}
-)
+PEERS_AUTH = {"wfc": {"path": str(PEERS_DOCUMENT), "user": "owner", "peers": ["owner", "peer"]}}
 # Filled by the fixture for each test: the keys and the receiver token of its world.
 CREDENTIALS: dict[str, Any] = {}
 BOUNDS = {
@@ -108,14 +104,12 @@ class _Credentials:
 
 
 def _aim(case: Case) -> None:
-    """Point a schema-valid path at the world: never the run's own key, the real receiver."""
-    if case.meta is not None and case.meta.is_negative_at(ParameterLocation.PATH):
-        return
-    path = case.path_parameters or {}
-    if path.get("key_id") == CREDENTIALS["key_id"]:
-        path["key_id"] = CREDENTIALS["decoy_id"]
-    if case.operation.path.startswith(WEBHOOK_PREFIX):
-        path["receiver"] = RECEIVER
+    case_aim(
+        case,
+        run_key_id=CREDENTIALS["key_id"],
+        decoy_key_id=CREDENTIALS["decoy_id"],
+        receiver=RECEIVER,
+    )
 
 
 @pytest.fixture
@@ -225,9 +219,11 @@ def peers(transactional_db, settings, monkeypatch, django_user_model) -> Iterato
 def _peers_schema() -> Any:
     """The API-key operations, run as the owner with the peer at hand.
 
-    Loaded per test: the check probes each operation once per run and remembers it.
+    Loaded per test, with its own config: the check probes each operation once per run
+    and remembers it with the peers' auth (a shared config would remember across tests).
     """
-    schema = schemathesis.openapi.from_wsgi(SCHEMA_URL, application, config=PEERS_CONFIG)
+    config = schemathesis.config.SchemathesisConfig.from_dict({"auth": PEERS_AUTH})
+    schema = schemathesis.openapi.from_wsgi(SCHEMA_URL, application, config=config)
     return schema.exclude(path_regex=f"^{WEBHOOK_PREFIX}")
 
 

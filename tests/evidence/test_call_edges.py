@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
+
 import pytest
 
 from diagnosis.evidence import topology
@@ -10,6 +12,11 @@ from diagnosis.evidence.tools.query_metrics.series import RawSeries
 from diagnosis.models import Environment
 
 pytestmark = pytest.mark.django_db
+
+WINDOW = {
+    "start": datetime(2026, 3, 2, 10, 0, tzinfo=UTC),
+    "end": datetime(2026, 3, 2, 10, 40, tzinfo=UTC),
+}
 
 
 def _live(**fields) -> Environment:
@@ -27,7 +34,9 @@ def test_a_scenario_environment_gets_the_edges_its_pack_declares(tmp_path, pack_
         '{"calls": [{"caller": "gateway", "callee": "pay"}]}', encoding="utf-8"
     )
     environment = Environment.objects.create(slug="s", name="s", pack_path=str(pack_dir))
-    assert topology.environment_call_edges(environment=environment) == (("gateway", "pay"),)
+    assert topology.environment_call_edges(environment=environment, **WINDOW) == (
+        ("gateway", "pay"),
+    )
 
 
 def test_a_live_environment_reads_its_edges_from_the_configured_query(settings, monkeypatch):
@@ -44,7 +53,7 @@ def test_a_live_environment_reads_its_edges_from_the_configured_query(settings, 
         return [RawSeries(name="", labels=item, points=[(0.0, 1.0)]) for item in labels], []
 
     monkeypatch.setattr(topology, "metrics_from_prometheus", answer)
-    edges = topology.environment_call_edges(environment=_live())
+    edges = topology.environment_call_edges(environment=_live(), **WINDOW)
     assert edges == (("cart", "db"), ("web", "cart"))
     assert asked == [settings.CALL_EDGES_QUERY]
 
@@ -56,9 +65,30 @@ def test_a_failing_edge_query_leaves_the_diagnosis_without_edges(settings, monke
         raise ToolFailure("Prometheus rejected the query")
 
     monkeypatch.setattr(topology, "metrics_from_prometheus", fail)
-    assert topology.environment_call_edges(environment=_live()) == ()
+    assert topology.environment_call_edges(environment=_live(), **WINDOW) == ()
 
 
 def test_without_a_configured_query_a_live_environment_has_no_declared_edges(settings):
     settings.CALL_EDGES_QUERY = ""
-    assert topology.environment_call_edges(environment=_live()) == ()
+    assert topology.environment_call_edges(environment=_live(), **WINDOW) == ()
+
+
+@pytest.mark.parametrize("minutes", [1, 40, 24 * 60])
+def test_the_edge_query_is_evaluated_over_the_sessions_window_not_the_wall_clock(
+    settings, monkeypatch, minutes
+):
+    settings.CALL_EDGES_QUERY = "sum by (source, destination) (rate(calls_total[5m]))"
+    grids = []
+
+    def answer(**kwargs):
+        grids.append(kwargs["grid"])
+        return [], []
+
+    monkeypatch.setattr(topology, "metrics_from_prometheus", answer)
+    end = WINDOW["end"]
+    start = end - timedelta(minutes=minutes)
+    topology.environment_call_edges(environment=_live(), start=start, end=end)
+    (grid,) = grids
+    assert grid.end == end.timestamp()  # the last evaluation at the window's end
+    assert 0 <= grid.start - start.timestamp() < grid.step  # from the window's start
+    assert 1 <= len(grid.times()) <= topology.EDGE_QUERY_POINTS

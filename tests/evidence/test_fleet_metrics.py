@@ -4,17 +4,22 @@ grow with the number of services (one pass over the files, one Prometheus query)
 from __future__ import annotations
 
 import json
+import random
+from collections import Counter
+from datetime import UTC, datetime
 from pathlib import Path
 
 import httpx
 import pytest
 
-from diagnosis.evidence.common import Deadline
+from diagnosis.evidence.common import Deadline, QueryWindow
 from diagnosis.evidence.invoke import tool_invoke
+from diagnosis.evidence.tools.query_metrics import files as files_backend
 from diagnosis.evidence.tools.query_metrics import render
-from diagnosis.evidence.tools.query_metrics.files import metrics_from_files
+from diagnosis.evidence.tools.query_metrics.files import metrics_from_files, rates_apply
 from diagnosis.evidence.tools.query_metrics.selector import selector_parse
 from diagnosis.evidence.tools.query_metrics.series import Grid
+from diagnosis.evidence.tools.query_metrics.statistics import series_analyse
 from diagnosis.flow.trace_summary import trace_summary_build
 from diagnosis.models import DiagnosisSession, Environment, ToolInvocation
 from tests.evidence.packbuilder import fleet_pack_write, fleet_service_name
@@ -121,7 +126,7 @@ class FakePrometheus:
 
     def get(self, url, params=None, headers=None, timeout=None):
         if url.endswith("/api/v1/metadata"):  # what scraping these files would have declared
-            return self._metadata(url)
+            return self._metadata(url, params.get("metric"))
         self.queries.append(params["query"])
         selector = selector_parse(params["query"])
         assert selector is not None
@@ -141,12 +146,12 @@ class FakePrometheus:
             200, content=json.dumps(body).encode(), request=httpx.Request("GET", url)
         )
 
-    def _metadata(self, url: str) -> httpx.Response:
+    def _metadata(self, url: str, family: str | None) -> httpx.Response:
         data: dict[str, list[dict[str, str]]] = {}
         for path in self.files:
             for line in path.read_text(encoding="utf-8").splitlines():
                 parts = line.split()
-                if len(parts) >= 4 and parts[:2] == ["#", "TYPE"]:
+                if len(parts) >= 4 and parts[:2] == ["#", "TYPE"] and family in {None, parts[2]}:
                     data.setdefault(parts[2], []).append({"type": parts[3], "help": ""})
         body = {"status": "success", "data": data}
         return httpx.Response(
@@ -188,3 +193,82 @@ def test_a_truncated_fleet_output_keeps_only_the_ranked_services_it_still_shows(
     fleet = row.summary["fleet"]
     assert all(r["line"] in row.output for r in fleet["services_ranked"])
     assert len(fleet["services_ranked"]) + fleet["services_omitted"] == 2
+
+
+def _fleet_series(pack: Path) -> tuple[list, Grid, QueryWindow]:
+    window = QueryWindow.around(
+        start=datetime(2026, 3, 2, 10, 0, tzinfo=UTC), end=datetime(2026, 3, 2, 10, 40, tzinfo=UTC)
+    )
+    grid = Grid.for_window(window, None)
+    read, _ = metrics_from_files(
+        files=sorted((pack / "metrics").glob("*.om")),
+        selector=selector_parse('{service!=""}'),
+        grid=grid,
+        deadline=Deadline.after(60),
+    )
+    return list(rates_apply(read)), grid, window
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_the_fleet_view_folds_series_one_at_a_time_in_any_order_holding_a_bounded_few(
+    fleet_pack, monkeypatch, seed
+):
+    series, grid, window = _fleet_series(fleet_pack)
+    facts = sorted((series_analyse(s, window, grid.step) for s in series), key=render._ranking_key)
+    expected, taken = [], Counter()  # the top of every series ranked at once, 3 a service
+    for fact in facts:
+        if len(expected) < render.MAX_SERIES_SHOWN and taken[fact.service] < 3:
+            taken[fact.service] += 1
+            expected.append(fact.line())
+    held: list[int] = []
+    real_add = render._Top.add
+
+    def add(self, fact):
+        real_add(self, fact)
+        held.append(len(self.facts))
+
+    monkeypatch.setattr(render._Top, "add", add)
+    random.Random(seed).shuffle(series)
+    out = render.metrics_render(
+        series=series, window=window, grid=grid, description="(all services)", fleet=True
+    )
+    assert [s["line"] for s in out.summary["series"]] == expected
+    assert max(held) < 4 * render.MAX_SERIES_SHOWN < len(series)
+
+
+@pytest.mark.parametrize("seed", [4, 5, 6])
+def test_a_series_read_from_files_keeps_only_the_samples_its_grid_uses_and_reads_the_same(
+    tmp_path, monkeypatch, seed
+):
+    rng = random.Random(seed)
+    start = 1_772_445_600
+    # a fine scrape (every 7 s) over 40 minutes, out of order, some times repeated
+    samples = [(start + 7 * i, rng.random()) for i in range(350)]
+    samples += [(t, v + 1) for t, v in rng.sample(samples, 30)]
+    rng.shuffle(samples)
+    lines = [f'load{{service="pay"}} {v!r} {t}' for t, v in samples]
+    (tmp_path / "a.om").write_text("\n".join(lines) + "\n# EOF\n", encoding="utf-8")
+    grid = Grid(start=start + 300, end=start + 2400, step=60)
+
+    def read() -> list:
+        series, _ = metrics_from_files(
+            files=[tmp_path / "a.om"],
+            selector=selector_parse("load"),
+            grid=grid,
+            deadline=Deadline.after(10),
+        )
+        return [(s.name, s.labels, s.points) for s in series]
+
+    whole = read()
+    compactions: list[int] = []
+    real = files_backend._compacted
+
+    def compacted(bucket, grid):
+        compactions.append(len(bucket[0]))
+        return real(bucket, grid)
+
+    monkeypatch.setattr(files_backend, "_compacted", compacted)
+    monkeypatch.setattr(files_backend, "COMPACT_MIN_SAMPLES", 40)
+    monkeypatch.setattr(files_backend, "COMPACT_FACTOR", 0)
+    assert read() == whole
+    assert compactions and max(compactions) == 41  # never more held than the bound

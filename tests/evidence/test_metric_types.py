@@ -81,15 +81,22 @@ def test_a_gauge_named_like_a_count_keeps_its_values(tmp_path):
     assert [value for _, value in series.points] == [125.0, 130.0, 135.0, 140.0, 145.0, 150.0]
 
 
+asked: list[str] = []  # the families each metadata read asked for
+
+
 def _prometheus_answers(
     metadata: httpx.Response | Exception, name: str = "sessions_count"
 ) -> tuple[list[str], list[Deadline], Any]:
     calls: list[str] = []
     metadata_deadlines: list[Deadline] = []
+    asked.clear()
 
-    def backend_get(*, url: str, deadline: Deadline, **_kwargs: Any) -> httpx.Response:
+    def backend_get(
+        *, url: str, deadline: Deadline, params: dict[str, str], **_kwargs: Any
+    ) -> httpx.Response:
         calls.append(url.rsplit("/", 1)[-1])
         if url.endswith("/metadata"):
+            asked.append(params.get("metric", "(all)"))
             metadata_deadlines.append(deadline)
             if isinstance(metadata, Exception):
                 raise metadata
@@ -144,7 +151,34 @@ def test_prometheus_series_take_their_type_from_its_metadata_when_it_has_one(
     monkeypatch.setattr(prometheus, "backend_get", fake)
     assert _prometheus_rated(metric=name) is rated
     assert _prometheus_rated(metric=name) is rated
-    assert calls == ["query_range", "metadata", "query_range"]  # read once a minute, whatever came
+    # read once a minute, whatever came, and only for the families in play
+    families = prometheus.metadata_families([name])
+    assert calls == ["query_range", *["metadata"] * len(families), "query_range"]
+    assert asked == families
+
+
+def test_the_metadata_read_asks_for_the_families_in_play_and_for_all_when_there_are_many():
+    assert prometheus.metadata_families(["http_requests_total", "pool_active"]) == [
+        "http_requests",
+        "http_requests_total",
+        "pool_active",
+    ]
+
+
+def test_more_families_than_the_bound_take_one_whole_metadata_read(monkeypatch):
+    _calls, _deadlines, fake = _prometheus_answers(_answer({"m3": [{"type": "counter"}]}))
+    monkeypatch.setattr(prometheus, "backend_get", fake)
+    names = [f"m{i}" for i in range(prometheus.METADATA_MAX_FAMILIES + 1)]
+    types = prometheus.metric_types(
+        base_url="http://prom.test", token_env="", deadline=Deadline.after(10), names=names
+    )
+    assert types == {"m3": "counter"}
+    assert asked == ["(all)"]
+    # the whole read answers the next call's families too, without another read
+    again = prometheus.metric_types(
+        base_url="http://prom.test", token_env="", deadline=Deadline.after(10), names=["m3"]
+    )
+    assert (again, asked) == ({"m3": "counter"}, ["(all)"])
 
 
 def test_the_metadata_read_has_its_own_budget_inside_the_call(monkeypatch):
@@ -153,7 +187,10 @@ def test_the_metadata_read_has_its_own_budget_inside_the_call(monkeypatch):
     _prometheus_rated(seconds=3)  # half of what is left, under the cap
     prometheus._metadata.clear()
     _prometheus_rated(seconds=10)  # the cap
-    short, long = deadlines
+    # the reads of one call share one budget
+    reads = len(prometheus.metadata_families(["sessions_count"]))
+    assert deadlines[:reads] == [deadlines[0]] * reads
+    short, long = deadlines[0], deadlines[reads]
     assert short.seconds == pytest.approx(1.5, abs=0.1)
     assert long.seconds == prometheus.METADATA_BUDGET_SECONDS
 
@@ -169,7 +206,7 @@ def test_prometheus_metadata_is_read_again_once_it_is_old_and_not_when_time_is_s
     now[0] += prometheus.METADATA_FRESH_SECONDS + 1
     assert _prometheus_rated(seconds=prometheus.METADATA_MIN_SECONDS / 2) is True  # not read
     assert _prometheus_rated() is False
-    assert calls.count("metadata") == 2
+    assert calls.count("metadata") == 2 * len(prometheus.metadata_families(["sessions_count"]))
 
 
 def test_a_promql_expression_does_not_read_the_metadata(monkeypatch):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gc
 import json
+import math
 from datetime import UTC, datetime
 
 import httpx
@@ -124,3 +125,128 @@ def test_an_aggregation_is_named_by_the_promql_as_written_not_as_relabelled(monk
     assert output.status == "ok"
     assert "max by (service) (pool_active)" in output.output
     assert "max by (app)" not in output.output
+
+
+# --- limits that say so ----------------------------------------------------------------
+
+REFUSALS = [
+    # Prometheus' --query.max-samples and its points a series
+    (422, "query processing would load too many samples into memory in query execution"),
+    (400, "exceeded maximum resolution of 11,000 points per timeseries. Try decreasing the query"),
+    # VictoriaMetrics' -search.maxSamplesPerQuery and -search.maxPointsPerTimeseries
+    (422, "cannot select more than -search.maxSamplesPerQuery=1000 samples; possible solutions"),
+    (422, "cannot generate more than -search.maxPointsPerTimeseries=100 points"),
+    # Mimir's and Thanos' wording, as documented (no server of theirs runs here)
+    (422, "the query exceeded the maximum number of series (limit: 100000 series)"),
+    (422, "expanding series: exceeded series limit: limit 1000 violated (got 1001)"),
+]
+
+
+def _refusing_below(monkeypatch, step: float, detail: str, status: int) -> list[float]:
+    """A range query at a finer step than ``step`` is refused for its size; the steps asked."""
+    asked: list[float] = []
+
+    def get(_client, url, **kwargs):
+        if url.endswith("/metadata"):
+            return httpx.Response(200, json={"status": "success", "data": {}})
+        asked.append(float(kwargs["params"]["step"]))
+        if asked[-1] < step:
+            body: dict = {"status": "error", "errorType": "execution", "error": detail}
+            return httpx.Response(status, content=json.dumps(body).encode())
+        return httpx.Response(200, content=json.dumps(MATRIX).encode())
+
+    monkeypatch.setattr(httpx.Client, "get", get)
+    return asked
+
+
+@pytest.mark.parametrize(("status", "detail"), REFUSALS)
+def test_a_query_refused_for_its_size_is_asked_again_at_a_coarser_step_and_says_so(
+    monkeypatch, status, detail
+):
+    asked = _refusing_below(monkeypatch, 240, detail, status)
+    output = metrics_query(
+        service="pay",
+        metric=None,
+        labels={},
+        window=WINDOW,
+        step=None,
+        deadline=Deadline.after(10),
+        prometheus_url="http://prometheus:9090",
+    )
+    assert output.status == "ok"
+    assert asked == [60, 120, 240]
+    assert output.summary["step"] == "4m"
+    assert "refused the query at step 1m for its size; answered at step 2m" in output.output
+    assert "refused the query at step 2m for its size; answered at step 4m" in output.output
+
+
+@pytest.mark.parametrize(("status", "detail"), REFUSALS)
+def test_a_query_too_big_at_every_step_is_an_error_that_says_how_to_narrow_it(
+    monkeypatch, status, detail
+):
+    asked = _refusing_below(monkeypatch, math.inf, detail, status)
+    with pytest.raises(ToolFailure) as failed:
+        metrics_query(
+            service="pay",
+            metric=None,
+            labels={},
+            window=WINDOW,
+            step=None,
+            deadline=Deadline.after(10),
+            prometheus_url="http://prometheus:9090",
+        )
+    assert "still too big at step" in str(failed.value)
+    assert "narrow the query" in str(failed.value)
+    assert len(asked) <= 4  # a bounded number of tries, never the deadline
+
+
+def test_a_query_refused_for_its_text_is_not_asked_again(monkeypatch):
+    asked = _refusing_below(monkeypatch, math.inf, "parse error at char 4", 400)
+    with pytest.raises(ToolFailure) as failed:
+        _sweep()
+    assert not isinstance(failed.value, prometheus.EngineRefusedSize)
+    assert len(asked) == 1
+
+
+def test_a_family_the_engine_refuses_to_screen_is_a_gap_the_fleet_view_names(monkeypatch):
+    at = [1772448000, "1"]
+
+    def get(_client, url, **kwargs):
+        query = kwargs["params"].get("query", "")
+        if url.endswith("/label/__name__/values"):
+            body: dict = {"status": "success", "data": ["pool_active", "queue_depth"]}
+        elif url.endswith("/metadata"):
+            body = {"status": "success", "data": {}}
+        elif url.endswith("/query_range"):
+            body = MATRIX
+        elif query.startswith("count(group by"):
+            body = {
+                "status": "success",
+                "data": {"resultType": "vector", "result": [{"metric": {}, "value": at}]},
+            }
+        elif "queue_depth" in query:
+            body = {"status": "error", "error": "query processing would load too many samples"}
+            return httpx.Response(422, content=json.dumps(body).encode())
+        else:
+            result = [
+                {"metric": {"service": "pay"}, "value": at},
+                {"metric": {"rootproof_family": "pool_active"}, "value": at},
+            ]
+            body = {"status": "success", "data": {"resultType": "vector", "result": result}}
+        return httpx.Response(200, content=json.dumps(body).encode())
+
+    monkeypatch.setattr(httpx.Client, "get", get)
+    output = metrics_query(
+        service=None,
+        metric=None,
+        labels={},
+        window=WINDOW,
+        step=None,
+        deadline=Deadline.after(10),
+        prometheus_url="http://prometheus:9090",
+        rank_min_series=1,
+    )
+    assert output.status == "ok"
+    assert "the metrics engine refused to screen queue_depth for its size" in output.output
+    assert output.summary["fleet"]["services"] == 1
+    assert output.summary["series"][0]["service"] == "pay"

@@ -1,7 +1,9 @@
-"""query_metrics through a real Prometheus gives the same facts as through the pack files.
+"""query_metrics through a real PromQL engine gives the same facts as through the pack files.
 
-The pack's .om files are loaded with ``promtool tsdb create-blocks-from openmetrics``; a
-Prometheus serves them on a loopback port (tests/support/prometheus.py).
+Each test runs against both engines: Prometheus, its TSDB backfilled from the pack's .om
+files with ``promtool tsdb create-blocks-from openmetrics`` (tests/support/prometheus.py),
+and VictoriaMetrics, loaded through its import API (tests/support/victoriametrics.py); each
+serves the pack on a loopback port.
 """
 
 from __future__ import annotations
@@ -10,13 +12,18 @@ import shutil
 from contextlib import ExitStack
 from pathlib import Path
 
+import httpx
 import pytest
 
+from diagnosis.evidence.common import Deadline
 from diagnosis.evidence.invoke import tool_invoke
+from diagnosis.evidence.tools.query_metrics import engine
+from diagnosis.evidence.tools.query_metrics import prometheus as prometheus_backend
 from diagnosis.models import DiagnosisSession, Environment, ToolInvocation
 from tests.evidence.packbuilder import fleet_pack_write, fleet_service_name, pack_write
 from tests.support.binaries import require_binary
-from tests.support.prometheus import own_metric, prometheus_running
+from tests.support.prometheus import PrometheusServer, own_metric, prometheus_running
+from tests.support.victoriametrics import VictoriaMetricsServer, victoriametrics_running
 
 pytestmark = pytest.mark.prometheus
 
@@ -24,23 +31,47 @@ REPO = Path(__file__).resolve().parents[2]
 DEMO_PACK = REPO / "scenarios" / "payment-pool-saturation"
 
 
+# engine -> (the binaries it needs, its runner)
+ENGINES = {
+    "prometheus": (("prometheus", "promtool"), prometheus_running),
+    "victoriametrics": (("victoria-metrics",), victoriametrics_running),
+}
+# engine -> a size limit the fixture pack's 1-minute grid exceeds and its 2-minute one does not
+TINY_LIMITS = {
+    "prometheus": ("--query.max-samples=300",),
+    "victoriametrics": ("-search.maxPointsPerTimeseries=100",),
+}
+
+
 @pytest.fixture(scope="session")
-def prometheus_servers(tmp_path_factory):
-    require_binary("prometheus")
-    require_binary("promtool")
-    root = tmp_path_factory.mktemp("prometheus")
-    packs = {
-        "fixture": pack_write(root / "packs" / "fixture-pool"),
+def engine_packs(tmp_path_factory):
+    root = tmp_path_factory.mktemp("engine-packs")
+    return {
+        "fixture": pack_write(root / "fixture-pool"),
         "demo": DEMO_PACK,
-        "fleet": fleet_pack_write(root / "packs" / "fleet", services=60, faulty=FLEET_FAULTY),
+        "fleet": fleet_pack_write(root / "fleet", services=60, faulty=FLEET_FAULTY),
+        # twice the services, other faults, other noise
+        "fleet2": fleet_pack_write(
+            root / "fleet2", services=120, faulty=(3, 77, 101), pack_id="fleet2", seed=29
+        ),
     }
+
+
+@pytest.fixture(scope="session", params=sorted(ENGINES))
+def engine_servers(request, engine_packs, tmp_path_factory):
+    """Each pack served by one engine: name -> (pack, url); the engine in ``engine``."""
+    binaries, running = ENGINES[request.param]
+    for binary in binaries:
+        require_binary(binary)
+    root = tmp_path_factory.mktemp(request.param)
     # Every server started is stopped, also when a later one fails to start.
     with ExitStack() as stack:
         servers = {
-            name: stack.enter_context(prometheus_running(pack, root / f"server-{name}"))
-            for name, pack in packs.items()
+            name: stack.enter_context(running(pack, root / f"server-{name}"))
+            for name, pack in engine_packs.items()
         }
-        yield {name: (packs[name], server.url) for name, server in servers.items()}
+        served = {name: (engine_packs[name], server.url) for name, server in servers.items()}
+        yield {"engine": request.param, **served}
 
 
 CONTEXT = {
@@ -112,9 +143,9 @@ DEMO_CALLS = [
     + [("fleet", c) for c in FLEET_CALLS],
 )
 def test_prometheus_and_the_files_report_the_same_facts(
-    prometheus_servers, owner, pack_name, arguments
+    engine_servers, owner, pack_name, arguments
 ):
-    pack, url = prometheus_servers[pack_name]
+    pack, url = engine_servers[pack_name]
     files_session, live_session = _sessions(owner, pack, url)
     from_files, from_prometheus = _both(files_session, live_session, arguments)
     assert from_files.status == from_prometheus.status == "ok", from_prometheus.output
@@ -124,8 +155,8 @@ def test_prometheus_and_the_files_report_the_same_facts(
 
 
 @pytest.mark.django_db
-def test_prometheus_and_the_files_rank_the_same_fleet_suspects(prometheus_servers, owner):
-    pack, url = prometheus_servers["fleet"]
+def test_prometheus_and_the_files_rank_the_same_fleet_suspects(engine_servers, owner):
+    pack, url = engine_servers["fleet"]
     files_session, live_session = _sessions(owner, pack, url)
     from_files, from_prometheus = _both(files_session, live_session, {})
     suspects = [
@@ -138,8 +169,8 @@ def test_prometheus_and_the_files_rank_the_same_fleet_suspects(prometheus_server
 
 
 @pytest.mark.django_db
-def test_a_promql_expression_is_evaluated_by_prometheus(prometheus_servers, owner):
-    pack, url = prometheus_servers["fixture"]
+def test_a_promql_expression_is_evaluated_by_prometheus(engine_servers, owner):
+    pack, url = engine_servers["fixture"]
     _, live_session = _sessions(owner, pack, url)
     result = tool_invoke(
         session=live_session,
@@ -154,8 +185,8 @@ def test_a_promql_expression_is_evaluated_by_prometheus(prometheus_servers, owne
 
 
 @pytest.mark.django_db
-def test_a_query_prometheus_rejects_is_an_error_with_its_reason(prometheus_servers, owner):
-    pack, url = prometheus_servers["fixture"]
+def test_a_query_prometheus_rejects_is_an_error_with_its_reason(engine_servers, owner):
+    pack, url = engine_servers["fixture"]
     _, live_session = _sessions(owner, pack, url)
     result = tool_invoke(
         session=live_session,
@@ -167,16 +198,20 @@ def test_a_query_prometheus_rejects_is_an_error_with_its_reason(prometheus_serve
     assert "Prometheus rejected the query" in result.output
 
 
-def _connections_accepted(url: str) -> float:
-    """Prometheus' own count of the HTTP connections it accepted, this read's included."""
+def _connections_accepted(engine: str, url: str) -> float:
+    """The engine's own count of the HTTP connections it accepted, this read's included."""
+    if engine == "victoriametrics":
+        address = url.removeprefix("http://")
+        return own_metric(url, f'vm_tcplistener_accepts_total{{name="http", addr="{address}"}}')
     return own_metric(url, 'net_conntrack_listener_conn_accepted_total{listener_name="http"}')
 
 
 @pytest.mark.django_db
-def test_query_metrics_calls_to_prometheus_share_one_connection(prometheus_servers, owner):
-    pack, url = prometheus_servers["fixture"]
+def test_query_metrics_calls_to_prometheus_share_one_connection(engine_servers, owner):
+    pack, url = engine_servers["fixture"]
     _, live_session = _sessions(owner, pack, url)
-    before = _connections_accepted(url)
+    engine = engine_servers["engine"]
+    before = _connections_accepted(engine, url)
     for arguments in FIXTURE_CALLS[:4]:
         result = tool_invoke(
             session=live_session, attempt=1, tool_name="query_metrics", arguments=arguments
@@ -184,9 +219,197 @@ def test_query_metrics_calls_to_prometheus_share_one_connection(prometheus_serve
         assert result.status == "ok"
     # One connection for the read after; at most one for the four calls (none when an
     # earlier test's connection to this server is still in the pool).
-    assert _connections_accepted(url) - before <= 2
+    assert _connections_accepted(engine, url) - before <= 2
 
 
 def test_promtool_is_on_the_path_when_prometheus_is():
     if shutil.which("prometheus"):
         assert shutil.which("promtool")
+
+
+@pytest.mark.django_db
+def test_a_subquery_is_evaluated_by_the_engine(engine_servers, owner):
+    pack, url = engine_servers["demo"]
+    _, live_session = _sessions(owner, pack, url)
+    result = tool_invoke(
+        session=live_session,
+        attempt=1,
+        tool_name="query_metrics",
+        arguments={
+            "metric": "max_over_time(sum by (service) (hikaricp_connections_active)[10m:1m])",
+            "service": "payment-service",
+        },
+    )
+    assert result.status == "ok", result.output
+    (series,) = result.summary["series"]
+    assert series["labels"] == {"service": "payment-service"}
+    assert series["direction"] == "up"
+
+
+@pytest.mark.django_db
+def test_more_series_than_are_read_are_cut_with_a_note_on_either_engine(
+    engine_servers, owner, monkeypatch
+):
+    monkeypatch.setattr(prometheus_backend, "MAX_SERIES_READ", 5)
+    pack, url = engine_servers["fleet"]
+    _, live_session = _sessions(owner, pack, url)
+    result = tool_invoke(
+        session=live_session,
+        attempt=1,
+        tool_name="query_metrics",
+        arguments={"metric": "http_request_duration_seconds"},
+    )
+    assert result.status == "ok"
+    assert result.summary["fleet"]["series"] == 5
+    assert "more than 5 series matched; narrow the selector" in result.output
+
+
+def test_the_metadata_answer_of_either_engine_reads_as_types_or_as_none(engine_servers):
+    """Prometheus keeps no metadata for backfilled data, VictoriaMetrics none at all: both
+    answer in the metadata shape, and the series are then judged by their names."""
+    _, url = engine_servers["demo"]
+    types = prometheus_backend.metric_types(
+        base_url=url, token_env="", deadline=Deadline.after(5), names=["http_requests_total"]
+    )
+    assert types == {}
+    answer = httpx.get(f"{url}/api/v1/metadata", params={"metric": "http_requests"}, timeout=5)
+    assert answer.json() == {"status": "success", "data": {}}
+
+
+class _Requests:
+    """The engine requests a block sent: their API paths and the series each answer held."""
+
+    def __init__(self, monkeypatch) -> None:
+        self.paths: list[str] = []
+        self.series: list[int] = []
+        real = httpx.Client.get
+
+        def get(client, url, *args, **kwargs):
+            answer = real(client, url, *args, **kwargs)
+            self.paths.append(url.rsplit("/api/v1/", 1)[-1])
+            result = (answer.json().get("data") or {}) if answer.status_code == 200 else {}
+            self.series.append(len(result.get("result") or []) if isinstance(result, dict) else 0)
+            return answer
+
+        monkeypatch.setattr(httpx.Client, "get", get)
+
+    def read(self) -> int:
+        """Series read as ranges (instant answers are a few numbers each)."""
+        return sum(n for p, n in zip(self.paths, self.series, strict=True) if p == "query_range")
+
+
+RANKED_CALLS = [
+    ("fleet", {}),
+    ("fleet", {"metric": "http_requests_total"}),
+    ("fleet", {"step": "5m"}),
+    ("fleet2", {}),
+    ("fleet2", {"metric": "process_resident_memory_bytes"}),
+    ("demo", {}),
+    ("demo", {"metric": "hikaricp_connections_active"}),
+    ("fixture", {}),
+    ("fixture", {"metric": '{service=~"pay|gateway"}'}),
+]
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(("pack_name", "arguments"), RANKED_CALLS)
+def test_ranked_in_the_engine_the_fleet_view_equals_the_ranking_of_every_series(
+    engine_servers, owner, settings, monkeypatch, pack_name, arguments
+):
+    settings.METRICS_ENGINE_RANK_MIN_SERIES = 1  # every fleet is large here, on both sides
+    pack, url = engine_servers[pack_name]
+    files_session, live_session = _sessions(owner, pack, url)
+    requests = _Requests(monkeypatch)
+    from_files, from_engine = _both(files_session, live_session, arguments)
+    assert from_engine.status == "ok", from_engine.output
+    assert "query" in requests.paths  # the engine ranked
+    assert from_files.summary == from_engine.summary
+    assert from_files.output == from_engine.output
+
+
+@pytest.mark.django_db
+def test_ranked_in_the_engine_only_the_candidates_series_come_back(
+    engine_servers, owner, settings, monkeypatch
+):
+    settings.METRICS_ENGINE_RANK_MIN_SERIES = 1
+    monkeypatch.setattr(engine, "RANK_CANDIDATES", 2)
+    pack, url = engine_servers["fleet2"]
+    files_session, live_session = _sessions(owner, pack, url)
+    requests = _Requests(monkeypatch)
+    from_files, from_engine = _both(files_session, live_session, {})
+    # two screens a family, five families, five series a service: whatever the fleet's size
+    assert requests.read() <= 2 * 2 * 5 * 5 < from_engine.summary["fleet"]["series"] == 600
+    assert from_engine.summary["fleet"] == from_files.summary["fleet"]
+
+
+@pytest.mark.django_db
+def test_ranked_in_the_engine_the_queries_do_not_grow_with_the_fleet(
+    engine_servers, owner, settings, monkeypatch
+):
+    settings.METRICS_ENGINE_RANK_MIN_SERIES = 1
+    sent = []
+    for name in ("fleet", "fleet2"):
+        pack, url = engine_servers[name]
+        _, live_session = _sessions(owner, pack, url)
+        requests = _Requests(monkeypatch)
+        row = tool_invoke(session=live_session, attempt=1, tool_name="query_metrics", arguments={})
+        assert row.status == "ok"
+        sent.append(sorted(requests.paths))
+    assert sent[0] == sent[1]  # 60 or 120 services: the same requests
+
+
+@pytest.mark.django_db
+def test_below_the_threshold_one_count_and_every_series_in_one_range_query(
+    engine_servers, owner, settings, monkeypatch
+):
+    settings.METRICS_ENGINE_RANK_MIN_SERIES = 10_000
+    pack, url = engine_servers["fleet"]
+    _, live_session = _sessions(owner, pack, url)
+    requests = _Requests(monkeypatch)
+    row = tool_invoke(session=live_session, attempt=1, tool_name="query_metrics", arguments={})
+    assert row.status == "ok"
+    # one cheap count of the live series, then every series in one range query: no screen
+    assert [p for p in requests.paths if p != "metadata"] == ["query", "query_range"]
+    assert requests.read() == 300
+
+
+@pytest.fixture(scope="module", params=sorted(ENGINES))
+def limited_engine(request, engine_packs, tmp_path_factory):
+    """An engine with a tiny size limit serving the fixture pack: its url."""
+    binaries, _ = ENGINES[request.param]
+    for binary in binaries:
+        require_binary(binary)
+    server_class = PrometheusServer if request.param == "prometheus" else VictoriaMetricsServer
+    workdir = tmp_path_factory.mktemp(f"limited-{request.param}") / "server"
+    server = server_class(engine_packs["fixture"], workdir, TINY_LIMITS[request.param])
+    try:
+        yield server.url
+    finally:
+        server.stop()
+
+
+@pytest.mark.django_db
+def test_a_query_the_engine_refuses_for_its_size_is_answered_at_a_coarser_step(
+    limited_engine, engine_packs, owner
+):
+    _, live_session = _sessions(owner, engine_packs["fixture"], limited_engine)
+    result = tool_invoke(
+        session=live_session, attempt=1, tool_name="query_metrics", arguments={"service": "pay"}
+    )
+    assert result.status == "ok", result.output
+    assert result.summary["step"] == "2m"
+    assert "refused the query at step 1m for its size; answered at step 2m" in result.output
+
+
+@pytest.mark.django_db
+def test_ranked_in_the_engine_many_candidates_are_fetched_a_few_services_a_query(
+    engine_servers, owner, settings, monkeypatch
+):
+    settings.METRICS_ENGINE_RANK_MIN_SERIES = 1
+    monkeypatch.setattr(engine, "FETCH_SERVICES_PER_QUERY", 5)
+    pack, url = engine_servers["fleet"]
+    files_session, live_session = _sessions(owner, pack, url)
+    requests = _Requests(monkeypatch)
+    from_files, from_engine = _both(files_session, live_session, {})
+    assert requests.paths.count("query_range") > 1
+    assert from_files.output == from_engine.output

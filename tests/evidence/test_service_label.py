@@ -39,6 +39,11 @@ from tests.support.prometheus import PrometheusServer
 
 pytestmark = pytest.mark.django_db
 
+EDGE_WINDOW = {
+    "start": datetime(2026, 3, 2, 10, 0, tzinfo=UTC),
+    "end": datetime(2026, 3, 2, 10, 40, tzinfo=UTC),
+}
+
 _SERVICE_MATCHER = re.compile(r"([{,])service=")
 
 
@@ -90,6 +95,22 @@ def test_a_fleet_that_names_services_by_job_gives_the_evidence_of_the_pack_files
     from_prometheus = _metrics(_session(owner, live_env), arguments)
     assert from_files.status == from_prometheus.status == "ok", from_prometheus.output
     assert from_prometheus.summary["series"], "Prometheus returned no series"
+    assert from_files.summary == from_prometheus.summary
+    assert from_files.output == from_prometheus.output
+
+
+@pytest.mark.prometheus
+@pytest.mark.parametrize("arguments", [{}, {"metric": "pool_active"}])
+def test_ranked_in_the_engine_a_fleet_named_by_job_gives_the_evidence_of_the_pack_files(
+    job_prometheus, owner, settings, arguments
+):
+    settings.METRICS_ENGINE_RANK_MIN_SERIES = 1
+    pack, url = job_prometheus
+    files_env = Environment.objects.create(slug="files", name="files", pack_path=str(pack))
+    live_env = _live("jobs", prometheus_url=url, metrics_service_label="job")
+    from_files = _metrics(_session(owner, files_env), arguments)
+    from_prometheus = _metrics(_session(owner, live_env), arguments)
+    assert from_prometheus.status == "ok", from_prometheus.output
     assert from_files.summary == from_prometheus.summary
     assert from_files.output == from_prometheus.output
 
@@ -367,9 +388,11 @@ def test_the_environments_edge_query_wins_over_the_setting(settings, monkeypatch
     monkeypatch.setattr(topology, "metrics_from_prometheus", answer)
     own = "sum by (client_app, server_app) (rate(rpc_total[5m]))"
     environment = _live("edges", prometheus_url="http://prom:9090", call_edges_query=own)
-    assert topology.environment_call_edges(environment=environment) == (("web", "cart"),)
+    assert topology.environment_call_edges(environment=environment, **EDGE_WINDOW) == (
+        ("web", "cart"),
+    )
     plain = _live("plain", prometheus_url="http://prom:9090")
-    topology.environment_call_edges(environment=plain)
+    topology.environment_call_edges(environment=plain, **EDGE_WINDOW)
     assert asked == [own, settings.CALL_EDGES_QUERY]
 
 

@@ -113,3 +113,11 @@ def test_with_no_configuration_every_role_is_the_offline_engine(settings, sessio
 
     assert all(isinstance(agent, offline.OfflineEngine) for agent in agents.values())
     assert len({id(agent) for agent in agents.values()}) == 1
+
+
+def test_every_role_has_its_settings_and_every_setting_its_role(settings):
+    """A new role without its LLM_<ROLE>_* settings would have no endpoint and no budget."""
+    roles = {role.value for role in Role}
+    assert set(settings.LLM_ROLES) == roles
+    assert set(settings.LLM_ROLE_MAX_TOKENS_DEFAULTS) == roles
+    assert set(settings.LLM_ROLE_SETTINGS) == roles

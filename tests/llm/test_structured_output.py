@@ -16,16 +16,15 @@ from diagnosis.llm.base import Role
 from diagnosis.llm.openai_provider import OpenAIProvider
 from diagnosis.llm.schemas import (
     LIST_MAX_ITEMS,
-    ROLE_CONTRACTS,
     bounded_schema,
+    contract_response_schema,
     contract_schema,
-    role_response_schema,
     schema_cost,
 )
 from diagnosis.models import LLMCall
 from tests.llm.requests import planner_request, verifier_payload
 from tests.llm_server.server import ROLE_MAX_TOKENS as LOCAL_MODEL_MAX_TOKENS
-from tests.support.agents import agent_answer
+from tests.support.agents import ROLE_CONTRACTS, agent_answer
 from tests.support.openai_server import FakeOpenAIServer, Reply, response_format_kind
 
 PLAN = {"plan_version": "planner_v1", "services": ["payment-service"], "tools": ["query_logs"]}
@@ -127,7 +126,7 @@ def test_the_executor_schema_offers_only_the_documented_claim_types_and_levels()
 
 def test_the_schema_is_named_by_the_contract_version_and_short_answers_still_validate():
     # The schema shapes output; the contract (tolerant of missing optional fields) decides.
-    names = [role_response_schema(role)[0] for role in Role]
+    names = [contract_response_schema(ROLE_CONTRACTS[role])[0] for role in Role]
     assert names == ["planner_v1", "executor_evidence_v2", "verifier_v2", "composer_v1"]
     assert PlannerOutput.model_validate(PLAN).services == ["payment-service"]
     assert VerifierOutput.model_validate(VERDICT).decision == "LOW_CONFID"

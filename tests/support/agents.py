@@ -4,13 +4,23 @@ from __future__ import annotations
 
 from typing import Any
 
+from pydantic import BaseModel
+
+from diagnosis.flow import composer, executor, planner, verifier
 from diagnosis.flow.agent import role_ask
 from diagnosis.flow.composer import composer_messages
 from diagnosis.flow.executor import executor_answer
 from diagnosis.flow.planner import planner_messages
 from diagnosis.flow.verifier import verifier_messages
 from diagnosis.llm.base import Agent, CallRecorder, Role, RoleRequest, ToolRunner
-from diagnosis.llm.schemas import ROLE_CONTRACTS
+
+# What each role's answer must be: the contract its stage module names.
+ROLE_CONTRACTS: dict[Role, type[BaseModel]] = {
+    Role.PLANNER: planner.CONTRACT,
+    Role.EXECUTOR: executor.CONTRACT,
+    Role.VERIFIER: verifier.CONTRACT,
+    Role.COMPOSER: composer.CONTRACT,
+}
 
 _MESSAGES = {
     Role.PLANNER: planner_messages,

@@ -47,9 +47,12 @@ def own_metric(url: str, sample: str) -> float:
 
 
 class PrometheusServer:
-    """Started on construction (ready to query when it returns); ``stop()`` ends it."""
+    """Started on construction (ready to query when it returns); ``stop()`` ends it.
 
-    def __init__(self, pack: Path, workdir: Path) -> None:
+    ``extra_args`` are more command-line flags (a test's tiny ``--query.max-samples``).
+    """
+
+    def __init__(self, pack: Path, workdir: Path, extra_args: tuple[str, ...] = ()) -> None:
         prometheus = require_binary("prometheus")
         promtool = require_binary("promtool")
         workdir.mkdir(parents=True)
@@ -73,6 +76,7 @@ class PrometheusServer:
                 f"--storage.tsdb.path={data}",
                 "--storage.tsdb.retention.time=100y",
                 f"--web.listen-address=127.0.0.1:{self.port}",
+                *extra_args,
             ],
             stdout=self.log,
             stderr=subprocess.STDOUT,

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.conf import settings
+
 from diagnosis.evidence.common import BackendOutput
 from diagnosis.evidence.tools.base import (
     TIME_ARGS,
@@ -43,15 +45,16 @@ def _run(call: ToolCall) -> BackendOutput:
         prometheus_token_env=env.prometheus_token_env if live else "",
         service_label=env.metrics_label,
         clamps=call.clamps,
+        rank_min_series=int(settings.METRICS_ENGINE_RANK_MIN_SERIES),
     )
 
 
 def _facts(summary: dict[str, Any]) -> list[str]:
     """The fleet line and its ranked services (when fleet-wide), then one line per series."""
-    if not summary.get("series"):
+    fleet = summary.get("fleet") if isinstance(summary.get("fleet"), dict) else {}
+    if not summary.get("series") and not fleet:
         return []
     facts: list[str] = []
-    fleet = summary.get("fleet") if isinstance(summary.get("fleet"), dict) else {}
     if fleet:
         facts = [str(fleet.get("line") or "")]
         ranked = fleet.get("services_ranked") or []

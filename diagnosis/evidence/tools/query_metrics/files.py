@@ -44,7 +44,10 @@ def metrics_from_files(
     """Read OpenMetrics files in one pass; keep only samples of matching series in range.
 
     Samples are kept compactly (two float arrays per series) and each series is put on
-    the grid only when it is consumed, so a whole fleet fits in memory.
+    the grid only when it is consumed, so a whole fleet fits in memory; a series that
+    gathers more than a few times the grid's points (a fine scrape over a long range) keeps
+    only the samples the grid uses (``_compacted``), so what is held grows with the series and
+    the grid, never with the samples read.
     """
     earliest = grid.start - LOOKBACK_SECONDS
     collected: dict[tuple[str, Labels], tuple[array[float], array[float]]] = {}
@@ -54,6 +57,7 @@ def metrics_from_files(
     types: dict[str, str] = {}  # metric family -> its declared type
     too_many = False
     latest = grid.end
+    compact_at = max(COMPACT_FACTOR * len(grid.times()), COMPACT_MIN_SAMPLES)
     for path in files:
         with path.open(encoding="utf-8", errors="replace") as handle:
             for number, line in enumerate(handle, start=1):
@@ -102,10 +106,35 @@ def metrics_from_files(
                     bucket = collected[key] = (array("d"), array("d"))
                 bucket[0].append(timestamp)
                 bucket[1].append(value)
+                if len(bucket[0]) > compact_at:
+                    collected[key] = _compacted(bucket, grid)
     if too_many:
         notes.append(f"more than {MAX_SERIES_READ} series matched; narrow the selector")
 
     return types_declare(_evaluated(collected, grid), types), notes
+
+
+COMPACT_FACTOR = 2  # a series holds at most this many times the grid's points, plus
+COMPACT_MIN_SAMPLES = 256  # this many samples, before it is compacted
+
+
+def _compacted(
+    bucket: tuple[array[float], array[float]], grid: Grid
+) -> tuple[array[float], array[float]]:
+    """Only the samples some grid time uses (the latest at or before it, within the lookback):
+    putting them on the grid gives what all of them give, and later samples add as before
+    (the latest wins; among equal times the one read last, as the sort keeps reading order)."""
+    times, values = bucket
+    order = sorted(range(len(times)), key=times.__getitem__)
+    kept: dict[int, None] = {}
+    index, last = -1, len(order) - 1
+    for t in grid.times():
+        while index < last and times[order[index + 1]] <= t:
+            index += 1
+        if index >= 0 and times[order[index]] >= t - LOOKBACK_SECONDS:
+            kept[order[index]] = None
+    chosen = sorted(kept)  # reading order, so equal times keep theirs
+    return array("d", (times[i] for i in chosen)), array("d", (values[i] for i in chosen))
 
 
 def _evaluated(

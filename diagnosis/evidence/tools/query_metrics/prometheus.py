@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import re
 import time
+from collections.abc import Iterable
 
 import httpx
 
@@ -12,7 +14,7 @@ from diagnosis.evidence.common import (
     ToolTimeout,
 )
 from diagnosis.evidence.http import backend_get, bearer_headers
-from diagnosis.evidence.tools.query_metrics.selector import labels_from_backend
+from diagnosis.evidence.tools.query_metrics.selector import COUNTER_SUFFIXES, labels_from_backend
 from diagnosis.evidence.tools.query_metrics.series import (
     MAX_SERIES_READ,
     Grid,
@@ -73,46 +75,87 @@ def metrics_from_prometheus(
     return series, notes
 
 
-# Metric types from Prometheus' metadata (what its scrape targets declare), per server and
-# token: read at most once a minute, whatever came of it (a server whose metadata is slow or
-# missing stays so), so a session's calls share one read. The read has its own budget, at most
-# METADATA_BUDGET_SECONDS and half of what is left of the call, so a slow answer never costs
-# the call its deadline; with less than METADATA_MIN_SECONDS left it is not made.
+# Metric types from Prometheus' metadata (what its scrape targets declare), per server, token and
+# metric family: each family read at most once a minute, whatever came of it (a server whose
+# metadata is slow or missing stays so), so a session's calls share one read. Only the families
+# in play are asked for (``metric=``: a big server's whole metadata is several MB); more than
+# METADATA_MAX_FAMILIES of them take one whole read instead. The reads share their own budget,
+# at most METADATA_BUDGET_SECONDS and half of what is left of the call, so a slow answer never
+# costs the call its deadline; with less than METADATA_MIN_SECONDS left none is made.
 METADATA_FRESH_SECONDS = 60.0
 METADATA_BUDGET_SECONDS = 2.0
 METADATA_MIN_SECONDS = 1.0
-_metadata: dict[tuple[str, str], tuple[float, dict[str, str]]] = {}
+METADATA_MAX_FAMILIES = 8
+_WHOLE = ""  # the cache key of a whole read
+_metadata: dict[tuple[str, str, str], tuple[float, dict[str, str]]] = {}
 _clock = time.monotonic  # the cache's clock (tests move it, not the process's)
 
 
-def metric_types(*, base_url: str, token_env: str, deadline: Deadline) -> dict[str, str]:
-    """Each metric family's type as Prometheus' ``/api/v1/metadata`` has it; empty when it has
-    none (data only backfilled) or cannot say (an error, a timeout, an old server): series
-    are then judged by their names, as before. Never a tool failure: the series are read."""
+def metadata_families(names: Iterable[str]) -> list[str]:
+    """The families whose metadata can declare these sample names' types: each name itself and,
+    for a suffixed name, the family it belongs to (``http_requests`` for ``…_total``)."""
+    families: dict[str, None] = {}
+    for name in names:
+        families[name] = None
+        for suffix in COUNTER_SUFFIXES:
+            if name.endswith(suffix):
+                families[name[: -len(suffix)]] = None
+    return sorted(families)
+
+
+def metric_types(
+    *, base_url: str, token_env: str, deadline: Deadline, names: Iterable[str]
+) -> dict[str, str]:
+    """Each metric family's type as Prometheus' ``/api/v1/metadata`` has it, for the families
+    of ``names``; empty when it has none (data only backfilled) or cannot say (an error, a
+    timeout, an old server): series are then judged by their names, as before. Never a tool
+    failure: the series are read."""
     now = _clock()
-    key = (base_url, token_env)
-    cached = _metadata.get(key)
-    if cached is not None and now < cached[0]:
-        return cached[1]
-    left = deadline.remaining()
-    if left < METADATA_MIN_SECONDS:
+    families = metadata_families(names)
+    whole = _metadata.get((base_url, token_env, _WHOLE))
+    if whole is not None and now < whole[0]:
+        return whole[1]
+    if len(families) > METADATA_MAX_FAMILIES:
+        families = [_WHOLE]
+    types: dict[str, str] = {}
+    budget: Deadline | None = None
+    for family in families:
+        key = (base_url, token_env, family)
+        cached = _metadata.get(key)
+        if cached is None or now >= cached[0]:
+            if budget is None:
+                left = deadline.remaining()
+                if left < METADATA_MIN_SECONDS:
+                    return types
+                budget = Deadline.after(min(METADATA_BUDGET_SECONDS, left / 2))
+            cached = (
+                now + METADATA_FRESH_SECONDS,
+                _metadata_read(base_url, token_env, family, budget),
+            )
+            _metadata[key] = cached
+        types.update(cached[1])
+    return types
+
+
+def _metadata_read(base_url: str, token_env: str, family: str, budget: Deadline) -> dict[str, str]:
+    """One metadata answer (of ``family``, or whole for _WHOLE); empty on any failure or once
+    the budget is spent."""
+    if budget.remaining() <= 0:
         return {}
-    types = None
     try:
         response = backend_get(
             backend="Prometheus",
             base_url=base_url,
             url=base_url.rstrip("/") + "/api/v1/metadata",
-            params={},
+            params={"metric": family} if family else {},
             headers=bearer_headers(token_env, "Prometheus"),
-            deadline=Deadline.after(min(METADATA_BUDGET_SECONDS, left / 2)),
+            deadline=budget,
         )
         if response.status_code == 200:
-            types = _types_parse(response.json())
+            return _types_parse(response.json()) or {}
     except (ToolFailure, ToolTimeout, ValueError):
         pass
-    _metadata[key] = (now + METADATA_FRESH_SECONDS, types or {})
-    return types or {}
+    return {}
 
 
 def _types_parse(body: object) -> dict[str, str] | None:
@@ -138,28 +181,56 @@ def _entry_type(entry: object) -> str | None:
     return kind if isinstance(kind, str) else None
 
 
-def _series_read(
-    response: httpx.Response, *, base_url: str, query: str, shown_as: str | None
-) -> list[RawSeries]:
-    """The range matrix of a ``query_range`` answer as raw series (labels as Prometheus
-    names them); an error answer or another result type is a ToolFailure."""
+# What PromQL engines answer when a query is too big for their limits, rather than slow:
+# Prometheus' --query.max-samples ("query processing would load too many samples into memory")
+# and its 11,000 points a series ("exceeded maximum resolution"), VictoriaMetrics'
+# -search.maxSamplesPerQuery, -search.maxPointsPerTimeseries and -search.maxUniqueTimeseries
+# ("cannot select more than … samples", "cannot generate more than … points", "the number of
+# matching timeseries exceeds …"), Mimir's ("the query exceeded the maximum number of series
+# (limit: …)") and Thanos' ("exceeded series limit", "limit … violated") series, sample and chunk
+# limits.
+_SIZE_REFUSAL = re.compile(
+    r"too many samples|exceeded maximum resolution|maxSamplesPerQuery|maxPointsPerTimeseries|"
+    r"maxUniqueTimeseries|cannot generate more than|cannot select more than|"
+    r"matching timeseries exceeds|max-samples|too many points|exceeded the limit|"
+    r"limit of \d+ (?:series|samples|chunks)|exceeded the maximum number of|"
+    r"exceeded (?:series|sample|chunk)s? limit|limit \d+ violated",
+    re.IGNORECASE,
+)
+
+
+class EngineRefusedSize(ToolFailure):
+    """The engine refused a query for its size (samples, points, series), not its text."""
+
+
+def answer_data(response: httpx.Response, *, base_url: str, query: str) -> object:
+    """The ``data`` of a successful Prometheus API answer; an error answer (Prometheus' or
+    VictoriaMetrics' shape: ``status``/``error``) or one without JSON is a ToolFailure."""
     try:
         body = response.json()
     except ValueError:
         raise ToolFailure(
             f"Prometheus at {base_url} answered HTTP {response.status_code} without JSON"
         ) from None
-    if response.status_code != 200 or body.get("status") != "success":
+    if response.status_code != 200 or not isinstance(body, dict) or body.get("status") != "success":
         detail = body.get("error") if isinstance(body, dict) else None
-        raise ToolFailure(
+        refused = EngineRefusedSize if _SIZE_REFUSAL.search(str(detail or "")) else ToolFailure
+        raise refused(
             f"Prometheus rejected the query {query!r} "
             f"(HTTP {response.status_code}): {detail or 'no detail'}"
         )
-    data = body.get("data") or {}
-    if data.get("resultType") != "matrix":
-        raise ToolFailure(
-            f"Prometheus returned {data.get('resultType')!r}, expected a range matrix"
-        )
+    return body.get("data")
+
+
+def _series_read(
+    response: httpx.Response, *, base_url: str, query: str, shown_as: str | None
+) -> list[RawSeries]:
+    """The range matrix of a ``query_range`` answer as raw series (labels as Prometheus
+    names them); an error answer or another result type is a ToolFailure."""
+    data = answer_data(response, base_url=base_url, query=query) or {}
+    if not isinstance(data, dict) or data.get("resultType") != "matrix":
+        kind = data.get("resultType") if isinstance(data, dict) else None
+        raise ToolFailure(f"Prometheus returned {kind!r}, expected a range matrix")
     series = []
     for item in data.get("result") or []:
         labels = dict(item.get("metric") or {})

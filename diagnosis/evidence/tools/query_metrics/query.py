@@ -16,10 +16,15 @@ from diagnosis.evidence.common import (
     clamp_record,
 )
 from diagnosis.evidence.timeutil import duration_format
+from diagnosis.evidence.tools.query_metrics.engine import fleet_screen
 from diagnosis.evidence.tools.query_metrics.files import metrics_from_files, rates_apply
-from diagnosis.evidence.tools.query_metrics.prometheus import metric_types, metrics_from_prometheus
+from diagnosis.evidence.tools.query_metrics.prometheus import (
+    EngineRefusedSize,
+    metric_types,
+    metrics_from_prometheus,
+)
 from diagnosis.evidence.tools.query_metrics.promql import promql_relabelled
-from diagnosis.evidence.tools.query_metrics.render import metrics_render
+from diagnosis.evidence.tools.query_metrics.render import FleetTotals, metrics_render
 from diagnosis.evidence.tools.query_metrics.selector import Matcher, Selector, selector_build
 from diagnosis.evidence.tools.query_metrics.series import (
     MAX_GRID_POINTS,
@@ -30,6 +35,10 @@ from diagnosis.evidence.tools.query_metrics.series import (
 from diagnosis.models import SERVICE_LABEL
 
 SWEEP_MAX_POINTS = 80  # grid points over baseline and window for the whole-fleet sweep
+# A query the engine refuses for its size is asked again at twice the step, at most this often,
+# and never with fewer than MIN_WINDOW_POINTS window points (a shift must hold over 2-3 samples).
+MAX_COARSENINGS = 3
+MIN_WINDOW_POINTS = 6
 # Every series that names its service: the whole fleet, in one query.
 FLEET_SELECTOR = Selector(name=None, matchers=(Matcher(SERVICE_LABEL, "!=", ""),))
 
@@ -54,6 +63,45 @@ def _grid(
     return grid
 
 
+def _from_prometheus_within_limits(
+    *, grid: Grid, window: QueryWindow, **read: Any
+) -> tuple[Iterable[RawSeries], list[str], FleetTotals | None, Grid]:
+    """``_from_prometheus`` on ``grid``, or on a coarser one as often as the engine refuses
+    the query for its size (each refusal said in the notes); the grid it was answered on."""
+    refusals: list[str] = []
+    while True:
+        try:
+            series, notes, totals = _from_prometheus(grid=grid, window=window, **read)
+        except EngineRefusedSize as refused:
+            grid = _coarser(grid, window, refused, refusals)
+        else:
+            return series, refusals + notes, totals, grid
+
+
+def _coarser(
+    grid: Grid, window: QueryWindow, refused: EngineRefusedSize, refusals: list[str]
+) -> Grid:
+    """The grid at twice the step, after the engine refused ``grid`` for its size (noted in
+    ``refusals``); a ToolFailure that says so when the window would keep fewer than
+    MIN_WINDOW_POINTS points or MAX_COARSENINGS are spent."""
+    step = grid.step * 2
+    shown = duration_format(timedelta(seconds=grid.step))
+    if (
+        len(refusals) >= MAX_COARSENINGS
+        or step * MIN_WINDOW_POINTS > (window.end - window.start).total_seconds()
+    ):
+        raise ToolFailure(
+            f"{refused}; still too big at step {shown}: narrow the query (a service, a metric, "
+            f"labels or a shorter window)"
+        ) from None
+    coarser = Grid.for_window(window, timedelta(seconds=step))
+    refusals.append(
+        f"the metrics engine refused the query at step {shown} for its size; answered at step "
+        f"{duration_format(timedelta(seconds=coarser.step))}"
+    )
+    return coarser
+
+
 def _description(service: str | None, metric: str | None, labels: dict[str, str]) -> str:
     described = " ".join(f"{k}={v}" for k, v in (("service", service), ("metric", metric)) if v)
     if labels:
@@ -69,27 +117,55 @@ def _from_prometheus(
     metric: str | None,
     service: str | None,
     labels: dict[str, str],
+    window: QueryWindow,
     grid: Grid,
     deadline: Deadline,
     prometheus_url: str,
     prometheus_token_env: str,
     service_label: str,
-) -> tuple[Iterable[RawSeries], list[str]]:
-    if selector is not None:
-        fetched, notes = metrics_from_prometheus(
+    rank_min_series: int,
+) -> tuple[Iterable[RawSeries], list[str], FleetTotals | None]:
+    totals: FleetTotals | None = None
+    notes: list[str] = []
+    selectors = [selector] if selector is not None else []
+    if selector is not None and not service and rank_min_series > 0:
+        screen = fleet_screen(
             base_url=prometheus_url,
             token_env=prometheus_token_env,
-            query=selector.relabelled(service_label).render(),
-            grid=grid,
-            deadline=deadline,
+            selector=selector,
             service_label=service_label,
+            grid=grid,
+            window_start=window.start.timestamp(),
+            baseline_start=window.baseline_start.timestamp(),
+            deadline=deadline,
+            rank_min_series=rank_min_series,
         )
+        if screen is not None:
+            selectors = screen.selectors(selector)
+            totals = FleetTotals(services=screen.services, series=screen.series)
+            notes.extend(screen.notes)
+    if selector is not None:
+        fetched: list[RawSeries] = []
+        for narrowed in selectors:
+            read, read_notes = metrics_from_prometheus(
+                base_url=prometheus_url,
+                token_env=prometheus_token_env,
+                query=narrowed.relabelled(service_label).render(),
+                grid=grid,
+                deadline=deadline,
+                service_label=service_label,
+            )
+            fetched.extend(read)
+            notes.extend(n for n in read_notes if n not in notes)
         if not fetched:
-            return fetched, notes
+            return fetched, notes, totals
         types = metric_types(
-            base_url=prometheus_url, token_env=prometheus_token_env, deadline=deadline
+            base_url=prometheus_url,
+            token_env=prometheus_token_env,
+            deadline=deadline,
+            names={s.name for s in fetched},
         )
-        return rates_apply(types_declare(fetched, types)), notes
+        return rates_apply(types_declare(fetched, types)), notes, totals
     # A PromQL expression is evaluated with this environment's label names; service and
     # labels filter its result.
     fetched, notes = metrics_from_prometheus(
@@ -107,7 +183,8 @@ def _from_prometheus(
             f"was sent with {service_label!r} for service, and its result shows it as service"
         )
     wanted = {**labels, **({SERVICE_LABEL: service} if service else {})}
-    return [s for s in fetched if all(s.labels.get(k) == v for k, v in wanted.items())], notes
+    kept = [s for s in fetched if all(s.labels.get(k) == v for k, v in wanted.items())]
+    return kept, notes, None
 
 
 def metrics_query(
@@ -123,6 +200,7 @@ def metrics_query(
     prometheus_token_env: str = "",
     service_label: str = SERVICE_LABEL,
     clamps: dict[str, dict[str, Any]] | None = None,
+    rank_min_series: int = 0,
 ) -> BackendOutput:
     """Run query_metrics against files (``files``) or Prometheus (``prometheus_url``).
 
@@ -137,6 +215,10 @@ def metrics_query(
 
     A ``step`` the grid cannot use (longer than the window, or too fine for the range) is
     clamped and recorded in ``clamps``.
+
+    On Prometheus, a fleet-wide selector over at least ``rank_min_series`` series (0: never)
+    is ranked in the engine and only the candidates' series are read (``engine``); on either
+    backend such a fleet shows its anomalous series and near misses only (``metrics_render``).
     """
     grid = _grid(window=window, step=step, sweep=not service and not metric, clamps=clamps)
     fleet = not service
@@ -146,17 +228,20 @@ def metrics_query(
         base = FLEET_SELECTOR if fleet else Selector(name=None, matchers=())
         selector = selector_build(metric=base.render(), service=service, labels=labels)
     series: Iterable[RawSeries]
+    totals: FleetTotals | None = None
     if prometheus_url:
-        series, notes = _from_prometheus(
+        series, notes, totals, grid = _from_prometheus_within_limits(
             selector=selector,
             metric=metric,
             service=service,
             labels=labels,
+            window=window,
             grid=grid,
             deadline=deadline,
             prometheus_url=prometheus_url,
             prometheus_token_env=prometheus_token_env,
             service_label=service_label,
+            rank_min_series=rank_min_series,
         )
     else:
         if selector is None:
@@ -175,4 +260,6 @@ def metrics_query(
         description=_description(service, metric, labels),
         notes=notes,
         fleet=fleet,
+        totals=totals,
+        large_fleet_series=rank_min_series,
     )

@@ -19,11 +19,21 @@ from diagnosis.evidence.common import (
 from diagnosis.evidence.timeutil import duration_format
 from diagnosis.evidence.tools.query_metrics.selector import EXPORTED_SERVICE_LABEL
 from diagnosis.evidence.tools.query_metrics.series import Grid, RawSeries, collection_paused
-from diagnosis.evidence.tools.query_metrics.statistics import SeriesFacts, series_analyse
+from diagnosis.evidence.tools.query_metrics.statistics import (
+    ANOMALY_THRESHOLD,
+    SeriesFacts,
+    series_analyse,
+)
 
 MAX_SERIES_SHOWN = 12
 MAX_SERIES_PER_SERVICE = 3  # in the fleet view, so that one service cannot fill the list
 MAX_SERVICES_SHOWN = 10
+# In the fleet view of a large fleet (``large_fleet_series`` series or more) a flat series is
+# shown only when it came at least half-way to a shift, the same half-threshold that extends a
+# shift (statistics.shift_measure): below it, which of thousands of noisy series scores
+# highest is the noise's draw, says nothing of the incident, and the engine's screen
+# (``engine``) cannot rank it; above it, the screen finds the series.
+NEAR_MISS_SCORE = ANOMALY_THRESHOLD / 2
 
 
 def _count(number: int, noun: str) -> str:
@@ -75,49 +85,128 @@ class ServiceRank:
         return (*_ranking_key(self.top)[:2], -self.anomalous, self.service)
 
 
-def _fleet_rank(facts: list[SeriesFacts]) -> list[ServiceRank]:
-    """Services with an anomalous series, most anomalous first (facts are ranked already,
-    so a service's first anomalous fact is its top)."""
-    series = Counter(fact.service for fact in facts)
-    anomalous = Counter(fact.service for fact in facts if fact.anomalous)
-    tops: dict[str, SeriesFacts] = {}
-    for fact in facts:
+class _Top:
+    """The MAX_SERIES_SHOWN best facts, at most ``per_service`` of one service, of facts given
+    one at a time: it holds a few times MAX_SERIES_SHOWN facts, whatever their number. A fact
+    below the capped top is dropped for good: every later fact that could be shown ranks above
+    it, so it never counts against a service's cap."""
+
+    def __init__(self, per_service: int | None) -> None:
+        self.per_service = per_service
+        self.facts: list[SeriesFacts] = []
+
+    def add(self, fact: SeriesFacts) -> None:
+        self.facts.append(fact)
+        if len(self.facts) >= 4 * MAX_SERIES_SHOWN:
+            self.facts = self.shown()
+
+    def shown(self) -> list[SeriesFacts]:
+        self.facts.sort(key=_ranking_key)
+        if self.per_service is None:
+            return self.facts[:MAX_SERIES_SHOWN]
+        taken: Counter[str] = Counter()
+        shown: list[SeriesFacts] = []
+        for fact in self.facts:
+            if len(shown) == MAX_SERIES_SHOWN:
+                break
+            if taken[fact.service] < self.per_service:
+                taken[fact.service] += 1
+                shown.append(fact)
+        return shown
+
+
+class _Ranking:
+    """Every series' facts folded one at a time into what the output says: counts, each
+    service's top anomalous fact, and the facts shown (``_Top``), so memory grows with the
+    services, never with the series or their samples."""
+
+    def __init__(self, *, per_service: int | None) -> None:
+        self.count = 0
+        self.clashing = 0  # facts that also carry exported_service
+        self.series: Counter[str] = Counter()
+        self.anomalous: Counter[str] = Counter()
+        self.tops: dict[str, SeriesFacts] = {}
+        self.top = _Top(per_service)
+        self.top_notable = _Top(per_service)  # anomalous series and near misses only
+
+    def add(self, fact: SeriesFacts) -> None:
+        self.count += 1
+        self.clashing += EXPORTED_SERVICE_LABEL in fact.labels
+        self.series[fact.service] += 1
+        self.top.add(fact)
+        if fact.anomalous or fact.anomaly_score >= NEAR_MISS_SCORE:
+            self.top_notable.add(fact)
         if fact.anomalous:
-            tops.setdefault(fact.service, fact)
-    ranks = [
-        ServiceRank(service=service, series=series[service], anomalous=anomalous[service], top=top)
-        for service, top in tops.items()
-    ]
-    ranks.sort(key=ServiceRank.order)
-    return ranks
+            self.anomalous[fact.service] += 1
+            held = self.tops.get(fact.service)
+            if held is None or _ranking_key(fact) < _ranking_key(held):
+                self.tops[fact.service] = fact
+
+    def services_ranked(self) -> list[ServiceRank]:
+        """Services with an anomalous series, most anomalous first."""
+        ranks = [
+            ServiceRank(
+                service=service,
+                series=self.series[service],
+                anomalous=self.anomalous[service],
+                top=top,
+            )
+            for service, top in self.tops.items()
+        ]
+        ranks.sort(key=ServiceRank.order)
+        return ranks
+
+    def clash_note(self) -> list[str]:
+        """What ``service`` means for series that also carry ``exported_service``."""
+        if not self.clashing:
+            return []
+        return [
+            f"{self.clashing} of {self.count} series also carry {EXPORTED_SERVICE_LABEL} (a "
+            f"service label of their own, renamed where it clashed): each is ranked under "
+            f"service, the label this environment names services with; "
+            f"{EXPORTED_SERVICE_LABEL} is an ordinary label to filter on"
+        ]
 
 
-def _shown(facts: list[SeriesFacts], *, per_service: int | None) -> list[SeriesFacts]:
-    """The top MAX_SERIES_SHOWN, at most ``per_service`` of one service (so more are seen)."""
-    if per_service is None:
-        return facts[:MAX_SERIES_SHOWN]
-    taken: dict[str, int] = {}
-    shown: list[SeriesFacts] = []
-    for fact in facts:
-        if len(shown) == MAX_SERIES_SHOWN:
-            break
-        if taken.get(fact.service, 0) < per_service:
-            taken[fact.service] = taken.get(fact.service, 0) + 1
-            shown.append(fact)
-    return shown
+@dataclass(frozen=True)
+class FleetTotals:
+    """The whole fleet's size when only some of its series were read (ranked in the engine)."""
+
+    services: int
+    series: int
 
 
-def _clash_note(facts: list[SeriesFacts]) -> list[str]:
-    """What ``service`` means for series that also carry ``exported_service``."""
-    clashing = sum(1 for fact in facts if EXPORTED_SERVICE_LABEL in fact.labels)
-    if not clashing:
-        return []
-    return [
-        f"{clashing} of {len(facts)} series also carry {EXPORTED_SERVICE_LABEL} (a service "
-        f"label of their own, renamed where it clashed): each is ranked under service, the "
-        f"label this environment names services with; {EXPORTED_SERVICE_LABEL} is an "
-        f"ordinary label to filter on"
-    ]
+def _fleet_view(
+    ranking: _Ranking, counted: int, totals: FleetTotals | None
+) -> tuple[list[str], dict[str, Any]]:
+    """The fleet view's lines (totals, the most anomalous services) and its summary."""
+    ranked = ranking.services_ranked()
+    services = len(ranking.series)
+    if totals:
+        services = max(services, totals.services)
+    anomalous = sum(ranking.anomalous.values())
+    totals_line = (
+        f"fleet totals: {_count(services, 'service')}, {counted} series, "
+        f"{anomalous} anomalous (in {_count(len(ranked), 'service')})"
+    )
+    lines = [totals_line]
+    top = ranked[:MAX_SERVICES_SHOWN]
+    if top:
+        lines.append("most anomalous services:")
+        lines.extend(r.line() for r in top)
+    if len(ranked) > len(top):
+        lines.append(f"{len(ranked) - len(top)} more services with anomalous series omitted")
+    lines.append(f"most anomalous series (at most {MAX_SERIES_PER_SERVICE} per service):")
+    summary = {
+        "services": services,
+        "series": counted,
+        "anomalous": anomalous,
+        "anomalous_services": len(ranked),
+        "line": totals_line,
+        "services_ranked": [r.summary() for r in top],
+        "services_omitted": len(ranked) - len(top),
+    }
+    return lines, summary
 
 
 def metrics_render(
@@ -128,24 +217,34 @@ def metrics_render(
     description: str,
     notes: Iterable[str] = (),
     fleet: bool = False,
+    totals: FleetTotals | None = None,
+    large_fleet_series: int = 0,
 ) -> BackendOutput:
     """Rank the series (most anomalous first) into bounded, excerptable lines.
 
     ``fleet`` (no service asked for): totals over every series of every service, the
     most anomalous services, and the top series with at most MAX_SERIES_PER_SERVICE of
-    one service, so one noisy service cannot hide the others.
+    one service, so one noisy service cannot hide the others. ``totals``: the fleet's size
+    when ``series`` are only its candidates (the rest counted, not read). A fleet of at least
+    ``large_fleet_series`` series (0: none is large) shows its anomalous series and near misses
+    only (NEAR_MISS_SCORE).
     """
-    # Analysed one at a time: the points of a series are dropped once its facts are known.
+    # Analysed one at a time: the points of a series are dropped once its facts are known,
+    # and its facts once they are counted, unless they are among those shown.
+    ranking = _Ranking(per_service=MAX_SERIES_PER_SERVICE if fleet else None)
     with collection_paused():
-        facts = [series_analyse(s, window, grid.step) for s in series]
-    facts = [f for f in facts if f.window_points or f.baseline_points]
-    facts.sort(key=_ranking_key)
-    shown = _shown(facts, per_service=MAX_SERIES_PER_SERVICE if fleet else None)
-    omitted = len(facts) - len(shown)
+        for item in series:
+            fact = series_analyse(item, window, grid.step)
+            if fact.window_points or fact.baseline_points:
+                ranking.add(fact)
+    counted = max(totals.series, ranking.count) if totals else ranking.count
+    large = fleet and 0 < large_fleet_series <= counted
+    shown = (ranking.top_notable if large else ranking.top).shown()
+    omitted = counted - len(shown)
     step = duration_format(timedelta(seconds=grid.step))
     lines = [f"query_metrics {description}", f"{window.describe()}; step {step}"]
     lines.extend(notes)
-    lines.extend(_clash_note(facts))
+    lines.extend(ranking.clash_note())
     summary: dict[str, Any] = {
         "window": window.as_dict(),
         "baseline": window.baseline_dict(),
@@ -153,36 +252,14 @@ def metrics_render(
         "series": [],
         "omitted": omitted,
     }
-    if not facts:
+    if not ranking.count:
         lines.append("no data: no series matched in this time range")
         return BackendOutput(status="no_data", output="\n".join(lines), summary=summary)
     if fleet:
-        ranked = _fleet_rank(facts)
-        services = len({f.service for f in facts})
-        anomalous = sum(1 for f in facts if f.anomalous)
-        totals = (
-            f"fleet totals: {_count(services, 'service')}, {len(facts)} series, "
-            f"{anomalous} anomalous (in {_count(len(ranked), 'service')})"
-        )
-        lines.append(totals)
-        top = ranked[:MAX_SERVICES_SHOWN]
-        if top:
-            lines.append("most anomalous services:")
-            lines.extend(r.line() for r in top)
-        if len(ranked) > len(top):
-            lines.append(f"{len(ranked) - len(top)} more services with anomalous series omitted")
-        summary["fleet"] = {
-            "services": services,
-            "series": len(facts),
-            "anomalous": anomalous,
-            "anomalous_services": len(ranked),
-            "line": totals,
-            "services_ranked": [r.summary() for r in top],
-            "services_omitted": len(ranked) - len(top),
-        }
-        lines.append(f"most anomalous series (at most {MAX_SERIES_PER_SERVICE} per service):")
+        fleet_lines, summary["fleet"] = _fleet_view(ranking, counted, totals)
+        lines.extend(fleet_lines)
     else:
-        lines.append(f"{len(facts)} series matched, most anomalous first:")
+        lines.append(f"{ranking.count} series matched, most anomalous first:")
     for fact in shown:
         lines.append(fact.line())
         lines.append(fact.trend_line())

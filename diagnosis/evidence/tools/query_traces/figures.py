@@ -139,15 +139,14 @@ class Grid:
 
 @dataclass
 class Figures:
-    """One key's cells per step, and its window and baseline totals."""
+    """One key's cells per step; its window and baseline totals are their sums."""
 
+    grid: Grid
     steps: dict[int, Cell] = field(default_factory=dict)
-    window: Cell = field(default_factory=Cell)
-    baseline: Cell = field(default_factory=Cell)
+    _totals: tuple[Cell, Cell] | None = None
 
     def add(
         self,
-        grid: Grid,
         step: int,
         duration_us: float,
         self_us: float | None,
@@ -158,8 +157,23 @@ class Figures:
         if cell is None:
             cell = self.steps[step] = Cell()
         cell.add(duration_us, self_us, status, own_error)
-        total = self.window if step >= grid.window_from else self.baseline
-        total.add(duration_us, self_us, status, own_error)
+        self._totals = None
+
+    def _sums(self) -> tuple[Cell, Cell]:
+        if self._totals is None:
+            window, baseline = Cell(), Cell()
+            for step, cell in self.steps.items():
+                (window if step >= self.grid.window_from else baseline).merge(cell)
+            self._totals = (window, baseline)
+        return self._totals
+
+    @property
+    def window(self) -> Cell:
+        return self._sums()[0]
+
+    @property
+    def baseline(self) -> Cell:
+        return self._sums()[1]
 
     def merge_factor(self, grid: Grid) -> int:
         """Steps per point: the fewest of MERGES that give a point POINT_SPANS spans on
