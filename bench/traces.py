@@ -128,11 +128,17 @@ def generate(path: Path, size_mb: int) -> None:
 def _files(size_mb: int) -> tuple[Path, Path]:
     plain = Path(f"/tmp/rootproof-bench-traces-{size_mb}mb.jsonl")
     packed = Path(f"{plain}.gz")
+    # written under a temporary name and renamed: a run stopped half-way leaves no file
+    # that a later run would take for a whole one
     if not plain.exists():
-        generate(plain, size_mb)
+        partial = plain.with_name(plain.name + ".part")
+        generate(partial, size_mb)
+        partial.rename(plain)
     if not packed.exists():
-        with plain.open("rb") as src, gzip.open(packed, "wb", compresslevel=6) as dst:
+        partial = packed.with_name(packed.name + ".part")
+        with plain.open("rb") as src, gzip.open(partial, "wb", compresslevel=6) as dst:
             shutil.copyfileobj(src, dst, 1 << 20)
+        partial.rename(packed)
     return plain, packed
 
 
