@@ -322,3 +322,8 @@ def test_a_live_environment_without_a_trace_backend_is_a_gap(db, owner):
     )
     row = _call(session)
     assert row.status == "no_data" and row.summary["missing_source"] == "traces"
+
+
+def test_jaeger_asks_the_services_nobody_calls_first():
+    calls = {("gw", "a"), ("a", "b"), ("zz-entry", "b")}
+    assert live._entries_first(["a", "b", "gw", "zz-entry"], calls) == ["gw", "zz-entry", "a", "b"]

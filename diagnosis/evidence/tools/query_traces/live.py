@@ -301,6 +301,14 @@ def _period_spans(
                 yield from otlp_spans(backend.get(f"/api/traces/{trace_id}", {}), stats)
 
 
+def _entries_first(services: list[str], calls: set[tuple[str, str]]) -> list[str]:
+    """Services nobody calls first: a trace asked for by its entry service comes whole,
+    with the spans of every service below it, so SERVICES_MAX entries cover a fleet that
+    an alphabetical cap would cut."""
+    called = {callee for _, callee in calls}
+    return sorted(services, key=lambda name: (name in called, name))
+
+
 def traces_scan_live(
     *,
     backend: TraceBackend,
@@ -315,12 +323,16 @@ def traces_scan_live(
         raise ToolFailure(f"unknown trace backend kind {backend.kind!r}; one of {', '.join(KINDS)}")
     grid = Grid.of(window)
     stats = ReadStats(files=0)
+    lookback = (window.end - window.baseline_start).total_seconds()
+    dependencies: set[tuple[str, str]] = set()
     if service:
         services = [service]
     elif backend.kind == "tempo":
         services = [""]  # one TraceQL search for every span
     else:
-        services = jaeger_services(backend)[:SERVICES_MAX]
+        if backend.kind == "jaeger":
+            dependencies = jaeger_dependencies(backend, window.end, lookback)
+        services = _entries_first(jaeger_services(backend), dependencies)[:SERVICES_MAX]
     seen: set[str] = set()
     periods = ((window.baseline_start, window.start), (window.start, window.end))
 
@@ -331,9 +343,7 @@ def traces_scan_live(
                 yield span
 
     scan = spans_scan(spans(), Scan(grid=grid, focus=service, shown=shown, limit=limit))
-    if backend.kind == "jaeger" and not service:
-        lookback = (window.end - window.baseline_start).total_seconds()
-        scan.extra_edges = jaeger_dependencies(backend, window.end, lookback)
+    scan.extra_edges = dependencies
     note = (
         f"sampled from {backend.name}: {len(seen)} traces fetched, at most {TRACES_PER_QUERY} "
         f"per query{f' (and {TEMPO_FETCH_MAX} read)' if backend.kind == 'tempo' else ''}, "
