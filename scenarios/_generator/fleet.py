@@ -167,6 +167,24 @@ def _traces_write(
     writer.write(out / "traces")
 
 
+def _hops(edges: list[tuple[str, str]], start: str) -> dict[str, int]:
+    """Each transitive caller of ``start`` with its fewest calls down to it."""
+    callers: dict[str, list[str]] = {}
+    for a, b in edges:
+        callers.setdefault(b, []).append(a)
+    found = {start: 0}
+    frontier = [start]
+    while frontier:
+        following: list[str] = []
+        for name in frontier:
+            for caller in sorted(callers.get(name, [])):
+                if caller not in found:
+                    found[caller] = found[name] + 1
+                    following.append(caller)
+        frontier = following
+    return found
+
+
 def fleet_pack_write(
     *,
     out: Path,
@@ -176,7 +194,10 @@ def fleet_pack_write(
     depth: int | None = None,
     traces: bool = False,
     topology: bool = True,
+    lag: int = 0,
 ) -> FleetPack:
+    """``lag``: samples each call hop adds before a caller shows its callee's fault (0: at
+    once, as latency added to the same requests shows; queues and retries take longer)."""
     rng = random.Random(seed)
     names = _names(max(services, 3), rng)
     level, edges = _graph(names, rng)
@@ -188,6 +209,7 @@ def fleet_pack_write(
     root = rng.choice(with_callees or at_depth)
     scheme = SCHEMES[seed % len(SCHEMES)]
     affected = _ancestors(edges, root)
+    hops = _hops(edges, root)
     end = int(NOW.timestamp())
     start = end - WINDOW_S - BASELINE_S
     onset = end - WINDOW_S + ONSET_S
@@ -207,7 +229,7 @@ def fleet_pack_write(
         stray_at = srng.randrange(end - WINDOW_S, end, STEP)
         lines: dict[str, list[str]] = {k: [] for k in ("lat", "err", "cpu", "cpul", "mem", "meml")}
         for t in range(start, end, STEP):
-            on = t >= onset
+            on = t >= onset + lag * STEP * hops.get(name, 0)
             latency = base_latency * srng.uniform(0.93, 1.07)
             errors = base_errors * srng.uniform(0.7, 1.3)
             cpu = base_cpu * srng.uniform(0.9, 1.1)
@@ -307,6 +329,7 @@ def main() -> None:
     parser.add_argument(
         "--no-topology", action="store_true", help="no topology.json (the calls only in spans)"
     )
+    parser.add_argument("--lag", type=int, default=0, help="samples each call hop adds")
     args = parser.parse_args()
     pack = fleet_pack_write(
         out=args.out,
@@ -316,6 +339,7 @@ def main() -> None:
         depth=args.depth,
         traces=args.traces,
         topology=not args.no_topology,
+        lag=args.lag,
     )
     size = len(pack.services)
     print(f"{pack.path}: {size} services, root {pack.root} ({pack.kind}, depth {pack.depth})")
