@@ -179,8 +179,10 @@ def traces_rerank(
             entry.graph_score = max(entry.graph_score, entry.score) + verdict.own / 100.0
             if entry.kind in {"dependency", "other", "dependency_target", "latency", "errors"}:
                 entry.kind, entry.subkind, entry.inherited_from = verdict.kind, "", []
-            if entry.kind in {"latency", "errors"}:
-                entry.symptom_kind = verdict.kind
+            # the kind its own metrics and logs show stands (a resource at its limit, a
+            # change); where they show none, the spans say latency or errors
+            if entry.fault_kind in {"", "dependency", "latency", "errors"}:
+                entry.fault_kind = verdict.kind
         elif verdict.explained:
             blamed = _blamed(entry.service, verdicts, edges)
             if blamed:
