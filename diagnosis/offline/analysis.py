@@ -92,6 +92,9 @@ class MetricSignal:
     window_level: Any = None
     sustained_points: int | None = None
     sparse_baseline: bool = False
+    # the shift's own extreme from its onset on (statistics.shift_peak), when reported
+    shift_peak: Any = None
+    shift_peak_at: str = ""
 
     @property
     def abnormal(self) -> bool:
@@ -361,6 +364,8 @@ def metric_signals(call: Call) -> list[MetricSignal]:
                     _int(item["sustained_points"]) if "sustained_points" in item else None
                 ),
                 sparse_baseline=bool(item.get("sparse_baseline")),
+                shift_peak=item.get("shift_peak"),
+                shift_peak_at=str(item.get("shift_peak_at") or ""),
                 change_point=str(item.get("change_point") or ""),
                 direction=str(item.get("direction") or "flat"),
                 anomaly=abs(_float(item.get("anomaly_score")) or 0.0),

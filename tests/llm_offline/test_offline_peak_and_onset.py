@@ -67,3 +67,28 @@ def test_the_stated_peak_comes_after_the_onset_or_says_it_came_before(lang, peak
         answer=f"**结论**\n\n- {draft.text}\n", composer_input=composer_input
     )
     assert [f.code.value for f in found] == []
+
+
+@pytest.mark.parametrize("lang", ["zh", "en"])
+def test_the_peak_stated_is_the_shifts_own_when_the_tool_reports_it(lang):
+    """The tool's line gives the maximum since the change beside the window's (statistics
+    .shift_peak): the claim states that one, after the onset, and never the earlier spike."""
+    signal = _signal("2026-05-04T04:03:00Z", "2026-05-04T04:09:00Z")
+    line = signal.line + ", max since the change 0.6 at 04:15"
+    signal.call.output = signal.line = line
+    signal.shift_peak, signal.shift_peak_at = 0.6, "2026-05-04T04:15:00Z"
+    with translation.override("en" if lang == "en" else "zh-hans"):
+        draft = metric_claim(signal, lang)
+    assert draft is not None
+    assert "0.6" in draft.text and "04:15" in draft.text and "0.8" not in draft.text
+    assert ("变化后最大值" if lang == "zh" else "maximum since the change") in draft.text
+    claim = AllowedClaim(claim_id="c1", text=draft.text, wording=Wording.DEFINITE)
+    composer_input = ComposerInput(decision=Decision.PASS, question="q", allowed_claims=[claim])
+    found = answer_coherence_check(
+        answer=f"**结论**\n\n- {draft.text}\n", composer_input=composer_input
+    )
+    assert [f.code.value for f in found] == []
+    # the check reads the new form too: the same words with a time before the onset are found
+    early = draft.text.replace("04:15", "04:05")
+    found = answer_coherence_check(answer=f"**结论**\n\n- {early}\n", composer_input=composer_input)
+    assert [f.code.value for f in found] == ["peak_before_onset"]
