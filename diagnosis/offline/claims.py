@@ -165,7 +165,8 @@ def root_claim(
     elif metric.direction == "down":
         state = t["root_state_down"]
     else:
-        peak = value_in(metric.window_max, metric.line)
+        # one peak per series: the shift's own when the tool reports it (as metric_claim)
+        peak = value_in(metric.shift_peak, metric.line) or value_in(metric.window_max, metric.line)
         state = t["root_state_peak"].format(value=peak) if peak else t["root_state_up"]
     text = t["root"].format(
         svc=entry.service, sub=sub, metric=metric.metric, state=state, template=log_message(lg)
