@@ -195,10 +195,12 @@ def _named(text: str, services: Iterable[str]) -> list[Fact]:
 
 
 _CLAUSE_END = re.compile(r"[，,；;。:：(（]")
+_LABELS = re.compile(r"\{([^{}\n]{1,200})\}")
 
 
 def _series_key(prefix: str, segment: str, services: Iterable[str]) -> frozenset[str]:
-    """What a ratio is about: the identifiers and service names before it in its item.
+    """What a ratio is about: the identifiers, service names and label sets
+    (``{statistic=avg}``: a series is its name and its labels) before it in its item.
 
     ``segment`` is the item's text since the ratio before this one (the whole prefix for the
     first). When the item names one service, the ratio is that service's. When it names
@@ -211,15 +213,23 @@ def _series_key(prefix: str, segment: str, services: Iterable[str]) -> frozenset
     facts = _named(prefix, services)
     named = [f for f in facts if f.kind == FactKind.SERVICE]
     if len({f.key for f in named}) <= 1:
-        return frozenset(f.key for f in facts)
-    clause = segment[max((m.end() for m in _CLAUSE_END.finditer(segment)), default=0) :]
+        return frozenset([*(f.key for f in facts), *_label_sets(prefix)])
+    cut = max((m.end() for m in _CLAUSE_END.finditer(segment)), default=0)
+    clause = segment[cut:]
     own = _named(clause, services)
     own_named = [f for f in own if f.kind == FactKind.SERVICE]
     if own_named:
         subject = own_named[-1]
-        return frozenset(f.key for f in own if f.start >= subject.start)
-    after = [f for f in facts if f.start > named[-1].start and f.kind == FactKind.IDENTIFIER]
-    return frozenset([named[0].key, *(f.key for f in after)])
+        chosen = [f.key for f in own if f.start >= subject.start]
+        return frozenset([*chosen, *_label_sets(clause[subject.start :])])
+    last = named[-1]
+    after = [f.key for f in facts if f.start > last.start and f.kind == FactKind.IDENTIFIER]
+    return frozenset([named[0].key, *after, *_label_sets(prefix[last.end :])])
+
+
+def _label_sets(text: str) -> list[str]:
+    """The label sets a text writes (``{status=504}``), spaces and quotes left out."""
+    return ["{" + re.sub(r"[\s\"']", "", m.group(1)) + "}" for m in _LABELS.finditer(text)]
 
 
 def _same_series(key: frozenset[str], other: frozenset[str], keys: set[frozenset[str]]) -> bool:

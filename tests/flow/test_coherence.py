@@ -220,6 +220,38 @@ def test_a_cascade_hypothesis_basis_is_about_its_subject_not_the_cause_it_names(
     assert codes(answer, _input(claims=[ROOT_DEFINITE])) == expected
 
 
+@pytest.mark.parametrize("language", ["zh", "en"])
+@pytest.mark.parametrize(
+    ("labels", "expected"), [("{statistic=p99}", []), ("{statistic=avg}", ["x"])]
+)
+def test_a_series_is_its_name_and_its_labels(language, labels, expected):
+    """The avg and the p99 of one metric are two series (each its own ratio); the same
+    labels twice are one, whatever else the item names."""
+    confirmed = (
+        "- petsearch 的 latency_seconds{statistic=avg} 相对基线升高，窗口水平约为基线的 4.63 倍。"
+    )
+    item = (
+        "- petsearch 变慢；传播路径：petsite → petsearch"
+        f"（依据：latency_seconds{labels} 明显高于基线（窗口水平约为基线的 19.53 倍））"
+    )
+    if language == "en":
+        confirmed = "- petsearch latency_seconds{statistic=avg} rose: about 4.63× the baseline."
+        item = (
+            "- petsearch slowed down; path: petsite → petsearch (basis: "
+            f"latency_seconds{labels} above its baseline, about 19.53× the baseline)"
+        )
+    answer = (
+        "**结论**\n\n根据本次取证，payment-service 的 HikariPool-1 连接池耗尽。\n\n"
+        f"**已确认**\n\n{confirmed}\n\n**可能的原因（待证实）**\n\n{item}\n"
+    )
+    found = answer_coherence_check(
+        answer=answer,
+        composer_input=_input(claims=[ROOT_DEFINITE]),
+        services=["payment-service", "petsearch", "petsite"],
+    )
+    assert [f.code.value for f in found] == (["series_two_figures"] if expected else [])
+
+
 def test_two_series_with_their_own_ratios_are_coherent():
     answer = (
         "**结论**\n\n根据本次取证，checkout 的 p99 窗口均值约为基线的 114.9 倍。\n\n"
