@@ -6,8 +6,20 @@ accuracy and leaks per transform and pack set. A transform changes how an incide
 written, not what happened in it, so a diagnosis that holds keeps its figures:
 
 ``none`` (the packs as they are, the reference row), ``services``, ``metrics``,
-``time``, ``sparse`` (30 % of the samples dropped by default) and ``noise`` (factors in
-[0.9, 1.1] by default); tests/support/pack_transforms.py says what each one does.
+``time``, ``sparse`` (30 % of the samples dropped by default), ``noise`` (factors in
+[0.9, 1.1] by default), ``instances`` (the fault on one of three instances), ``step15s``
+and ``step5m`` (other sample intervals), ``resets`` (counter resets), ``latency_only``
+(the root's only changed series its latency), ``skew`` (one service's clock a sample off)
+and ``family`` (one metric family missing); tests/support/pack_transforms.py says what
+each one does.
+
+Pack sets: ``demo`` (the five demo packs), ``petshop`` (the 20 PetShop train packs) and
+``fleet`` (FLEETS generated systems, scenarios/_generator/fleet.py: 30 services, every
+fault kind, the root at depths 1–3, callers showing the fault at once or a sample per
+call later), generated into the run's temporary folder.
+
+The gate: every transform within GATE AC@1 of the set's ``none`` row; the rows that are
+not are marked and the exit status is 1.
 
 A service label named other than ``service`` is not a transform: only live environments
 can configure it (``Environment.metrics_service_label``); pack files always use
@@ -53,12 +65,35 @@ DEMO_PACKS = (
     "payment-pool-saturation",
     "search-memory-leak",
 )
-SETS = {
+SETS: dict[str, list[Path]] = {
     "demo": [ROOT / "scenarios" / name for name in DEMO_PACKS],
     "petshop": sorted(
         p.parent for p in (ROOT / "scenarios/public/petshop-train").glob("*/scenario.yaml")
     ),
+    "fleet": [],  # generated at the start of a run (fleets_write)
 }
+FLEETS = 12
+GATE = 0.1  # the most AC@1 a rewrite may cost against the clean packs
+
+
+def fleets_write(folder: Path) -> list[Path]:
+    """FLEETS generated systems: seeds 1..FLEETS, each kind in turn, depths 1-3, every
+    other one with callers a sample per call later than their callee."""
+    sys.path.insert(0, str(ROOT / "scenarios" / "_generator"))
+    from fleet import KINDS, fleet_pack_write
+
+    packs = []
+    for seed in range(1, FLEETS + 1):
+        pack = fleet_pack_write(
+            out=folder / f"fleet-{seed}",
+            services=30,
+            seed=seed,
+            kind=KINDS[seed % len(KINDS)],
+            depth=1 + seed % 3,
+            lag=seed % 2,
+        )
+        packs.append(pack.path)
+    return packs
 
 
 # --- running --------------------------------------------------------------------------
@@ -96,7 +131,7 @@ def _misses(report: dict) -> str:
     return " ".join(missed)
 
 
-def main() -> None:
+def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--transforms", nargs="+", choices=list(TRANSFORMS), default=None)
     parser.add_argument("--sets", nargs="+", choices=list(SETS), default=list(SETS))
@@ -112,10 +147,16 @@ def main() -> None:
     AMOUNTS.update(drop=args.drop, noise=args.noise)
     _manage("migrate", "-v0")
     reports: dict[str, dict[str, Any]] = {}
-    print(f"{'set':8} {'transform':9} {'AC@1':>5} {'AC@3':>5} {'kind':>5} {'leaks':>5}  misses")
+    print(
+        f"{'set':8} {'transform':12} {'AC@1':>5} {'AC@3':>5} {'kind':>5} {'leaks':>5} gate  misses"
+    )
+    failed: list[str] = []
     with tempfile.TemporaryDirectory(prefix="robustness-") as tmp:
+        if "fleet" in args.sets:
+            SETS["fleet"] = fleets_write(Path(tmp) / "generated")
         for name in args.sets:
             packs = SETS[name]
+            clean: float | None = None
             for transform in args.transforms or list(TRANSFORMS):
                 workdir = Path(tmp) / name
                 report = set_evaluate(
@@ -123,13 +164,24 @@ def main() -> None:
                 )
                 totals = report["totals"]
                 reports[f"{name}/{transform}"] = report
+                at_1 = totals["ac_at_1"] or 0.0
+                if transform == "none":
+                    clean = at_1
+                below = clean is not None and at_1 < clean - GATE - 1e-9
+                if below:
+                    failed.append(f"{name}/{transform}")
                 print(
-                    f"{name:8} {transform:9} {totals['ac_at_1']!s:>5} {totals['ac_at_3']!s:>5} "
-                    f"{totals['kind_accuracy']!s:>5} {totals['leaks']!s:>5}  {_misses(report)}",
+                    f"{name:8} {transform:12} {totals['ac_at_1']!s:>5} {totals['ac_at_3']!s:>5} "
+                    f"{totals['kind_accuracy']!s:>5} {totals['leaks']!s:>5} "
+                    f"{'GATE' if below else '    '}  {_misses(report)}",
                     flush=True,
                 )
     if args.json:
         Path(args.json).write_text(json.dumps(reports, ensure_ascii=False, indent=1), "utf-8")
+    if failed:
+        print(f"more than {GATE} AC@1 below the clean packs: {' '.join(failed)}")
+        return 1
+    return 0
 
 
 if __name__ == "__main__":

@@ -19,14 +19,30 @@ from typing import Any, TypeVar
 from . import vocab
 from .common import attr, time_parse
 
-ANOMALY_MIN = 3.0  # robust z-like score from which a series counts as abnormal
-SURGE_MIN = 3.0  # window/baseline ratio from which a log template counts as surging
-EARLY_MARGIN_S = 60  # an onset this much earlier than every other suspect counts as first
-RESOURCE_MIN = 10.0  # a resource series this abnormal (or at its limit) is a resource signal
-ONSET_MIN = 10.0  # only series this abnormal date the start of a service's anomaly
-CHANGE_LEAD_S = 20 * 60  # a change this long before new errors can explain them
-SUSTAINED_MIN = 0.15  # share of the peak deviation the window mean must carry
-STRONG_FACTOR = 1.5  # window mean at least this many times (or this fraction of) the baseline
+# Three robust scales: the tools' own threshold (ANOMALY_THRESHOLD in query_metrics'
+# statistics), so a series the tool calls shifted is abnormal here too; under a normal
+# baseline fewer than 3 samples in 1,000 lie that far.
+ANOMALY_MIN = 3.0
+# A log template at three times its usual rate (the same threshold as for metrics; the
+# tool has tested already that the rise is beyond its counting noise).
+SURGE_MIN = 3.0
+# One minute, the finest usual scrape interval: an onset earlier by less is not told apart.
+EARLY_MARGIN_S = 60
+# Ten robust scales: whatever the baseline's distribution, at most one sample in 100 lies
+# that far (Chebyshev), about one of a two-hour baseline; a resource shift that large is
+# beyond anything its baseline shows, not load it swings through.
+RESOURCE_MIN = 10.0
+ONSET_MIN = 10.0  # the same bound: only series beyond their baseline's reach date a start
+# A deploy or configuration change counts as the cause of new errors that begin within
+# 20 minutes of it: a rollout plus the warm-up that exposes its faults (a hand choice).
+CHANGE_LEAD_S = 20 * 60
+# A window mean that carries at least this share of its peak deviation is a shift of the
+# window, not one stray sample (one sample of a 30-point window carries 1/30 ≈ 0.03; a
+# shift over the last 5 of 30 points carries about 0.17). A hand choice between the two.
+SUSTAINED_MIN = 0.15
+# A shift of at least half again (or a third less) is one an SRE calls real; a robust
+# score alone flags a few percent on a flat series (a hand choice, for wording only).
+STRONG_FACTOR = 1.5
 
 
 @dataclass
@@ -95,6 +111,8 @@ class MetricSignal:
     # the shift's own extreme from its onset on (statistics.shift_peak), when reported
     shift_peak: Any = None
     shift_peak_at: str = ""
+    # how finely its onset is known, in seconds (``resolution_seconds``)
+    resolution_s: float = 60.0
 
     @property
     def abnormal(self) -> bool:
@@ -197,6 +215,7 @@ class Suspect:
     explains: list[str] = field(default_factory=list)
     path: list[str] = field(default_factory=list)
     graph_score: float = 0.0
+    mistimed: bool = False  # its own symptoms began at another time than the trouble asked about
     symptom_kind: str = ""  # latency / errors / resource: its strongest own harmful shift
 
     @property
@@ -297,6 +316,7 @@ class Suspect:
 
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_END = datetime(9999, 1, 1, tzinfo=UTC)  # an undated onset sorts after every dated one
 
 
 def _key(signal: MetricSignal | LogSignal) -> str:
@@ -329,10 +349,45 @@ def _int(value: Any) -> int:
     return int(number) if number is not None else 0
 
 
+def step_seconds(summary: dict[str, Any]) -> float | None:
+    """The query grid's step the tool reports (``"60s"``, ``"5m"``)."""
+    step = summary.get("step")
+    if not isinstance(step, str):
+        return None
+    match = re.fullmatch(r"(\d+(?:\.\d+)?)(ms|s|m|h)", step.strip())
+    if not match:
+        return None
+    return float(match.group(1)) * {"ms": 0.001, "s": 1, "m": 60, "h": 3600}[match.group(2)]
+
+
+def sample_interval(step: float, item: dict[str, Any]) -> float | None:
+    """How far apart a series' raw samples lie, when they are coarser than the query grid
+    (the tool counts the baseline's grid points and the raw samples behind them)."""
+    points, samples = item.get("baseline_points"), item.get("baseline_samples")
+    if not isinstance(points, int) or not isinstance(samples, int) or samples <= 1:
+        return None
+    return step * math.ceil(points / samples) if points > samples else None
+
+
+def resolution_seconds(step: float | None, item: dict[str, Any]) -> float:
+    """How finely a series dates its change: one grid step when its samples are no
+    coarser than the grid, else one sample interval plus one step.
+
+    A change shows at the first sample that carries it, and the grid moves that sample
+    to the next grid point: the date is late by less than one sample interval (early by
+    as much when a sample is stamped at the start of the period it sums up) plus less
+    than one step. Nothing finer can be told apart.
+    """
+    grid = step if step is not None and step > 0 else 60.0
+    interval = sample_interval(grid, item)
+    return grid if interval is None else interval + grid
+
+
 def metric_signals(call: Call) -> list[MetricSignal]:
     if not call.ok:
         return []
     signals = []
+    step = step_seconds(call.summary)
     for item in call.summary.get("series") or []:
         if not isinstance(item, dict):
             continue
@@ -366,6 +421,7 @@ def metric_signals(call: Call) -> list[MetricSignal]:
                 sparse_baseline=bool(item.get("sparse_baseline")),
                 shift_peak=item.get("shift_peak"),
                 shift_peak_at=str(item.get("shift_peak_at") or ""),
+                resolution_s=resolution_seconds(step, item),
                 change_point=str(item.get("change_point") or ""),
                 direction=str(item.get("direction") or "flat"),
                 anomaly=abs(_float(item.get("anomaly_score")) or 0.0),
@@ -559,19 +615,54 @@ def suspects_rank(
         _score(entry)
     _earliness(list(suspects.values()))
     _cascade(suspects)
-    focus_set = {f.lower() for f in focus or []}
+    del focus  # the question's wording orders nothing: equal scores go to the earlier onset
     return sorted(
         suspects.values(),
-        key=lambda s: (-round(s.score, 6), s.service.lower() not in focus_set, s.service),
+        key=lambda s: (-round(s.score, 6), (s.onset or _END).timestamp(), s.service),
     )
 
 
+def measure_of(signal: MetricSignal) -> tuple[str, tuple[tuple[str, str], ...]]:
+    """What a series measures, whichever instance reports it: its name and its other labels."""
+    labels = {k: v for k, v in signal.labels.items() if k not in vocab.INSTANCE_LABELS}
+    return signal.metric, tuple(sorted(labels.items()))
+
+
+def replica_of(signal: MetricSignal) -> str:
+    """The instance (pod, host) a series comes from, when a label names one."""
+    return next((signal.labels[k] for k in vocab.REPLICA_LABELS if signal.labels.get(k)), "")
+
+
+def instances_shifted(entry: Suspect, signal: MetricSignal) -> tuple[list[str], int] | None:
+    """The instances of ``entry`` whose series of ``signal``'s measure shifted the same way,
+    and how many instances report that measure; None when only one does."""
+    measure = measure_of(signal)
+    same = [m for m in entry.metrics if measure_of(m) == measure and replica_of(m)]
+    replicas = {replica_of(m) for m in same}
+    if len(replicas) < 2:
+        return None
+    shifted = sorted(
+        {replica_of(m) for m in same if m.abnormal and m.direction == signal.direction}
+    )
+    return shifted, len(replicas)
+
+
 def _score(entry: Suspect) -> None:
+    """Points for each kind of evidence a service shows of its own.
+
+    Hand weights, not derived: a series' own shift counts by its robust score (capped at
+    30, a tenth of the tools' cap), each further measure that moved adds a little (one
+    measure however many instances report it: three pods showing one shift are one piece
+    of evidence), and evidence that a cause leaves and an effect does not (a resource at
+    its limit, logs saying it ran out, a change just before new errors, code errors)
+    adds more than evidence any victim shows too (errors, failed calls).
+    """
     score = 0.0
     metrics = entry.abnormal_metrics
     if metrics:
         score += min(metrics[0].anomaly, 30.0) / 3.0
-        score += min(len(metrics) - 1, 4) * 0.5
+        measures = {measure_of(m) for m in metrics}
+        score += min(len(measures) - 1, 4) * 0.5
     resources = entry.resource_metrics
     if resources:
         score += 4.0

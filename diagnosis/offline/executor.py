@@ -32,6 +32,7 @@ from .gaps import missing_write
 from .gather import Evidence, evidence_gather, suspects_localise
 from .hypotheses import actions_write, hypotheses_write
 from .knowledge import Chunk, chunks_gather, knowledge_query
+from .localise import leaders_tied
 from .symptoms import log_groups, metric_groups, symptoms_select
 from .wording import labels_text
 
@@ -65,8 +66,10 @@ def evidence_write(
     lang = lang_key(request.language)
     ranked = [s for s in suspects if s.score > 0 or s.graph_score > 0]
     top = ranked[0] if ranked else None
-    edges = cascade_edges(suspects, top.service) if top is not None else []
-    cause = _cause_write(top, edges, lang)
+    tied = leaders_tied(ranked)
+    edges = cascade_edges(suspects, top.service) if top is not None and not tied else []
+    # leaders no evidence orders: no cause is stated, the gap says what would settle it
+    cause = _cause_write(None if tied else top, edges, lang)
     tiers = _tiers(ranked, top, edges)
     drafts = cause.drafts + symptoms_select(tiers, lang, cause.used_lines, cause.seed)
     notable = [e for e, _ in tiers]
@@ -75,7 +78,9 @@ def evidence_write(
         claims=_claims_number(drafts, _flagged(request.retry_context)),
         hypotheses=hypotheses_write(notable, cause.root, top, chunks, lang),
         recommended_actions=actions_write(top, notable, cause.root, chunks, lang),
-        missing_info=missing_write(evidence, suspects, cause.root, weak, bool(chunks), lang),
+        missing_info=missing_write(
+            evidence, suspects, cause.root, weak, bool(chunks), lang, tied=tied
+        ),
     )
 
 

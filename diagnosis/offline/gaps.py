@@ -15,6 +15,8 @@ def missing_write(
     weak: list[str],
     has_chunks: bool,
     lang: str,
+    *,
+    tied: list[Suspect] | None = None,
 ) -> list[str]:
     """The missing-info lines, each once, in the order an SRE would check them."""
     t = texts(lang)
@@ -26,7 +28,10 @@ def missing_write(
         if service not in with_data:
             missing.append(t["miss_nodata"].format(svc=service))
     if not ranked:
-        missing.append(t["miss_no_anomaly"])
+        missing += [t["miss_no_anomaly"], t["miss_no_signal"]]
+    elif tied:
+        names = list_join([s.service for s in tied], lang)
+        missing.append(t["miss_tied"].format(services=names))
     elif root is None:
         missing.append(t["miss_no_root"])
     if weak and (top is None or not top.notable):

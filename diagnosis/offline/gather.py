@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import math
-import re
 import statistics
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -12,7 +10,14 @@ from typing import Any
 from diagnosis.llm.base import ExecutorRequest, ToolRunner
 
 from . import vocab
-from .analysis import Call, Suspect, mentioned_services, suspects_rank
+from .analysis import (
+    Call,
+    Suspect,
+    mentioned_services,
+    sample_interval,
+    step_seconds,
+    suspects_rank,
+)
 from .common import time_parse
 from .localise import Topology, localise, topology_build
 from .planner import services_from_text, window_from_question
@@ -38,6 +43,9 @@ class Evidence:
     superseded: list[Call] = field(default_factory=list)  # failed calls a fallback answered
     logs_available: bool = True
     topology: Topology = field(default_factory=Topology)
+    # call edges found other than declared or on metric labels (traces, say), caller first:
+    # merged into the call graph with the declared ones
+    extra_edges: list[tuple[str, str]] = field(default_factory=list)
 
     def room(self, reserve: int = 1) -> bool:
         return len(self.calls) + reserve < MAX_TOOL_CALLS
@@ -115,7 +123,9 @@ def evidence_gather(request: ExecutorRequest, tools: ToolRunner) -> Evidence:
     evidence = Evidence()
     _fleet_view(tools, evidence)
     planned = _planned(request)
-    evidence.topology = topology_build(declared=request.call_edges, calls=evidence.calls)
+    evidence.topology = topology_build(
+        declared=[*request.call_edges, *evidence.extra_edges], calls=evidence.calls
+    )
     drill = _drill_list(planned, suspects_localise(request, evidence, planned))
     for service in drill:
         _service_round(tools, evidence, service)
@@ -226,28 +236,11 @@ def _reported(request: ExecutorRequest) -> datetime | None:
     return parsed[2] if parsed is not None else None
 
 
-def _step_seconds(summary: dict[str, Any]) -> float | None:
-    step = summary.get("step")
-    if not isinstance(step, str):
-        return None
-    match = re.fullmatch(r"(\d+(?:\.\d+)?)(ms|s|m|h)", step.strip())
-    if not match:
-        return None
-    return float(match.group(1)) * {"ms": 0.001, "s": 1, "m": 60, "h": 3600}[match.group(2)]
-
-
-def _sample_interval(step: float, item: dict[str, Any]) -> float | None:
-    """How far apart a series' raw samples lie, when they are coarser than the query grid
-    (the tool counts the baseline's grid points and the raw samples behind them)."""
-    points, samples = item.get("baseline_points"), item.get("baseline_samples")
-    if not isinstance(points, int) or not isinstance(samples, int) or samples <= 1:
-        return None
-    return step * math.ceil(points / samples) if points > samples else None
-
-
 def _slack_seconds(calls: list[Call]) -> float:
-    """How far apart a caller's and a callee's changes may start and still be one event:
-    the resolution of the data itself, at least the query step.
+    """How finely this session's data dates an onset: the resolution of the data itself,
+    at least the query step. A candidate whose symptoms began further than this from the
+    trouble asked about is another event (``localise``); whether a callee explains its
+    caller is judged per pair instead, on the two series' own resolutions.
 
     Samples every 5 minutes on a 60 s grid put (nearly) every change point on a 5-minute
     mark: the coarsest usual sampling interval that most change points fall on. Samples
@@ -262,7 +255,7 @@ def _slack_seconds(calls: list[Call]) -> float:
     for call in calls:
         if not call.ok:
             continue
-        step = _step_seconds(call.summary)
+        step = step_seconds(call.summary)
         if step is not None:
             steps.append(step)
         for item in call.summary.get("series") or []:
@@ -272,7 +265,7 @@ def _slack_seconds(calls: list[Call]) -> float:
             at = time_parse(item.get("change_point"))
             if at is not None:
                 points.append(int(at.timestamp()))
-            interval = _sample_interval(step, item) if step is not None else None
+            interval = sample_interval(step, item) if step is not None else None
             if interval is not None:
                 intervals.append(interval)
     step = max([60.0, *steps])

@@ -5,7 +5,7 @@ from __future__ import annotations
 from diagnosis.contracts import EvidenceBinding, Hypothesis, RecommendedAction
 
 from . import vocab
-from .analysis import MetricSignal, Suspect
+from .analysis import MetricSignal, Suspect, instances_shifted
 from .excerpts import from_zero, ratio_text
 from .knowledge import Chunk
 from .symptoms import metric_relevance
@@ -41,6 +41,12 @@ def _basis(entry: Suspect, lang: str) -> str:
     )
     if metrics:
         parts.append(_metric_basis(metrics[0], lang))
+        spread = instances_shifted(entry, metrics[0])
+        if spread is not None and len(spread[0]) < spread[1]:
+            names = list_join(spread[0][:3], lang)
+            parts.append(
+                t["basis_instances"].format(n=len(spread[0]), total=spread[1], names=names)
+            )
     for m in entry.resource_metrics:
         if m.at_limit:
             key = "basis_free" if vocab.is_free_metric(m.metric) else "basis_limit"

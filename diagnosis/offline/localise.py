@@ -25,14 +25,16 @@ from datetime import datetime
 from . import vocab
 from .analysis import Call, MetricSignal, Suspect, metric_signals
 
-# Each kind of own symptom, and the callee kinds that can pass it up to a caller.
+# Each kind of own symptom, and the callee kinds that can pass it up to a caller. Causal:
+# a caller waits for its callee, so a slow or saturated callee makes it slow, and its
+# timeouts and failures become the caller's errors; nothing a callee does consumes the
+# caller's own CPU, memory or disk, so a caller's resource shift is its own.
 INHERITS = {
     "latency": {"latency", "resource"},
     "errors": {"errors", "latency", "resource"},
     "resource": set(),  # a service's own saturation is its own, whoever it calls
 }
-EXPLAINED_FACTOR = 0.25  # what is left of an inheriting caller's score
-MAX_PATH = 6
+MAX_PATH = 6  # services shown along a propagation path; longer paths are cut, not lost
 
 
 @dataclass(frozen=True)
@@ -111,8 +113,15 @@ class ServiceState:
         return min(times) if times else None
 
 
-SIGNIFICANCE_CAP = 10.0  # beyond this robust score a shift is simply significant
-CHANGE_CAP = 1000.0
+# Significance stops discriminating here. Whatever the baseline's distribution, at most
+# 1/k² of its samples lie k robust scales from its median (Chebyshev); at k = 10 that is
+# one in 100, about one sample of a two-hour baseline at one-minute samples: a shift this
+# far is beyond anything the baseline shows, and a larger score only says its noise was
+# smaller. Beyond it, what separates two candidates is the size of their change.
+SIGNIFICANCE_CAP = 10.0
+# Figures are compared to three significant digits (the tools print them so): a level
+# under a thousandth of the other is zero to them, so no change counts beyond 1000×.
+RESOLVABLE = 1e-3
 
 
 def _num(value: object) -> float | None:
@@ -154,12 +163,15 @@ def relative_change(signal: MetricSignal) -> float:
         base_fail, fail = max(cap - base, 0.0), max(cap - level, 0.0)
         if fail <= base_fail:
             return 0.0
-        return min((fail - base_fail) / max(base_fail, cap * 1e-3), CHANGE_CAP)
+        # a share is resolved against the whole it is a share of (0.1 point of 100 %), so a
+        # dip from exactly 100 % counts by its size: 99.99 % is not 98 %
+        return (fail - base_fail) / max(base_fail, cap * RESOLVABLE)
     if _falls(signal):
         if base <= 0:
             return 0.0
-        return min((base - level) / max(level, base * 1e-3), CHANGE_CAP)
-    return min(max(level - base, 0.0) / max(abs(base), 1e-9), CHANGE_CAP)
+        return (base - level) / max(level, base * RESOLVABLE)
+    rise = max(level - base, 0.0)
+    return rise / max(abs(base), abs(level) * RESOLVABLE, 1e-12)
 
 
 def relative_failures(signal: MetricSignal | None) -> float | None:
@@ -181,7 +193,13 @@ def relative_failures(signal: MetricSignal | None) -> float | None:
 
 
 def _strength(signal: MetricSignal) -> float:
-    """Significance (the tool's robust score, capped) times effect size (log of the change)."""
+    """Significance (the tool's robust score, capped) times effect size (log of the change).
+
+    Both matter and neither is enough: a large score on a flat baseline may be a tiny
+    change, a large change on a wild baseline may be noise. The logarithm makes the size
+    count by orders of magnitude (a tenfold change is a tenfold change at any level), and
+    with the two caps the two factors span comparable ranges (3–10 and 1–11).
+    """
     significance = min(signal.anomaly, SIGNIFICANCE_CAP)
     return significance * (1.0 + math.log2(1.0 + relative_change(signal)))
 
@@ -211,7 +229,10 @@ def service_states(suspects: list[Suspect]) -> dict[str, ServiceState]:
     return states
 
 
-ACCOUNTS_FOR = 0.5  # a callee must carry at least this share of its caller's shift
+# A callee explains its caller's shift only if it carries the larger part of it: below
+# half, the rest (the caller's own work, or another callee) accounts for more than it does,
+# and the callee is at most one contributor among others, not the explanation.
+ACCOUNTS_FOR = 0.5
 
 
 def _delta(signal: MetricSignal | None) -> float | None:
@@ -297,9 +318,25 @@ def _share(callee: ServiceState, caller: ServiceState, *, served: bool = False) 
     return min(mine / theirs, 10.0)
 
 
-def _explains(callee: ServiceState, caller: ServiceState, kind: str, slack_s: float) -> float:
+def _resolution(a: Symptom, b: Symptom) -> float:
+    """How far apart two onsets may be dated and still be in either order: the coarser of
+    the two series' resolutions (a log line's first time is stamped to the second)."""
+    return max(
+        a.signal.resolution_s if a.signal is not None else 1.0,
+        b.signal.resolution_s if b.signal is not None else 1.0,
+    )
+
+
+def _explains(callee: ServiceState, caller: ServiceState, kind: str) -> float:
     """How well the callee's anomaly accounts for the caller's ``kind`` symptom (0: not at
-    all): a compatible kind, started together (within the data's resolution), big enough."""
+    all): a compatible kind, a shift that started no later than the caller's, big enough.
+
+    Causal: an effect does not precede its cause. A callee whose shift is dated later
+    than its caller's by a full resolution of the coarser of the two series started
+    later, whatever the stamps' convention, and cannot be why its caller changed. An
+    earlier start can (a callee's latency creeping up, or its pool filling, shows in its
+    callers once it crosses their noise), so there is no bound that way.
+    """
     wanted = INHERITS.get(kind, set())
     mine = caller.symptoms[kind]
     best = 0.0
@@ -309,7 +346,7 @@ def _explains(callee: ServiceState, caller: ServiceState, kind: str, slack_s: fl
         aligned = (
             mine.onset is None
             or symptom.onset is None
-            or abs((symptom.onset - mine.onset).total_seconds()) <= slack_s
+            or (symptom.onset - mine.onset).total_seconds() < _resolution(symptom, mine)
         )
         if aligned:
             best = max(best, _coverage(symptom, mine, callee, caller))
@@ -357,27 +394,32 @@ def _path(links: dict[tuple[str, str], float], root: str, symptoms: list[str]) -
     return path if path[-1] == root else [root]
 
 
-MISTIMED_FACTOR = 0.3  # what is left of a candidate whose own symptoms began at another time
-
-
-def _anchor(
+def _anchors(
     states: dict[str, ServiceState], symptoms: list[str], reported: datetime | None
-) -> datetime | None:
-    """When the trouble the question is about began: the named services' own onset, else
-    the time the question reports."""
-    onsets = [states[s].onset for s in symptoms if s in states and states[s].onset is not None]
-    found = [o for o in onsets if o is not None]
-    return min(found) if found else reported
+) -> list[datetime]:
+    """When the trouble the question is about began: each shift the named services show
+    (one may have had an unrelated blip before the trouble; the cause began with one of
+    their shifts, not necessarily the first), else the time the question reports."""
+    found = [
+        symptom.onset
+        for name in symptoms
+        if name in states
+        for symptom in states[name].symptoms.values()
+        if symptom.onset is not None
+    ]
+    return sorted(found) if found else ([reported] if reported is not None else [])
 
 
-def _began_with(state: ServiceState, anchor: datetime, slack_s: float) -> bool:
-    """Its latency or errors began with the trouble (its resources may lead, never lag)."""
+def _began_with(state: ServiceState, anchors: list[datetime], slack_s: float) -> bool:
+    """Its latency or errors began with one of the trouble's shifts (its resources may
+    lead, never lag)."""
     for kind, symptom in state.symptoms.items():
         if symptom.onset is None:
             return True
-        gap = (symptom.onset - anchor).total_seconds()
-        if abs(gap) <= slack_s or (kind == "resource" and gap <= slack_s):
-            return True
+        for anchor in anchors:
+            gap = (symptom.onset - anchor).total_seconds()
+            if abs(gap) <= slack_s or (kind == "resource" and gap <= slack_s):
+                return True
     return False
 
 
@@ -396,15 +438,6 @@ def _leading_kind(state: ServiceState, named: list[ServiceState]) -> str:
     return max(state.symptoms.values(), key=lambda s: s.strength).kind
 
 
-def _weight(state: ServiceState, busiest: float) -> float:
-    """How much an explained caller counts: its usual traffic against the busiest anomalous
-    service's (1 when either is unknown). Explaining an idle wrapper is weak evidence;
-    explaining the front end most requests pass is strong."""
-    if state.traffic is None or busiest <= 0:
-        return 1.0
-    return min(state.traffic / busiest, 1.0)
-
-
 def localise(
     suspects: list[Suspect],
     topology: Topology,
@@ -415,10 +448,12 @@ def localise(
 ) -> list[Suspect]:
     """Re-rank ``suspects`` along the call graph; returns them most-likely cause first.
 
-    ``slack_s`` is how far apart a caller's and a callee's onsets may lie for one to
-    explain the other (the data's own resolution: one sample step). ``reported`` is when
-    the question (or alert) says the trouble began: a candidate whose latency or errors
-    began at another time is not what the question is about, and ranks lower.
+    ``slack_s`` is how finely the session's data dates an onset (gather's
+    ``_slack_seconds``): a candidate whose latency or errors began further than that from
+    when the trouble began (the named services' own onset, else ``reported``, the time
+    the question or alert gives) is another event (``mistimed``) and ranks in a lower
+    tier. Whether a callee explains a caller is judged per pair, on the two series' own
+    resolutions (``_explains``).
     """
     if not topology.known:
         return suspects
@@ -434,39 +469,71 @@ def localise(
             other = states.get(callee)
             if other is None or not other.anomalous:
                 continue
-            covered = {k: _explains(other, state, k, slack_s) for k in state.symptoms}
+            covered = {k: _explains(other, state, k) for k in state.symptoms}
             kinds = [k for k, value in covered.items() if value > 0]
             if kinds:
                 links[(name, callee)] = max(covered.values())
                 explained.update(kinds)
         if explained and explained >= set(state.symptoms):
             by_name[name].inherited_from = sorted(c for a, c in links if a == name)
-    anchor = _anchor(states, symptoms, reported)
-    busiest = max((states[n].traffic or 0.0 for n in anomalous), default=0.0)
+    anchors = _anchors(states, symptoms, reported)
     named_states = [states[s] for s in symptoms if s in states and states[s].anomalous]
     for name in anomalous:
         entry = by_name[name]
         strength = states[name].strength + entry.score
         entry.symptom_kind = _leading_kind(states[name], named_states)
         if entry.inherited_from:
-            entry.graph_score = strength * EXPLAINED_FACTOR
+            entry.graph_score = strength
             entry.kind, entry.subkind = "dependency", ""
             continue
         explained_by_it = _ancestors(links, name)
         entry.explains = sorted(explained_by_it, key=lambda n: (-explained_by_it[n], n))
         entry.path = _path(links, name, symptoms)
-        reach = sum(share * _weight(states[c], busiest) for c, share in explained_by_it.items())
+        reach = sum(explained_by_it.values())
         entry.graph_score = strength * (1.0 + reach)
-        named = [explained_by_it[s] for s in symptoms if s in explained_by_it]
-        if named:
-            entry.graph_score *= 1.0 + max(named)  # it explains what the question is about
-        if anchor is not None and not _began_with(states[name], anchor, slack_s):
-            entry.graph_score *= MISTIMED_FACTOR
-    return sorted(
-        suspects,
-        key=lambda s: (
-            -(s.graph_score if s.service in anomalous else 0.0),
-            -round(s.score, 6),
-            s.service,
-        ),
+        entry.mistimed = bool(anchors) and not _began_with(states[name], anchors, slack_s)
+    return sorted(suspects, key=lambda s: (*rank_key(s, states.get(s.service)), s.service))
+
+
+def rank_key(entry: Suspect, state: ServiceState | None) -> tuple[float, ...]:
+    """Most likely cause first: causes before effects, then strength, then evidence.
+
+    Tiers, not factors: a service whose every symptom a callee accounts for is an effect,
+    and one whose symptoms began at another time than the trouble asked about is another
+    event; no strength makes either the cause of this one, so each ranks after every
+    candidate that is neither (both: after those too). Within a tier the graph score
+    (own strength times the callers explained) decides; equal scores go to the earlier
+    onset (causes precede), then the stronger own shift, then the more services
+    explained. Only then the name, so that the order is stable: leaders equal on all of
+    that are a tie the answer reports (``leaders_tied``), not a ranking.
+    """
+    if state is None or not state.anomalous:
+        return (3.0, 0.0, math.inf, -entry.score, 0.0)
+    tier = float(bool(entry.inherited_from)) + float(entry.mistimed)
+    onset = state.onset.timestamp() if state.onset is not None else math.inf
+    return (tier, -round(entry.graph_score, 6), onset, -round(entry.score, 6), -len(entry.explains))
+
+
+def _evidence(entry: Suspect) -> tuple[object, ...]:
+    """What orders two candidates, the name left out."""
+    tier = bool(entry.inherited_from) + entry.mistimed
+    return (
+        tier,
+        round(entry.graph_score, 6),
+        round(entry.score, 6),
+        entry.onset,
+        len(entry.explains),
     )
+
+
+def leaders_tied(ranked: list[Suspect]) -> list[Suspect]:
+    """The leading candidates no evidence orders (two or more), else none.
+
+    Equal tier, scores, onset and reach: whichever came first came first by name, and a
+    name is no evidence. The answer then says the root cause is undetermined between them.
+    """
+    if len(ranked) < 2:
+        return []
+    lead = _evidence(ranked[0])
+    tied = [entry for entry in ranked if _evidence(entry) == lead]
+    return tied if len(tied) > 1 else []

@@ -142,6 +142,7 @@ def _hypothesis_texts() -> dict[str, str]:
         "basis_down": _("{metric} 明显低于基线"),
         "basis_level": _("{metric} 相对基线异常"),
         "basis_slight": _("{metric} 相对基线略有变化"),
+        "basis_instances": _("只出现在 {total} 个实例中的 {n} 个（{names}）"),
         "basis_limit": _("{metric} 已达到上限"),
         "basis_logs": _("{n} 类新出现或激增的错误或告警日志"),
         "basis_logs_quote": _("{n} 类新出现或激增的错误或告警日志，如「{message}」"),
@@ -189,6 +190,12 @@ def _action_texts() -> dict[str, str]:
         "miss_nodata": _("没有查到 {svc} 的指标或日志数据"),
         "miss_no_root": _("尚无直接证据确认根因：没有同一服务的资源指标与其自身错误日志同时指向它"),
         "miss_no_anomaly": _("在所查服务中没有发现相对基线的明显异常"),
+        "miss_no_signal": _(
+            "根因未定：没有服务出现持续的变化；能确定它的是覆盖故障开始时刻的时间窗口、其他指标族（资源、错误、调用边）或各服务的错误日志"
+        ),
+        "miss_tied": _(
+            "根因未定：{services} 的证据不分先后（起始时间、变化幅度、能解释的调用方都相同）；能区分它们的是它们之间的调用关系（调用链或调用边指标）、更细粒度的采样（谁先变化）或各自的错误日志与资源指标"
+        ),
         "miss_weak": _("{services} 仅有轻微波动（相对基线变化不大），不足以说明与本次故障有关"),
         "miss_knowledge": _("知识库中没有找到与当前症状相关的手册"),
         "all_services": _("全部服务"),

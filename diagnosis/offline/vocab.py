@@ -93,11 +93,16 @@ INSTANCE_LABELS = {
     "id",
     "image",
     "pod_name",
+    "k8s_pod_name",
+    "k8s.pod.name",
     "uid",
     "ip",
     "service",
     "__name__",
 }
+
+# Of those, the labels that tell one running copy of a service from another.
+REPLICA_LABELS = ("pod", "k8s_pod_name", "k8s.pod.name", "pod_name", "instance", "host", "hostname")
 
 # log template kinds (lower-case fragments)
 RESOURCE_LOG = {

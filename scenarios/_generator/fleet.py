@@ -116,9 +116,35 @@ def _ancestors(edges: list[tuple[str, str]], start: str) -> set[str]:
     return seen
 
 
+def _hops(edges: list[tuple[str, str]], start: str) -> dict[str, int]:
+    """Each transitive caller of ``start`` with its fewest calls down to it."""
+    callers: dict[str, list[str]] = {}
+    for a, b in edges:
+        callers.setdefault(b, []).append(a)
+    found = {start: 0}
+    frontier = [start]
+    while frontier:
+        following: list[str] = []
+        for name in frontier:
+            for caller in sorted(callers.get(name, [])):
+                if caller not in found:
+                    found[caller] = found[name] + 1
+                    following.append(caller)
+        frontier = following
+    return found
+
+
 def fleet_pack_write(
-    *, out: Path, services: int, seed: int, kind: str | None = None, depth: int | None = None
+    *,
+    out: Path,
+    services: int,
+    seed: int,
+    kind: str | None = None,
+    depth: int | None = None,
+    lag: int = 0,
 ) -> FleetPack:
+    """``lag``: samples each call hop adds before a caller shows its callee's fault (0: at
+    once, as latency added to the same requests shows; queues and retries take longer)."""
     rng = random.Random(seed)
     names = _names(max(services, 3), rng)
     level, edges = _graph(names, rng)
@@ -130,6 +156,7 @@ def fleet_pack_write(
     root = rng.choice(with_callees or at_depth)
     scheme = SCHEMES[seed % len(SCHEMES)]
     affected = _ancestors(edges, root)
+    hops = _hops(edges, root)
     end = int(NOW.timestamp())
     start = end - WINDOW_S - BASELINE_S
     onset = end - WINDOW_S + ONSET_S
@@ -149,7 +176,7 @@ def fleet_pack_write(
         stray_at = srng.randrange(end - WINDOW_S, end, STEP)
         lines: dict[str, list[str]] = {k: [] for k in ("lat", "err", "cpu", "cpul", "mem", "meml")}
         for t in range(start, end, STEP):
-            on = t >= onset
+            on = t >= onset + lag * STEP * hops.get(name, 0)
             latency = base_latency * srng.uniform(0.93, 1.07)
             errors = base_errors * srng.uniform(0.7, 1.3)
             cpu = base_cpu * srng.uniform(0.9, 1.1)
@@ -239,9 +266,15 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--kind", choices=KINDS)
     parser.add_argument("--depth", type=int)
+    parser.add_argument("--lag", type=int, default=0, help="samples each call hop adds")
     args = parser.parse_args()
     pack = fleet_pack_write(
-        out=args.out, services=args.services, seed=args.seed, kind=args.kind, depth=args.depth
+        out=args.out,
+        services=args.services,
+        seed=args.seed,
+        kind=args.kind,
+        depth=args.depth,
+        lag=args.lag,
     )
     size = len(pack.services)
     print(f"{pack.path}: {size} services, root {pack.root} ({pack.kind}, depth {pack.depth})")

@@ -1,4 +1,4 @@
-"""Ranking real incidents: onsets dated by coarse samples, and how much traffic a shift touches.
+"""How much traffic a shift touches: a callee passes failures up only for the requests it served.
 
 Each case is a small system with known call edges, built from tool summaries of the shape
 query_metrics writes; the engine ranks the suspects from them exactly as in a session.
@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from diagnosis.llm.base import ExecutorRequest
-from diagnosis.offline.analysis import Call
+from diagnosis.offline.analysis import Call, Suspect
 from diagnosis.offline.gather import Evidence, suspects_localise
 from diagnosis.offline.localise import topology_build
 
@@ -66,7 +66,7 @@ def _call(step: str, series: list[dict[str, Any]], service: str = "") -> Call:
     )
 
 
-def _ranked(calls: list[Call], edges: list[tuple[str, str]]) -> list[str]:
+def _localised(calls: list[Call], edges: list[tuple[str, str]]) -> dict[str, Suspect]:
     request = ExecutorRequest(
         question=QUESTION,
         language="zh-CN",
@@ -79,50 +79,7 @@ def _ranked(calls: list[Call], edges: list[tuple[str, str]]) -> list[str]:
     )
     evidence = Evidence(calls=calls)
     evidence.topology = topology_build(declared=edges, calls=calls)
-    ranked = suspects_localise(request, evidence, ["web"])
-    return [s.service for s in ranked if s.graph_score > 0]
-
-
-def _slow(
-    service: str,
-    base: float,
-    level: float,
-    score: float,
-    *,
-    change: str = "2026-03-02T10:20:00Z",
-    quantile: str = "0.99",
-    samples_every: int = 1,
-) -> dict[str, Any]:
-    """A latency quantile that rose from ``base`` to ``level`` seconds at ``change``."""
-    return _series(
-        service,
-        "latency_seconds",
-        labels={"quantile": quantile},
-        base=base,
-        level=level,
-        change=change,
-        score=score,
-        samples_every=samples_every,
-    )
-
-
-def test_a_callee_dated_one_coarse_sample_after_its_caller_still_explains_it() -> None:
-    # 5-minute samples on a 2-minute grid: web's shift shows at 10:22, search's (sampled
-    # in the next 5-minute period and moved to the next grid point) at 10:28. The tool
-    # sees each sample fill two grid points.
-    early, late = "2026-03-02T10:22:00Z", "2026-03-02T10:28:00Z"
-    calls = [
-        _call(
-            "2m",
-            [
-                _slow("web", 0.3, 0.8, 30, change=early, samples_every=2),
-                _slow("search", 0.05, 0.6, 90, change=late, samples_every=2),
-                _slow("cart", 0.1, 0.3, 12, change=early, samples_every=2),
-            ],
-        )
-    ]
-    ranked = _ranked(calls, [("web", "search"), ("web", "cart")])
-    assert ranked[0] == "search"
+    return {s.service: s for s in suspects_localise(request, evidence, ["web"])}
 
 
 def _traffic(service: str, base: float, level: float | None = None) -> dict[str, Any]:
@@ -159,28 +116,7 @@ def test_a_callee_failing_the_few_requests_it_still_served_does_not_take_the_cal
             ],
         )
     ]
-    assert _ranked(calls, [("web", "lb"), ("web", "search")])[0] == "search"
-
-
-def test_a_slow_idle_function_explaining_only_its_idle_wrappers_does_not_outrank_a_busy_callee():
-    # fn's few requests got slow, and so did the two wrappers that invoke it (same
-    # requests); search serves most of the system's traffic and slowed too.
-    calls = [
-        _call(
-            "1m",
-            [
-                _traffic("web", 700),
-                _slow("fn", 0.38, 2.97, 90, quantile="0.5"),
-                _traffic("fn", 6),
-                _slow("fn-wrapper", 0.48, 3.02, 120, quantile="0.5"),
-                _traffic("fn-wrapper", 6),
-                _slow("fn-trigger", 0.48, 3.5, 160, quantile="0.5"),
-                _traffic("fn-trigger", 6),
-                _slow("search", 0.036, 0.5, 140),
-                _traffic("search", 1134),
-            ],
-        )
-    ]
-    edges = [("web", "search"), ("web", "fn-trigger"), ("fn-trigger", "fn-wrapper")]
-    ranked = _ranked(calls, [*edges, ("fn-wrapper", "fn")])
-    assert ranked[0] == "search"
+    found = _localised(calls, [("web", "lb"), ("web", "search")])
+    assert found["web"].inherited_from == ["search"]
+    assert found["search"].explains == ["web"]
+    assert found["lb"].explains == []
