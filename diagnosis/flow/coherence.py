@@ -224,23 +224,28 @@ def _series_key(prefix: str, segment: str, services: Iterable[str]) -> frozenset
     own clause names last (in both answer languages a figure's subject comes right before
     it: "checkout 的 p99 约为…", "checkout p99 … about 3×"), with what follows it; a clause
     that names none (a basis in brackets) is about the item's subject, the first service it
-    names, with the identifiers after the last service named.
+    names, with the identifiers after the last service named. A later ratio of an item is
+    about what is named after the ratio before it (its own series), with the item's subject.
     """
     facts = _named(prefix, services)
     named = [f for f in facts if f.kind == FactKind.SERVICE]
-    if len({f.key for f in named}) <= 1:
-        return frozenset([*(f.key for f in facts), *_label_sets(prefix)])
-    cut = max((m.end() for m in _CLAUSE_END.finditer(segment)), default=0)
-    clause = segment[cut:]
-    own = _named(clause, services)
-    own_named = [f for f in own if f.kind == FactKind.SERVICE]
-    if own_named:
-        subject = own_named[-1]
-        chosen = [f.key for f in own if f.start >= subject.start]
-        return frozenset([*chosen, *_label_sets(clause[subject.start :])])
-    last = named[-1]
-    after = [f.key for f in facts if f.start > last.start and f.kind == FactKind.IDENTIFIER]
-    return frozenset([named[0].key, *after, *_label_sets(prefix[last.end :])])
+    start = len(prefix) - len(segment)  # a later ratio's series is named after the one before
+    several = len({f.key for f in named}) > 1
+    if several:
+        cut = max((m.end() for m in _CLAUSE_END.finditer(segment)), default=0)
+        clause = segment[cut:]
+        own = _named(clause, services)
+        own_named = [f for f in own if f.kind == FactKind.SERVICE]
+        if own_named:
+            subject = own_named[-1]
+            chosen = [f.key for f in own if f.start >= subject.start]
+            return frozenset([*chosen, *_label_sets(clause[subject.start :])])
+        start = max(start, named[-1].end)
+    subject_key = [named[0].key] if named else []
+    region = [f.key for f in facts if f.start >= start and f.kind == FactKind.IDENTIFIER]
+    if not several:
+        region += [f.key for f in facts if f.start >= start and f.kind == FactKind.SERVICE]
+    return frozenset([*subject_key, *region, *_label_sets(prefix[start:])])
 
 
 def _label_sets(text: str) -> list[str]:

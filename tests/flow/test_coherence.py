@@ -252,6 +252,46 @@ def test_a_series_is_its_name_and_its_labels(language, labels, expected):
     assert [f.code.value for f in found] == (["series_two_figures"] if expected else [])
 
 
+@pytest.mark.parametrize("language", ["zh", "en"])
+def test_a_second_ratio_in_a_basis_is_its_own_series(language):
+    """In "X 的异常可能是受 Y 影响的连锁反应（依据：A{…} …111.7 倍；B{…} …22.81 倍）" the
+    second ratio is B's, not A's again (found on the demo pack payment-pool-saturation)."""
+    confirmed = (
+        "- api-gateway 的 http_requests_total{status=504} 相对基线升高，"
+        "窗口水平约为基线的 111.7 倍。"
+    )
+    item = (
+        "- api-gateway 的异常可能是受 payment-service 影响的连锁反应。（依据："
+        "http_requests_total{status=504} 明显高于基线（窗口水平约为基线的 111.7 倍）；"
+        "http_request_duration_seconds{quantile=0.99} 明显高于基线（窗口水平约为基线的 22.81 倍））"
+    )
+    if language == "en":
+        confirmed = "- api-gateway http_requests_total{status=504} rose: about 111.7× the baseline."
+        item = (
+            "- the api-gateway anomaly is likely a cascade from payment-service (basis: "
+            "http_requests_total{status=504} above its baseline (about 111.7× the baseline); "
+            "http_request_duration_seconds{quantile=0.99} above its baseline (about 22.81× "
+            "the baseline))"
+        )
+    answer = (
+        "**结论**\n\n根据本次取证，payment-service 的 HikariPool-1 连接池耗尽。\n\n"
+        f"**已确认**\n\n{confirmed}\n\n**可能的原因（待证实）**\n\n{item}\n"
+    )
+    services = ["payment-service", "api-gateway"]
+    found = answer_coherence_check(
+        answer=answer, composer_input=_input(claims=[ROOT_DEFINITE]), services=services
+    )
+    assert found == []
+    # the same first series given another figure in the basis is still found
+    twice = answer.replace("111.7 倍）；", "112.0 倍）；").replace(
+        "111.7× the baseline); ", "112.0× the baseline); "
+    )
+    found = answer_coherence_check(
+        answer=twice, composer_input=_input(claims=[ROOT_DEFINITE]), services=services
+    )
+    assert [f.code.value for f in found] == ["series_two_figures"]
+
+
 def test_two_series_with_their_own_ratios_are_coherent():
     answer = (
         "**结论**\n\n根据本次取证，checkout 的 p99 窗口均值约为基线的 114.9 倍。\n\n"
