@@ -424,7 +424,7 @@ composer_inputs = st.builds(
 @given(composer_inputs)
 def test_for_any_composer_input_the_rendered_answer_passes_the_check(composer_input):
     answer = answer_render(composer_input)
-    found = answer_coherence_check(answer=answer, composer_input=composer_input)
+    found = answer_coherence_check(answer=answer, composer_input=composer_input, services=SERVICES)
     assert found == [], (answer, found)
 
 
