@@ -114,6 +114,7 @@ def suspects_localise(
         symptoms=planned,
         slack_s=_slack_seconds(evidence.calls),
         reported=_reported(request),
+        looked_at=evidence.queried,
     )
 
 

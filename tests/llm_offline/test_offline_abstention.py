@@ -37,3 +37,39 @@ def test_a_root_that_writes_no_data_is_never_confirmed_and_is_named(tmp_path, se
     result = pack_evaluate(path=pack.path, provider="offline")
     assert result.status == "completed"
     assert result.abstained_ok, (pack.root, result.root_cause_candidates)
+
+
+@pytest.mark.parametrize("kind", ["latency", "errors"])
+def test_a_callee_without_data_may_carry_latency_or_errors_but_not_a_resource_shift(kind):
+    from diagnosis.offline.localise import (
+        ServiceState,
+        Symptom,
+        Topology,
+        unobserved_callees,
+    )
+
+    topology = Topology(edges=frozenset({("a", "b"), ("a", "c")}))
+    symptom = Symptom(kind=kind, strength=5.0, onset=None, signal=None)  # type: ignore[arg-type]
+    passed_on = ServiceState(service="a", symptoms={kind: symptom})
+    assert unobserved_callees(passed_on, topology, {"b"}) == ["b"]
+    assert unobserved_callees(passed_on, topology, set()) == []
+    own = ServiceState(service="a", symptoms={"resource": symptom})
+    assert unobserved_callees(own, topology, {"b", "c"}) == []
+
+
+@pytest.mark.parametrize("seed", [3, 5])
+def test_the_leader_whose_callee_is_unobserved_is_not_stated_as_the_cause(tmp_path, seed):
+    from diagnosis.models import DiagnosisSession
+
+    pack = fleet_pack_write(
+        out=tmp_path / "fleet", services=12, seed=seed, kind="latency", depth=2,
+        unobserved_root=True,
+    )  # fmt: skip
+    result = pack_evaluate(path=pack.path, provider="offline")
+    session = DiagnosisSession.objects.get(public_id=result.session_id)
+    callers = {a for a, b in pack.calls if b == pack.root}
+    assert result.root_cause_candidates[0] in callers
+    # the answer says the cause is undetermined and names the unobserved callee as what
+    # would settle it, where an observed callee would have been found or ruled out
+    assert "根因未定" in session.final_answer
+    assert pack.root in session.final_answer.split("根因未定", 1)[1]
