@@ -79,6 +79,8 @@ def _claim_texts() -> dict[str, str]:
         "baseline": _("基线均值 {value}"),
         "peak": _("窗口内最大值 {value}"),
         "low": _("窗口内最小值 {value}"),
+        "shift_peak": _("变化后最大值 {value}"),
+        "shift_low": _("变化后最小值 {value}"),
         "at": _("（{value}）"),
         "at_before": _("（{value}，早于变化）"),
         "since": _("变化始于 {value}"),
