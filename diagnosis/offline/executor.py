@@ -34,6 +34,7 @@ from .hypotheses import actions_write, hypotheses_write
 from .knowledge import Chunk, chunks_gather, knowledge_query
 from .localise import leaders_tied
 from .symptoms import log_groups, metric_groups, symptoms_select
+from .traces import trace_drafts
 from .wording import labels_text
 
 MAX_CLAIMS = 10
@@ -71,7 +72,9 @@ def evidence_write(
     # leaders no evidence orders: no cause is stated, the gap says what would settle it
     cause = _cause_write(None if tied else top, edges, lang)
     tiers = _tiers(ranked, top, edges)
-    drafts = cause.drafts + symptoms_select(tiers, lang, cause.used_lines, cause.seed)
+    spans = trace_drafts(top, evidence.calls, lang)  # what the spans say of it, if any
+    cause.used_lines.update(b.evidence_excerpt for d in spans for b in d.bindings)
+    drafts = cause.drafts + spans + symptoms_select(tiers, lang, cause.used_lines, cause.seed)
     notable = [e for e, _ in tiers]
     weak = [e.service for e in ranked if e not in notable]
     return ExecutorEvidenceV2(
