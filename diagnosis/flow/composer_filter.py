@@ -248,6 +248,20 @@ def _latest_invocation(claim: Claim) -> int:
     return max(numbers)
 
 
+def _figure_kept(
+    ratios: list[tuple[frozenset[str], float]], stated: list[tuple[frozenset[str], float, str]]
+) -> str | None:
+    """The claim whose stated figure one of ``ratios`` would contradict (None: no such)."""
+    return next(
+        (
+            claim_id
+            for key, value, claim_id in stated
+            if series_figures_conflict(ratios, [(key, value)])
+        ),
+        None,
+    )
+
+
 def _one_figure_per_series(
     placed: _Placed, output: ExecutorEvidenceV2, services: Iterable[str]
 ) -> None:
@@ -260,9 +274,11 @@ def _one_figure_per_series(
     figure first, because the conclusion and its basis are built on it; then the claim
     bound to the latest invocation, because a second query over a series is the Executor's
     later reading of it (a window it chose after the first); then the later claim. A claim
-    whose ratio conflicts with one already stated leaves the answer whole (its other facts
-    are worded around that figure), placed ``superseded_figure``: reviewers see it and the
-    claim whose figure was kept, and the audit record keeps it as written.
+    whose ratio conflicts with one already stated leaves the answer entirely (its other
+    facts are worded around that figure), placed ``superseded_figure``: reviewers see it and
+    the claim whose figure was kept, and the audit record keeps it as written. An overstated
+    claim listed as a hypothesis yields to every allowed claim the same way (what its
+    evidence showed is less than it said; a confirmed figure is not second-guessed by it).
     """
     services = list(services)
     claims = {c.claim_id: c for c in output.claims}
@@ -278,14 +294,7 @@ def _one_figure_per_series(
     dropped: set[str] = set()
     for _index, claim in order:
         ratios = series_ratios(claim.text, services)
-        kept = next(
-            (
-                claim_id
-                for key, value, claim_id in stated
-                if series_figures_conflict(ratios, [(key, value)])
-            ),
-            None,
-        )
+        kept = _figure_kept(ratios, stated)
         if kept is not None:
             dropped.add(claim.claim_id)
             placed.placements[claim.claim_id] = "superseded_figure"
@@ -293,6 +302,18 @@ def _one_figure_per_series(
             continue
         stated += [(key, value, claim.claim_id) for key, value in ratios]
     placed.claims = [c for c in placed.claims if c.claim_id not in dropped]
+    # the Executor's own hypotheses are left whole: their basis is what a conclusion may lead
+    # with, and the coherence check re-renders an answer they make incoherent
+    kept_hypotheses = []
+    for hypothesis in placed.hypotheses:
+        ratios = series_ratios(hypothesis.text, services)
+        kept = _figure_kept(ratios, stated)
+        if hypothesis.claim_id is not None and kept is not None:
+            placed.placements[hypothesis.claim_id] = "superseded_figure"
+            placed.superseded[hypothesis.claim_id] = kept
+            continue
+        kept_hypotheses.append(hypothesis)
+    placed.hypotheses = kept_hypotheses
 
 
 def _own_hypotheses(output: ExecutorEvidenceV2, decision: Decision) -> list[AllowedHypothesis]:

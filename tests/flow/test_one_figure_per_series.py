@@ -134,8 +134,9 @@ def test_two_windows_two_ratios_the_answer_states_one_and_reviewers_see_the_othe
     assert label in page
 
 
-def _filtered(*claims: tuple[str, str, str, str]):
-    """The Composer input of accepted direct claims ``(id, type, text, trace)``."""
+def _filtered(*claims: tuple[str, str, str, str], overstated: tuple[str, ...] = ()):
+    """The Composer input of accepted claims ``(id, type, text, trace)``: direct
+    observations, or overstated for the ids in ``overstated``."""
     output = ExecutorEvidenceV2.model_validate(
         {
             "claims": [
@@ -165,7 +166,11 @@ def _filtered(*claims: tuple[str, str, str, str]):
         {
             "decision": "PASS",
             "claim_checks": [
-                {"claim_id": c[0], "classification": "direct_observation"} for c in claims
+                {
+                    "claim_id": c[0],
+                    "classification": "overstated" if c[0] in overstated else "direct_observation",
+                }
+                for c in claims
             ],
         }
     )
@@ -242,3 +247,16 @@ def test_the_filtered_input_renders_one_figure_per_series():
         == []
     )
     assert _ratios(answer) == {9.1, 2.0}
+
+
+def test_an_overstated_claim_never_gives_a_stated_series_a_second_figure():
+    result = _filtered(
+        ("a", "symptom", _text("payment-service", "p99", 114.9), "trace-1"),
+        ("b", "root_cause", _text("payment-service", "p99", 154.3), "trace-2"),
+        ("c", "symptom", _text("order-service", "p99", 2.0), "trace-3"),
+        overstated=("b", "c"),
+    )
+    composer_input = result.composer_input
+    assert [c.claim_id for c in composer_input.allowed_claims] == ["a"]
+    assert [h.claim_id for h in composer_input.allowed_hypotheses] == ["c"]
+    assert result.placements["b"] == "superseded_figure" and result.superseded == {"b": "a"}
