@@ -217,6 +217,9 @@ class Suspect:
     explains: list[str] = field(default_factory=list)
     path: list[str] = field(default_factory=list)
     graph_score: float = 0.0
+    # its callees looked at and found without any data, where its symptoms are of a kind a
+    # callee can pass on (localise.unobserved_callees): its fault may lie past them
+    unobserved_callees: list[str] = field(default_factory=list)
     # set by kinds.kinds_decide: the fault kind its own evidence shows, the series or log
     # template that decided it, and the kind that evidence cannot tell it from ("": none)
     fault_kind: str = ""

@@ -68,9 +68,11 @@ def evidence_write(
     ranked = [s for s in suspects if s.score > 0 or s.graph_score > 0]
     top = ranked[0] if ranked else None
     tied = leaders_tied(ranked)
-    edges = cascade_edges(suspects, top.service) if top is not None and not tied else []
-    # leaders no evidence orders: no cause is stated, the gap says what would settle it
-    cause = _cause_write(None if tied else top, edges, lang)
+    # leaders no evidence orders, or a leader whose fault may lie in a callee nobody observed
+    # (localise.unobserved_callees): no cause is stated, the gap says what would settle it
+    undetermined = bool(tied) or (top is not None and bool(top.unobserved_callees))
+    edges = cascade_edges(suspects, top.service) if top is not None and not undetermined else []
+    cause = _cause_write(None if undetermined else top, edges, lang)
     tiers = _tiers(ranked, top, edges)
     spans = trace_drafts(top, evidence.calls, lang)  # what the spans say of it, if any
     cause.used_lines.update(b.evidence_excerpt for d in spans for b in d.bindings)

@@ -115,6 +115,7 @@ def suspects_localise(
         symptoms=planned,
         slack_s=_slack_seconds(evidence.calls),
         reported=_reported(request),
+        looked_at=evidence.queried,
     )
     # what the spans say of who changed by its own doing (none without traces)
     edges = trace_edges(evidence.calls)

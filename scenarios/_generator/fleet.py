@@ -233,9 +233,12 @@ def fleet_pack_write(
     traces: bool = False,
     topology: bool = True,
     lag: int = 0,
+    unobserved_root: bool = False,
 ) -> FleetPack:
     """``lag``: samples each call hop adds before a caller shows its callee's fault (0: at
-    once, as latency added to the same requests shows; queues and retries take longer)."""
+    once, as latency added to the same requests shows; queues and retries take longer).
+    ``unobserved_root``: the root writes no metrics or logs (a service of the environment
+    nobody instruments); the pack expects an abstention (``expected.abstain``) naming it."""
     rng = random.Random(seed)
     names = _names(max(services, 3), rng)
     level, edges = _graph(names, rng)
@@ -336,8 +339,9 @@ def fleet_pack_write(
             text.append(f"# TYPE {family} gauge")
             text.extend(lines[key])
         text.append("# EOF")
-        (out / "metrics" / f"{name}.om").write_text("\n".join(text) + "\n", encoding="utf-8")
-    if kind in EXTENDED_KINDS:
+        if not (unobserved_root and name == root):
+            (out / "metrics" / f"{name}.om").write_text("\n".join(text) + "\n", encoding="utf-8")
+    if kind in EXTENDED_KINDS and not unobserved_root:
         _logs_write(out, names, root=root, kind=kind, seed=seed, span=(start, onset, end))
     entry = names[0]
     symptom = "延迟升高" if kind in {"latency", "cpu", "network"} else "错误率升高"
@@ -356,6 +360,8 @@ def fleet_pack_write(
         "services": names,
         "expected": {"root_cause_service": root, "root_cause_kind": expected_kind[kind]},
     }
+    if unobserved_root:
+        scenario["expected"] = {"root_cause_service": root, "abstain": True}
     (out / "scenario.yaml").write_text(json.dumps(scenario, ensure_ascii=False), encoding="utf-8")
     if topology:
         calls = [{"caller": a, "callee": b} for a, b in edges]
@@ -495,6 +501,9 @@ def main() -> None:
         "--no-topology", action="store_true", help="no topology.json (the calls only in spans)"
     )
     parser.add_argument("--lag", type=int, default=0, help="samples each call hop adds")
+    parser.add_argument(
+        "--unobserved-root", action="store_true", help="the root writes no data: an abstention"
+    )
     args = parser.parse_args()
     pack = fleet_pack_write(
         out=args.out,
@@ -505,6 +514,7 @@ def main() -> None:
         traces=args.traces,
         topology=not args.no_topology,
         lag=args.lag,
+        unobserved_root=args.unobserved_root,
     )
     size = len(pack.services)
     print(f"{pack.path}: {size} services, root {pack.root} ({pack.kind}, depth {pack.depth})")
