@@ -167,7 +167,9 @@ def main() -> None:
         loads: dict[str, float] = {}
         if count <= args.files_up_to:
             files = tuple(sorted((pack / "metrics").glob("*.om")))
-            results["files"] = measure(files=files, url=None, rank_min_series=args.rank_min_series)
+            results["files"] = measure(
+                files=files, url=None, rank_min_series=args.rank_min_series, pid=None
+            )
             loads["files"] = 0.0
         for engine in args.engines.split(","):
             started = time.perf_counter()
