@@ -71,6 +71,28 @@ def topology_build(
     return Topology(edges=frozenset(edges))
 
 
+def log_call_edges(suspects: Iterable[Suspect], known: Iterable[str]) -> frozenset[tuple[str, str]]:
+    """Caller → callee edges from log templates that report a call to a named service
+    ("Call to X failed", "upstream X timed out": ``vocab.log_kind`` "dependency").
+
+    Causal: a service that writes that it called X and the call failed did call X — the line
+    is the caller's own record of the edge, and the direction is the line's writer to the
+    name. X counts only as a service of the environment (``known``) matched as a whole token
+    (``mentioned_services``): a word that merely looks like a service name is no edge.
+    """
+    names = {name.lower(): name for name in known}
+    edges: set[tuple[str, str]] = set()
+    for entry in suspects:
+        for lg in entry.logs:
+            if lg.kind != "dependency" or lg.injected:
+                continue
+            for mention in lg.mentions:
+                callee = names.get(mention.lower())
+                if callee and callee != entry.service:
+                    edges.add((entry.service, callee))
+    return frozenset(edges)
+
+
 def harmful(signal: MetricSignal) -> bool:
     """An abnormal shift in the direction that hurts: slower, more errors, less health."""
     if not signal.abnormal or _num(signal.window_mean) is None:

@@ -234,11 +234,14 @@ def fleet_pack_write(
     topology: bool = True,
     lag: int = 0,
     unobserved_root: bool = False,
+    caller_logs: bool = False,
 ) -> FleetPack:
     """``lag``: samples each call hop adds before a caller shows its callee's fault (0: at
     once, as latency added to the same requests shows; queues and retries take longer).
     ``unobserved_root``: the root writes no metrics or logs (a service of the environment
-    nobody instruments); the pack expects an abstention (``expected.abstain``) naming it."""
+    nobody instruments); the pack expects an abstention (``expected.abstain``) naming it.
+    ``caller_logs``: every caller the fault reaches logs its failing calls, naming the callee
+    ("upstream X timed out", "Call to X failed": logs/calls.jsonl), as clients do."""
     rng = random.Random(seed)
     names = _names(max(services, 3), rng)
     level, edges = _graph(names, rng)
@@ -368,6 +371,8 @@ def fleet_pack_write(
         (out / "topology.json").write_text(
             json.dumps({"calls": calls}, indent=0) + "\n", encoding="utf-8"
         )
+    if caller_logs:
+        _caller_logs_write(out, edges, affected, root=root, kind=kind, span=(onset, end))
     if traces:
         _traces_write(
             out, seed=seed, names=names, edges=edges, root=root, kind=kind, onset=onset,
@@ -447,6 +452,34 @@ _FAULT_LOGS = {
 }
 
 
+def _caller_logs_write(
+    out: Path,
+    edges: list[tuple[str, str]],
+    affected: set[str],
+    *,
+    root: str,
+    kind: str,
+    span: tuple[int, int],
+) -> None:
+    """From the onset, each affected caller's line about its call to the affected callee."""
+    onset, end = span
+    text = "upstream {callee} timed out after 3000ms"
+    text = text if kind in {"latency", "cpu", "network"} else "Call to {callee} failed: 503"
+    reached = affected | {root}
+    rows = [
+        (t, caller, text.format(callee=callee))
+        for caller, callee in edges
+        if caller in affected and callee in reached
+        for t in range(onset, end, 30)
+    ]
+    (out / "logs").mkdir(parents=True, exist_ok=True)
+    with (out / "logs" / "calls.jsonl").open("w", encoding="utf-8") as handle:
+        for t, service, message in sorted(rows):
+            stamp = datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+            record = {"ts": stamp, "service": service, "level": "ERROR", "message": message}
+            handle.write(json.dumps(record) + "\n")
+
+
 def _logs_write(
     out: Path,
     names: list[str],
@@ -504,6 +537,9 @@ def main() -> None:
     parser.add_argument(
         "--unobserved-root", action="store_true", help="the root writes no data: an abstention"
     )
+    parser.add_argument(
+        "--caller-logs", action="store_true", help="callers log failed calls naming the callee"
+    )
     args = parser.parse_args()
     pack = fleet_pack_write(
         out=args.out,
@@ -515,6 +551,7 @@ def main() -> None:
         topology=not args.no_topology,
         lag=args.lag,
         unobserved_root=args.unobserved_root,
+        caller_logs=args.caller_logs,
     )
     size = len(pack.services)
     print(f"{pack.path}: {size} services, root {pack.root} ({pack.kind}, depth {pack.depth})")
