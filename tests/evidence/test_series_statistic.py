@@ -108,6 +108,37 @@ def test_two_coarse_samples_in_a_row_are_a_shift():
     assert facts["ratio"] > 1
 
 
+def _gapped(window: list[float | None], baseline: list[float] | None = None):
+    """A 1-minute series whose window misses the grid points given as None."""
+    ws = WINDOW.start.timestamp()
+    base = baseline or [10.0, 11.0, 9.0, 10.0, 10.5, 9.5] * 5
+    points = [(ws - STEP * (len(base) - i), v) for i, v in enumerate(base)]
+    points += [(ws + STEP * i, v) for i, v in enumerate(window) if v is not None]
+    series = RawSeries(name="queue_depth", labels={"service": "svc"}, points=points)
+    return series_analyse(series, WINDOW, STEP).summary()
+
+
+@given(
+    level=st.floats(min_value=30.0, max_value=1e4),
+    at=st.integers(min_value=0, max_value=8),
+    gap_first=st.booleans(),
+)
+@settings(max_examples=40, deadline=None)
+def test_a_dropped_sample_neither_breaks_a_shift_nor_makes_one(level, at, gap_first):
+    # A 3-point shift with one of its points missing still holds over the samples that
+    # exist; the same gap beside one raised point of a shorter excursion does not.
+    window: list[float | None] = [10.0] * 12
+    window[at : at + 3] = [level] * 3
+    window[at + (0 if gap_first else 2)] = None
+    assert _gapped(window)["direction"] == "up"
+    spike: list[float | None] = [10.0] * 12
+    spike[at] = level
+    spike[at + 1] = None
+    spike[at + 2] = None
+    spike[at + 3] = None
+    assert _gapped(spike)["direction"] == "flat"
+
+
 def test_the_repeat_of_a_sample_is_read_from_inner_runs_only():
     assert repeat_length([1.0, 1.0, 2.0, 2.0, 2.0, 3.0, 3.0, 3.0, 4.0]) == 3
     assert repeat_length([1.0, 2.0, 3.0, 3.0, 4.0]) == 1
