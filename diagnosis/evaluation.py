@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from diagnosis.contracts import ComposerInput, Decision
+from diagnosis.contracts import Certainty, ComposerInput, Decision
 from diagnosis.evidence.pack_check import pack_load
 from diagnosis.evidence.packs import PackError
 from diagnosis.evidence.services import environment_sync_from_pack
@@ -40,6 +41,10 @@ class PackResult:
     leaked: int = 0
     leaked_phrases: list[str] = field(default_factory=list)
     decision_ok: bool | None = None
+    # where expected.abstain: no root cause confirmed, the unobserved service named as
+    # missing data or as a hypothesis
+    expected_abstain: bool = False
+    abstained_ok: bool | None = None
     answer_source_ok: bool | None = None
     unsupported_in_answer: int = 0
     tool_calls: int = 0
@@ -51,42 +56,97 @@ class PackResult:
     coherence_findings: list[str] = field(default_factory=list)
 
 
+LOAD_FAILED = "load_failed"
+
+
+def _rate(packs: list[PackResult], score: Callable[[PackResult], float | None]) -> float | None:
+    """The mean of ``score`` over the packs it applies to (None: it does not), where a pack
+    that failed to load counts in every rate as a miss: what could not be run was not found."""
+    values: list[float] = []
+    for p in packs:
+        value = 0.0 if p.status == LOAD_FAILED else score(p)
+        if value is not None:
+            values.append(float(value))
+    return _ratio(sum(values), len(values))
+
+
+def _hit(flag: bool | None) -> float | None:
+    return None if flag is None else float(flag)
+
+
+def kind_confusion(packs: list[PackResult]) -> dict[str, dict[str, int]]:
+    """expected kind -> the kind the answer gave -> packs ("none": no kind given; a pack that
+    failed to load gave none)."""
+    matrix: dict[str, dict[str, int]] = {}
+    for p in packs:
+        if not p.expected_kind and p.status != LOAD_FAILED:
+            continue
+        row = matrix.setdefault(p.expected_kind or "?", {})
+        given = p.root_cause_kind or "none"
+        row[given] = row.get(given, 0) + 1
+    return matrix
+
+
+def _folder(p: PackResult) -> str:
+    return str(Path(p.path).parent)
+
+
 @dataclass
 class EvaluationReport:
     packs: list[PackResult]
 
     @property
     def totals(self) -> dict[str, Any]:
-        scored = [p for p in self.packs if p.hit_at_1 is not None]
-        mention = [p for p in self.packs if p.must_mention]
-        kinds = [p for p in self.packs if p.kind_ok is not None]
-        decisions: dict[str, int] = {}
+        return _totals(self.packs)
+
+    @property
+    def folders(self) -> dict[str, dict[str, Any]]:
+        """The headline rates of each folder of packs, so one set cannot hide another."""
+        groups: dict[str, list[PackResult]] = {}
         for p in self.packs:
-            decisions[p.decision or p.status] = decisions.get(p.decision or p.status, 0) + 1
+            groups.setdefault(_folder(p), []).append(p)
+        keys = ("packs", "ac_at_1", "ac_at_3", "kind_accuracy", "abstained_ok", "leaks", "failed")
         return {
-            "packs": len(self.packs),
-            "ac_at_1": _ratio(sum(bool(p.hit_at_1) for p in scored), len(scored)),
-            "ac_at_3": _ratio(sum(bool(p.hit_at_3) for p in scored), len(scored)),
-            "kind_accuracy": _ratio(sum(bool(p.kind_ok) for p in kinds), len(kinds)),
-            "must_mention_rate": _ratio(
-                sum(p.must_mention_hits / p.must_mention for p in mention), len(mention)
-            ),
-            "confirmed_mention_rate": _ratio(
-                sum(p.confirmed_mention_hits / p.must_mention for p in mention), len(mention)
-            ),
-            "leaks": sum(p.leaked for p in self.packs),
-            "unsupported_in_answer": sum(p.unsupported_in_answer for p in self.packs),
-            "decisions": decisions,
-            "failed": sum(1 for p in self.packs if p.status != "completed"),
-            "tool_calls": sum(p.tool_calls for p in self.packs),
-            "llm_calls": sum(p.llm_calls for p in self.packs),
-            "tokens": sum(p.tokens for p in self.packs),
-            "seconds": round(sum(p.seconds for p in self.packs), 3),
-            **_coherence_totals(self.packs),
+            folder: {k: v for k, v in _totals(group).items() if k in keys}
+            for folder, group in sorted(groups.items())
         }
 
     def as_dict(self) -> dict[str, Any]:
-        return {"packs": [asdict(p) for p in self.packs], "totals": self.totals}
+        return {
+            "packs": [asdict(p) for p in self.packs],
+            "totals": self.totals,
+            "kind_confusion": kind_confusion(self.packs),
+            "folders": self.folders,
+        }
+
+
+def _totals(packs: list[PackResult]) -> dict[str, Any]:
+    decisions: dict[str, int] = {}
+    for p in packs:
+        decisions[p.decision or p.status] = decisions.get(p.decision or p.status, 0) + 1
+    return {
+        "packs": len(packs),
+        "ac_at_1": _rate(packs, lambda p: _hit(p.hit_at_1)),
+        "ac_at_3": _rate(packs, lambda p: _hit(p.hit_at_3)),
+        "kind_accuracy": _rate(packs, lambda p: _hit(p.kind_ok)),
+        "abstained_ok": _rate(packs, lambda p: _hit(p.abstained_ok)),
+        "must_mention_rate": _rate(
+            packs, lambda p: p.must_mention_hits / p.must_mention if p.must_mention else None
+        ),
+        "confirmed_mention_rate": _rate(
+            packs,
+            lambda p: p.confirmed_mention_hits / p.must_mention if p.must_mention else None,
+        ),
+        "leaks": sum(p.leaked for p in packs),
+        "unsupported_in_answer": sum(p.unsupported_in_answer for p in packs),
+        "decisions": decisions,
+        "failed": sum(1 for p in packs if p.status != "completed"),
+        "tool_calls": sum(p.tool_calls for p in packs),
+        "llm_calls": sum(p.llm_calls for p in packs),
+        "tokens": sum(p.tokens for p in packs),
+        "seconds": round(sum(p.seconds for p in packs), 3),
+        **_coherence_totals(packs),
+    }
 
 
 def _coherence_totals(packs: list[PackResult]) -> dict[str, Any]:
@@ -214,6 +274,31 @@ def _root_cause_score(
         result.kind_ok = kind_matches(given=result.root_cause_kind, expected=str(expected_kind))
 
 
+def abstention_ok(*, composer_input: ComposerInput, unobserved: str | None) -> bool:
+    """The right answer where the data cannot show the root cause: no cause stated (not even
+    as an inference), and the service nobody observed named as missing data or as a
+    hypothesis (with no such service named in the pack, any missing data named at all)."""
+    if composer_input.certainty() in {Certainty.CONFIRMED, Certainty.INFERRED}:
+        return False
+    if not unobserved:
+        return bool(composer_input.missing_info)
+    hypotheses = composer_input.allowed_hypotheses
+    if any(h.entity == unobserved for h in hypotheses):
+        return True
+    texts = [*composer_input.missing_info, *(h.text for h in hypotheses)]
+    return any(_mentions(text, [unobserved]) for text in texts)
+
+
+def _abstention_score(
+    result: PackResult, *, composer_input: ComposerInput, expected: dict[str, Any]
+) -> None:
+    if expected.get("abstain") is True:
+        result.expected_abstain = True
+        result.abstained_ok = abstention_ok(
+            composer_input=composer_input, unobserved=expected.get("root_cause_service")
+        )
+
+
 def _wording_score(
     result: PackResult, *, answer: str, composer_input: ComposerInput, expected: dict[str, Any]
 ) -> None:
@@ -257,6 +342,7 @@ def session_score(
         composer_input=composer_input, services=services
     )
     _root_cause_score(result, composer_input=composer_input, expected=expected)
+    _abstention_score(result, composer_input=composer_input, expected=expected)
     _wording_score(
         result, answer=session.final_answer, composer_input=composer_input, expected=expected
     )
@@ -284,7 +370,7 @@ def pack_evaluate(*, path: Path, provider: str | None = None) -> PackResult:
         result.pack = pack.id
         environment = environment_sync_from_pack(path=path)
     except PackError as exc:
-        result.status = "load_failed"
+        result.status = LOAD_FAILED
         result.error = str(exc)
         return result
     session = diagnosis_submit(

@@ -257,6 +257,8 @@ def _expected_check(expected: object, at: _At) -> dict[str, Any]:
             isinstance(value, list) and all(isinstance(v, str) for v in value)
         ):
             at("expected")(f"expected.{key} must be a list of strings")
+    if expected.get("abstain") is not None and not isinstance(expected["abstain"], bool):
+        at("expected")("expected.abstain must be true or false")
     if expected.get("decision") is not None and expected["decision"] not in DECISIONS:
         at("expected")(f"expected.decision must be one of: {', '.join(DECISIONS)}")
     if (

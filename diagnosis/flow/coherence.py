@@ -93,11 +93,27 @@ _PEAK_FIRST = ("早于变化", "before the change")
 KIND_EVIDENCE = {
     "memory": ("memory", "mem", "oom", "heap", "rss", "working_set", "内存", "堆"),
     "cpu": ("cpu", "throttl", "load average", "处理器"),
-    "disk": ("disk", "filesystem", "inode", "volume", "磁盘", "存储", "fs_"),
-    "network": ("network", "packet", "tcp", "dns", "connection reset", "网络", "丢包"),
+    "disk": ("disk", "filesystem", "inode", "volume", "磁盘", "存储", "fs_", "no space"),
+    "network": (
+        "network", "packet", "tcp", "udp", "dns", "retrans", "connection reset", "socket",
+        "网络", "丢包", "重传",
+    ),
     "latency": ("latency", "p99", "p95", "p90", "duration", "slow", "timeout", "延迟", "耗时"),
-    "errors": ("error", "5xx", "exception", "fail", "错误", "异常", "失败"),
-}
+    # a health series (availability, success rate) falling is the error share rising
+    "errors": (
+        "error", "5xx", "exception", "fail", "availability", "success", "错误", "异常", "失败",
+        "可用", "成功率",
+    ),
+    "code": ("exception", "error", "panic", "traceback", "stack", "异常", "错误"),
+    "configuration": (
+        "config", "setting", "flag", "deploy", "rollout", "release", "revision", "version",
+        "配置", "变更", "发布",
+    ),
+    "resource_exhaustion": (
+        "pool", "thread", "queue", "connection", "limit", "exhaust", "max", "descriptor",
+        "open files", "连接", "线程", "队列", "耗尽", "上限",
+    ),
+}  # fmt: skip
 _STATEMENT_END = re.compile(r"[。\n]|[;；](?=\s)|\.(?=\s|$)")
 _SECTION = re.compile(r"^\*\*[^*\n]+\*\*\s*$", re.MULTILINE)
 

@@ -108,6 +108,8 @@ class MetricSignal:
     window_level: Any = None
     sustained_points: int | None = None
     sparse_baseline: bool = False
+    unit: str = ""  # the unit the tool read from the name or a unit label (seconds, bytes)
+    rate: bool = False  # shown as a per-second rate of a counter
     # how finely its onset is known, in seconds (``resolution_seconds``)
     resolution_s: float = 60.0
 
@@ -212,18 +214,24 @@ class Suspect:
     explains: list[str] = field(default_factory=list)
     path: list[str] = field(default_factory=list)
     graph_score: float = 0.0
+    # set by kinds.kinds_decide: the fault kind its own evidence shows, the series or log
+    # template that decided it, and the kind that evidence cannot tell it from ("": none)
+    fault_kind: str = ""
+    fault_evidence: MetricSignal | LogSignal | None = None
+    fault_alternative: str = ""
+    fault_alternative_evidence: MetricSignal | LogSignal | None = None
     mistimed: bool = False  # its own symptoms began at another time than the trouble asked about
-    symptom_kind: str = ""  # latency / errors / resource: its strongest own harmful shift
 
     @property
     def root_kind(self) -> str:
-        """The kind in the answer's vocabulary (docs/scenario-pack.md §2, ``root_cause_kind``)."""
-        if self.kind == "change":
-            texts = " ".join(_key(sig).lower() for _, sig in self.changes)
-            return "configuration" if "config" in texts else "code"
-        if self.symptom_kind in {"latency", "errors"} and self.kind not in {"resource", "code"}:
-            return self.symptom_kind
-        return root_kind_of(self.kind, self.subkind, self.metrics)
+        """The kind in the answer's vocabulary (docs/scenario-pack.md §2, ``root_cause_kind``):
+        what its own evidence shows; else, for a service blamed or seen only through others,
+        a dependency; else none ("": no own shift says what kind of fault it is)."""
+        if self.fault_kind:
+            return self.fault_kind
+        if self.kind in {"dependency", "dependency_target"}:
+            return "dependency"
+        return ""
 
     @property
     def abnormal_metrics(self) -> list[MetricSignal]:
@@ -416,6 +424,8 @@ def metric_signals(call: Call) -> list[MetricSignal]:
                     _int(item["sustained_points"]) if "sustained_points" in item else None
                 ),
                 sparse_baseline=bool(item.get("sparse_baseline")),
+                unit=str(item.get("unit") or ""),
+                rate=bool(item.get("rate")),
                 resolution_s=resolution_seconds(step, item),
                 change_point=str(item.get("change_point") or ""),
                 direction=str(item.get("direction") or "flat"),
@@ -761,27 +771,6 @@ def _cause_kind(entry: Suspect) -> tuple[str, str]:
     if entry.blamed_by and not entry.has_data:
         return "dependency_target", ""
     return "other", ""
-
-
-RESOURCE_KINDS = {"cpu": "cpu", "memory": "memory", "disk": "disk", "network": "network"}
-
-
-def root_kind_of(kind: str, subkind: str, metrics: list[MetricSignal] | None = None) -> str:
-    """cpu, memory, disk, network, latency, errors, code, configuration, dependency,
-    resource_exhaustion: what the engine's own cause kinds are called in an answer."""
-    if kind == "resource":
-        return RESOURCE_KINDS.get(subkind, "resource_exhaustion")
-    if kind == "change":
-        return "configuration"
-    if kind in {"code", "latency", "errors"}:
-        return kind
-    if kind in {"dependency", "dependency_target"}:
-        return "dependency"
-    shifted = [m for m in metrics or [] if m.abnormal]
-    for wanted in ("errors", "latency"):
-        if any(m.kind == wanted for m in shifted):
-            return wanted
-    return "errors" if kind == "other" else kind
 
 
 def root_cause_evidence(entry: Suspect) -> tuple[MetricSignal, LogSignal] | None:

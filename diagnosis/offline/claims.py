@@ -233,7 +233,8 @@ def change_root_claim(entry: Suspect, lang: str) -> Draft | None:
     text += t["change_verdict"]
     if not numbers_covered(text, evidence):
         return None
-    bindings = [binding(change_call, e) for e in change_excerpts[:1]]
+    # the change's line and the sample its message is quoted from
+    bindings = [binding(change_call, e) for e in change_excerpts]
     bindings += [binding(error.call, e) for e in error_excerpts]
     if rate is not None:
         bindings.append(binding(rate.call, rate.line))

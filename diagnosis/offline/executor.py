@@ -150,7 +150,7 @@ def _claims_number(drafts: list[Draft], flagged: set[str]) -> list[Claim]:
                 entity=draft.entity,
                 support_level=draft.support,
                 evidence_bindings=draft.bindings,
-                root_cause_kind=draft.kind if draft.claim_type == "root_cause" else None,
+                root_cause_kind=(draft.kind or None) if draft.claim_type == "root_cause" else None,
             )
         )
     return claims

@@ -5,8 +5,9 @@ from __future__ import annotations
 from diagnosis.contracts import EvidenceBinding, Hypothesis, RecommendedAction
 
 from . import vocab
-from .analysis import MetricSignal, Suspect, instances_shifted
+from .analysis import LogSignal, MetricSignal, Suspect, instances_shifted
 from .excerpts import from_zero, ratio_text
+from .kinds import metric_family
 from .knowledge import Chunk
 from .symptoms import metric_relevance
 from .texts import kind_names, subkind_names, texts
@@ -33,15 +34,46 @@ def _metric_basis(signal: MetricSignal, lang: str) -> str:
     return t[f"basis_{direction}"].format(metric=name)
 
 
-def _basis(entry: Suspect, lang: str) -> str:
+def _signal_basis(signal: MetricSignal | LogSignal, lang: str) -> str:
+    if isinstance(signal, MetricSignal):
+        return _metric_basis(signal, lang)
     t = texts(lang)
-    parts = []
-    metrics = sorted(
+    if signal.samples and not signal.injected:
+        return t["basis_logs_quote"].format(n=1, message=log_message(signal, BASIS_CHARS))
+    return t["basis_logs"].format(n=1)
+
+
+def _shown(signal: MetricSignal | LogSignal, entry: Suspect) -> MetricSignal | LogSignal:
+    """The series of the deciding family that the answer's symptoms state (the most telling
+    one, as ``symptoms`` orders them), so the basis and the symptoms cite one series."""
+    if not isinstance(signal, MetricSignal):
+        return signal
+    family = metric_family(signal)
+    same = [m for m in _telling(entry) if metric_family(m) == family and m.line]
+    return same[0] if same else signal
+
+
+def _telling(entry: Suspect) -> list[MetricSignal]:
+    return sorted(
         entry.abnormal_metrics, key=lambda m: (not m.strong, -metric_relevance(m), m.metric)
     )
-    if metrics:
-        parts.append(_metric_basis(metrics[0], lang))
-        spread = instances_shifted(entry, metrics[0])
+
+
+def _kind_signals(entry: Suspect) -> list[MetricSignal | LogSignal]:
+    """The evidence that decided the service's fault kind (and the kind it cannot be told
+    from), cited first: the basis shows what the kind says. Else its most telling shift."""
+    decided = [s for s in (entry.fault_evidence, entry.fault_alternative_evidence) if s]
+    if decided:
+        return [_shown(signal, entry) for signal in decided]
+    return list(_telling(entry)[:1])
+
+
+def _basis(entry: Suspect, lang: str) -> str:
+    t = texts(lang)
+    cited = _kind_signals(entry)
+    parts = [_signal_basis(signal, lang) for signal in cited]
+    if cited and isinstance(cited[0], MetricSignal):
+        spread = instances_shifted(entry, cited[0])
         if spread is not None and len(spread[0]) < spread[1]:
             names = list_join(spread[0][:3], lang)
             parts.append(
@@ -130,26 +162,36 @@ def hypothesis_build(entry: Suspect, lang: str, root: str | None) -> Hypothesis:
         text = t["hyp_secondary"].format(svc=svc, root=root)
     elif entry.kind == "resource":
         text = t["hyp_resource"].format(svc=svc, sub=sub)
-    elif entry.kind == "dependency":
+    elif entry.kind == "dependency" and _dependency_targets(entry):
         targets = _dependency_targets(entry)
-        text = (
-            t["hyp_dependency"].format(svc=svc, targets=list_join(targets, lang))
-            if targets
-            else t["hyp_errors"].format(svc=svc)
-        )
+        text = t["hyp_dependency"].format(svc=svc, targets=list_join(targets, lang))
     elif entry.kind == "dependency_target":
         text = t["hyp_dependency_target"].format(svc=svc, blamers=list_join(entry.blamed_by, lang))
-    elif entry.kind in {"latency", "errors", "other"} and entry.symptom_kind in {
-        "latency",
-        "errors",
-    }:
-        text = t[f"hyp_{entry.symptom_kind}"].format(svc=svc)
+    elif entry.kind in {"latency", "errors", "other", "dependency"} and entry.fault_kind:
+        # the kind its own evidence shows words the hypothesis (a failed call that names no
+        # other service is its own evidence too)
+        key = f"hyp_{entry.fault_kind}"
+        names = kind_names(lang)
+        text = (t[key] if key in t else t["hyp_fault"]).format(
+            svc=svc, kind=names.get(entry.fault_kind, entry.fault_kind)
+        )
+    elif entry.kind == "dependency":
+        text = t["hyp_errors"].format(svc=svc)
     else:
         text = t.get(f"hyp_{entry.kind}", t["hyp_other"]).format(svc=svc)
     kind: str | None = None
-    if not entry.inherited_from and not entry.downstream_of and not is_secondary(entry, root):
+    if entry.root_kind and not (
+        entry.inherited_from or entry.downstream_of or is_secondary(entry, root)
+    ):
         kind = entry.root_kind
-        text += t["hyp_kind"].format(kind=kind_names(lang).get(kind, kind))
+        names = kind_names(lang)
+        if entry.fault_alternative and kind == entry.fault_kind:
+            text += t["hyp_kind_either"].format(
+                kind=names.get(kind, kind),
+                other=names.get(entry.fault_alternative, entry.fault_alternative),
+            )
+        else:
+            text += t["hyp_kind"].format(kind=names.get(kind, kind))
         if len(entry.path) > 1:
             text += t["hyp_path"].format(path=t["path_sep"].join(entry.path))
     return Hypothesis(
@@ -171,6 +213,12 @@ def action_build(entry: Suspect, lang: str, reason_key: str) -> RecommendedActio
         )
     elif entry.kind == "dependency_target":
         key = "act_latency"
+    elif entry.kind == "dependency" and not _dependency_targets(entry):
+        # no callee named: what its own evidence shows says what to look at
+        wanted = {"resource_exhaustion": "act_resource"}.get(
+            entry.fault_kind, f"act_{entry.fault_kind}"
+        )
+        key = wanted if entry.fault_kind and wanted in t else "act_errors"
     else:
         key = f"act_{entry.kind}" if f"act_{entry.kind}" in t else "act_other"
     text = t[key].format(svc=entry.service, targets=list_join(_dependency_targets(entry), lang))

@@ -24,6 +24,7 @@ from datetime import datetime
 
 from . import vocab
 from .analysis import Call, MetricSignal, Suspect, metric_signals
+from .kinds import kinds_decide
 
 # Each kind of own symptom, and the callee kinds that can pass it up to a caller. Causal:
 # a caller waits for its callee, so a slow or saturated callee makes it slow, and its
@@ -423,21 +424,6 @@ def _began_with(state: ServiceState, anchors: list[datetime], slack_s: float) ->
     return False
 
 
-def _leading_kind(state: ServiceState, named: list[ServiceState]) -> str:
-    """The kind of its own symptom that matters most: one the services the question names
-    show too (what the user sees), else its strongest."""
-    if not state.symptoms:
-        return ""
-    for other in named:
-        shared = [state.symptoms[k] for k in other.symptoms if k in state.symptoms]
-        if shared:
-            seen = max(other.symptoms.values(), key=lambda s: s.strength).kind
-            if seen in state.symptoms:
-                return seen
-            return max(shared, key=lambda s: s.strength).kind
-    return max(state.symptoms.values(), key=lambda s: s.strength).kind
-
-
 def localise(
     suspects: list[Suspect],
     topology: Topology,
@@ -455,6 +441,8 @@ def localise(
     tier. Whether a callee explains a caller is judged per pair, on the two series' own
     resolutions (``_explains``).
     """
+    # the kind each service's own evidence shows, with or without call edges
+    kinds_decide(suspects, strength=_strength, slack_s=slack_s)
     if not topology.known:
         return suspects
     states = service_states(suspects)
@@ -477,11 +465,9 @@ def localise(
         if explained and explained >= set(state.symptoms):
             by_name[name].inherited_from = sorted(c for a, c in links if a == name)
     anchors = _anchors(states, symptoms, reported)
-    named_states = [states[s] for s in symptoms if s in states and states[s].anomalous]
     for name in anomalous:
         entry = by_name[name]
         strength = states[name].strength + entry.score
-        entry.symptom_kind = _leading_kind(states[name], named_states)
         if entry.inherited_from:
             entry.graph_score = strength
             entry.kind, entry.subkind = "dependency", ""

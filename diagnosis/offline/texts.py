@@ -124,6 +124,8 @@ def _hypothesis_texts() -> dict[str, str]:
         ),
         "hyp_other": _("{svc} 也出现了异常，可能与本次故障有关"),
         "hyp_kind": _("（类型：{kind}）"),
+        "hyp_kind_either": _("（类型：{kind}或{other}——两者同时开始变化，现有证据无法区分）"),
+        "hyp_fault": _("{svc} 自身的{kind}问题可能是本次故障的根因"),
         "hyp_path": _("；传播路径：{path}"),
         "path_sep": PATH_SEP,
         "basis_localised": _("沿调用关系：它调用的服务没有同时出现能解释它的异常"),

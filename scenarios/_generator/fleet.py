@@ -2,7 +2,8 @@
 """Synthetic fleets of any size with one injected fault on a random call graph.
 
     .venv/bin/python scenarios/_generator/fleet.py OUT_DIR --services 200 --seed 7 \
-        [--kind latency|errors|cpu|memory] [--depth 3]
+        [--kind latency|errors|cpu|memory|disk|network|resource_exhaustion|code|configuration] \
+        [--depth 3]
 
 writes one scenario pack to OUT_DIR (scenario.yaml, metrics/<service>.om, topology.json).
 Deterministic for a seed. The root cause is a service ``depth`` calls below the entry
@@ -10,8 +11,12 @@ service; every transitive caller of it inherits its latency (seconds add up alon
 calls) or part of its errors, at the same moment; its own callees stay quiet. Unrelated
 services carry noise and, now and then, one stray sample (a spike that is no incident).
 Metric names follow one of several naming schemes, picked by the seed, so nothing that
-reads these packs can depend on one scheme. Used by tests and bench/fleet.py, generated
-into a temporary folder (a 1,000-service pack is ~64 MB), never committed.
+reads these packs can depend on one scheme. The kinds past the first four (disk, network,
+an exhausted connection pool, a code fault, a configuration change) also give every
+service disk, network and pool series and a log file (routine lines; the root's fault
+lines), so the root's families are no tell: every service has the same ones. Used by
+tests and bench/fleet.py, generated into a temporary folder (a 1,000-service pack is
+~64 MB), never committed.
 """
 
 from __future__ import annotations
@@ -28,7 +33,34 @@ BASELINE_S = 2 * 3600
 WINDOW_S = 30 * 60
 ONSET_S = 12 * 60  # into the window
 NOW = datetime(2026, 3, 2, 10, 40, tzinfo=UTC)
-KINDS = ("latency", "errors", "cpu", "memory")
+BASIC_KINDS = ("latency", "errors", "cpu", "memory")
+EXTENDED_KINDS = ("disk", "network", "resource_exhaustion", "code", "configuration")
+KINDS = BASIC_KINDS + EXTENDED_KINDS
+# The extended families of each scheme: (disk used, disk size, network retransmits, pool in
+# use, pool size).
+EXTENDED_SCHEMES = (
+    {
+        "disk": "container_fs_usage_bytes",
+        "disk_limit": "container_fs_limit_bytes",
+        "network": "node_network_tcp_retransmits_per_second",
+        "pool": "db_pool_active_connections",
+        "pool_limit": "db_pool_max_connections",
+    },
+    {
+        "disk": "disk_used_bytes",
+        "disk_limit": "disk_total_bytes",
+        "network": "net_retransmitted_segments_rate",
+        "pool": "hikaricp_connections_active",
+        "pool_limit": "hikaricp_connections_max",
+    },
+    {
+        "disk": "volume_used_bytes",
+        "disk_limit": "volume_capacity_bytes",
+        "network": "tcp_retrans_segments_rate",
+        "pool": "connection_pool_in_use",
+        "pool_limit": "connection_pool_size",
+    },
+)
 
 # (latency metric and its labels, error metric, cpu metric, cpu limit, memory, memory limit)
 SCHEMES = (
@@ -148,7 +180,7 @@ def fleet_pack_write(
     rng = random.Random(seed)
     names = _names(max(services, 3), rng)
     level, edges = _graph(names, rng)
-    kind = kind or KINDS[seed % len(KINDS)]
+    kind = kind or BASIC_KINDS[seed % len(BASIC_KINDS)]
     deepest = max(level.values())
     wanted = depth if depth is not None else rng.randint(1, max(1, min(deepest, 4)))
     at_depth = [n for n in names if level[n] == min(wanted, deepest)]
@@ -193,14 +225,32 @@ def fleet_pack_write(
                     progress = min((t - onset) / 600, 1.0)
                     memory = base_memory + (memory_limit - base_memory) * progress
                     errors = error_rate * progress
+                elif kind == "network":
+                    latency += added_latency
+                elif kind in {"resource_exhaustion", "code", "configuration"}:
+                    errors = error_rate
+                    if kind == "resource_exhaustion":
+                        latency += added_latency
+                elif kind == "disk":
+                    errors = error_rate * min((t - onset) / 600, 1.0)
             elif on and name in affected:
-                if kind in {"latency", "cpu"}:
+                if kind in {"latency", "cpu", "network"}:
                     latency += added_latency * srng.uniform(0.95, 1.05)
                 else:
                     progress = 1.0 if kind == "errors" else min((t - onset) / 600, 1.0)
                     errors = base_errors + error_rate * 0.6 * progress
             if stray and t == stray_at:
                 latency *= 4
+            if kind in EXTENDED_KINDS:
+                _extended_sample(
+                    lines,
+                    EXTENDED_SCHEMES[seed % 3],
+                    name,
+                    t,
+                    srng,
+                    root=on and name == root,
+                    kind=kind,
+                )
             labels = ",".join(
                 [f'service="{name}"', *(f'{k}="{v}"' for k, v in latency_labels.items())]
             )
@@ -212,24 +262,28 @@ def fleet_pack_write(
             lines["meml"].append(
                 f'{scheme["memory_limit"]}{{service="{name}"}} {memory_limit:.0f} {t}'
             )
-        families = (
+        families = [
             ("lat", latency_name),
             ("err", scheme["errors"]),
             ("cpu", scheme["cpu"]),
             ("cpul", scheme["cpu_limit"]),
             ("mem", scheme["memory"]),
             ("meml", scheme["memory_limit"]),
-        )
+        ]
+        if kind in EXTENDED_KINDS:
+            families += [(key, EXTENDED_SCHEMES[seed % 3][key]) for key in _EXTENDED_KEYS]
         text = []
         for key, family in families:
             text.append(f"# TYPE {family} gauge")
             text.extend(lines[key])
         text.append("# EOF")
         (out / "metrics" / f"{name}.om").write_text("\n".join(text) + "\n", encoding="utf-8")
+    if kind in EXTENDED_KINDS:
+        _logs_write(out, names, root=root, kind=kind, seed=seed, span=(start, onset, end))
     entry = names[0]
-    symptom = "延迟升高" if kind in {"latency", "cpu"} else "错误率升高"
+    symptom = "延迟升高" if kind in {"latency", "cpu", "network"} else "错误率升高"
     onset_text = datetime.fromtimestamp(onset, UTC).strftime("%H:%M")
-    expected_kind = {"latency": "latency", "errors": "errors", "cpu": "cpu", "memory": "memory"}
+    expected_kind = {k: k for k in KINDS}
     scenario = {
         "id": f"fleet-{len(names)}-{seed}",
         "title": f"{entry} {symptom}",
@@ -257,6 +311,111 @@ def fleet_pack_write(
         entry=entry,
         calls=tuple(edges),
     )
+
+
+_EXTENDED_KEYS = ("disk", "disk_limit", "network", "pool", "pool_limit")
+
+
+def _extended_sample(
+    lines: dict[str, list[str]],
+    metric_names: dict[str, str],
+    name: str,
+    t: int,
+    srng: random.Random,
+    *,
+    root: bool,
+    kind: str,
+) -> None:
+    """One sample of the disk, network and pool families of a service (the root's fault
+    moves its own family; every other value is routine noise around a per-service level)."""
+    levels = _service_levels(name)
+    disk = levels["disk"] * srng.uniform(0.995, 1.005)
+    retransmits = levels["retransmits"] * srng.uniform(0.7, 1.3)
+    pool = levels["pool"] * srng.uniform(0.8, 1.2)
+    if root and kind == "disk":
+        disk = levels["disk_limit"] * srng.uniform(0.99, 1.0)
+    elif root and kind == "network":
+        retransmits = levels["retransmits"] * srng.uniform(40, 60)
+    elif root and kind == "resource_exhaustion":
+        pool = levels["pool_limit"]
+    values = {
+        "disk": f"{disk:.0f}",
+        "disk_limit": f"{levels['disk_limit']:.0f}",
+        "network": f"{retransmits:.6g}",
+        "pool": f"{pool:.0f}",
+        "pool_limit": f"{levels['pool_limit']:.0f}",
+    }
+    for key in _EXTENDED_KEYS:
+        metric = metric_names[key]
+        lines.setdefault(key, []).append(f'{metric}{{service="{name}"}} {values[key]} {t}')
+
+
+def _service_levels(name: str) -> dict[str, float]:
+    rng = random.Random(f"levels-{name}")
+    disk_limit = float(rng.choice((20, 50, 100)) * 1024**3)
+    pool_limit = float(rng.choice((10, 20, 50)))
+    return {
+        "disk_limit": disk_limit,
+        "disk": disk_limit * rng.uniform(0.3, 0.6),
+        "retransmits": rng.uniform(0.5, 3.0),
+        "pool_limit": pool_limit,
+        "pool": pool_limit * rng.uniform(0.1, 0.3),
+    }
+
+
+_FAULT_LOGS = {
+    "disk": [("ERROR", "write failed: No space left on device (path=/var/lib/data/segment-{n})")],
+    "network": [("WARN", "TCP retransmission timeout on connection to 10.0.{n}.7:5432")],
+    "resource_exhaustion": [
+        ("ERROR", "Connection is not available, request timed out after 30000ms (pool {n})")
+    ],
+    "code": [
+        ("ERROR", "Unhandled exception in POST /api/v1/items/{n}: java.lang.NullPointerException"),
+    ],
+    "configuration": [("ERROR", "request rejected: limit 0 from setting max_items (item {n})")],
+}
+
+
+def _logs_write(
+    out: Path,
+    names: list[str],
+    *,
+    root: str,
+    kind: str,
+    seed: int,
+    span: tuple[int, int, int],
+) -> None:
+    """Routine INFO lines for every service; the root's fault lines from the onset (for a
+    configuration change, the change a minute before)."""
+    start, onset, end = span
+    rng = random.Random(f"logs-{seed}")
+    rows: list[tuple[int, str, str, str]] = []
+    for name in names:
+        for t in range(start, end, 5 * STEP):
+            rows.append(
+                (t + rng.randrange(0, 60), name, "INFO", f"GET /health 200 {rng.randrange(1, 9)}ms")
+            )
+    if kind == "configuration":
+        rows.append(
+            (
+                onset - STEP,
+                root,
+                "INFO",
+                "Configuration reloaded: setting max_items changed from 100 to 0",
+            )
+        )
+    for t in range(onset, end, 20):
+        for level, text in _FAULT_LOGS[kind]:
+            rows.append(
+                (t + rng.randrange(0, 20), root, level, text.format(n=rng.randrange(10, 99)))
+            )
+    rows.sort()
+    (out / "logs").mkdir(parents=True, exist_ok=True)
+    with (out / "logs" / "services.jsonl").open("w", encoding="utf-8") as handle:
+        for t, service, level, message in rows:
+            stamp = datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+            record = {"ts": stamp, "service": service, "level": level, "message": message}
+            handle.write(json.dumps(record) + "\n")
 
 
 def main() -> None:

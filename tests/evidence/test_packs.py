@@ -25,7 +25,8 @@ def test_a_valid_pack_loads_with_its_fields(pack_dir):
 def test_a_broken_pack_lists_every_problem_with_file_and_line(tmp_path):
     pack = pack_write(tmp_path / "broken")
     (pack / "scenario.yaml").write_text(
-        "id: Bad_ID\ntitle: t\nnow: yesterday\nexpected:\n  root_cause_kind: gremlins\n",
+        "id: Bad_ID\ntitle: t\nnow: yesterday\nexpected:\n  root_cause_kind: gremlins\n"
+        "  abstain: maybe\n",
         encoding="utf-8",
     )
     om = pack / "metrics" / "app.om"
@@ -45,6 +46,7 @@ def test_a_broken_pack_lists_every_problem_with_file_and_line(tmp_path):
     assert "scenario.yaml: 'question' is required" in text
     assert "scenario.yaml:3: now: 'yesterday' is not an RFC 3339 time" in text
     assert "scenario.yaml:4: expected.root_cause_kind 'gremlins' must be one of" in text
+    assert "expected.abstain must be true or false" in text
     assert "metrics/app.om:4: malformed OpenMetrics sample" in text
     assert "metrics/app.om:5: malformed OpenMetrics sample: value 'five' is not a number" in text
     assert "metrics/app.om: missing the final '# EOF' line" in text

@@ -196,6 +196,25 @@ def test_a_memory_kind_whose_basis_is_a_latency_or_cpu_series_is_found(text):
     assert codes(f"**结论**\n\n根据本次取证，{named.text}。\n", _input(claims=[named])) == []
 
 
+@pytest.mark.parametrize(
+    ("kind", "shown", "unshown"),
+    [
+        ("errors", "petshop_availability_percent 明显低于基线", "petshop_requests 基线为 0"),
+        ("network", "net_retransmitted_segments_rate 明显高于基线", "p99 明显高于基线"),
+        ("code", "新出现的错误日志，如「NullPointerException」", "p99 明显高于基线"),
+        ("resource_exhaustion", "hikaricp_connections_active 已达到上限", "p99 明显高于基线"),
+    ],
+)
+def test_every_kind_is_checked_against_the_series_its_basis_cites(kind, shown, unshown):
+    def hypothesis(basis: str) -> AllowedHypothesis:
+        return AllowedHypothesis(text="svc 可能是根因", basis=basis, entity="svc",
+                                 root_cause_kind=kind)  # fmt: skip
+
+    answer = "**结论**\n\n尚未能直接确认根因。\n"
+    assert codes(answer, _input(hypotheses=[hypothesis(shown)])) == []
+    assert codes(answer, _input(hypotheses=[hypothesis(unshown)])) == ["kind_without_evidence"]
+
+
 @pytest.mark.parametrize("language", ["zh-CN", "en"])
 def test_a_coherent_answer_passes(language):
     answer = (

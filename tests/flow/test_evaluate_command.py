@@ -118,3 +118,78 @@ def test_an_unrecognised_heading_counts_as_stated():
     from diagnosis.evaluation import answer_stated_text
 
     assert "数据库宕机" in answer_stated_text("**Summary**\n\n数据库宕机\n")
+
+
+def _result(**fields):
+    from diagnosis.evaluation import PackResult
+
+    return PackResult(**{"pack": "p", "path": "/packs/a/p", "status": "completed", **fields})
+
+
+def test_a_pack_that_fails_to_load_is_a_miss_in_every_rate():
+    from diagnosis.evaluation import EvaluationReport
+
+    found = _result(
+        hit_at_1=True, hit_at_3=True, kind_ok=True, abstained_ok=True, must_mention=1,
+        must_mention_hits=1, confirmed_mention_hits=1,
+    )  # fmt: skip
+    broken = _result(pack="broken", path="/packs/b/broken", status="load_failed")
+    totals = EvaluationReport(packs=[found, broken]).totals
+    for rate in ("ac_at_1", "ac_at_3", "kind_accuracy", "abstained_ok", "must_mention_rate"):
+        assert totals[rate] == 0.5, rate
+    assert totals["failed"] == 1
+
+
+def test_the_report_breaks_the_rates_down_per_folder_and_kinds_into_a_confusion_matrix():
+    from diagnosis.evaluation import EvaluationReport, kind_confusion
+
+    packs = [
+        _result(path="/packs/a/1", hit_at_1=True, expected_kind="cpu", root_cause_kind="cpu"),
+        _result(path="/packs/a/2", hit_at_1=False, expected_kind="cpu", root_cause_kind="memory"),
+        _result(path="/packs/b/3", hit_at_1=True, expected_kind="latency"),
+    ]
+    report = EvaluationReport(packs=packs)
+    assert report.folders["/packs/a"]["ac_at_1"] == 0.5
+    assert report.folders["/packs/b"]["ac_at_1"] == 1.0
+    assert kind_confusion(packs) == {"cpu": {"cpu": 1, "memory": 1}, "latency": {"none": 1}}
+    assert set(report.as_dict()) >= {"kind_confusion", "folders"}
+
+
+def _abstaining_input(**fields):
+    from diagnosis.contracts import ComposerInput
+
+    return ComposerInput.model_validate({"decision": "LOW_CONFID", "question": "q", **fields})
+
+
+def test_an_abstention_is_right_when_no_cause_is_stated_and_the_unobserved_service_is_named():
+    from diagnosis.evaluation import abstention_ok
+
+    missing = _abstaining_input(missing_info=["没有 ledger-db 的指标或日志"])
+    hypothesis = _abstaining_input(
+        allowed_hypotheses=[{"text": "可能是 ledger-db", "entity": "ledger-db", "basis": "b"}]
+    )
+    silent = _abstaining_input(missing_info=["没有 cart 的日志"])
+    stated = _abstaining_input(
+        missing_info=["没有 ledger-db 的指标"],
+        allowed_claims=[
+            {"claim_id": "claim-1", "text": "cart 的 CPU 饱和", "wording": "bounded",
+             "entity": "cart", "claim_type": "root_cause", "root_cause_kind": "cpu"}
+        ],
+    )  # fmt: skip
+    assert abstention_ok(composer_input=missing, unobserved="ledger-db")
+    assert abstention_ok(composer_input=hypothesis, unobserved="ledger-db")
+    assert not abstention_ok(composer_input=silent, unobserved="ledger-db")
+    assert not abstention_ok(composer_input=stated, unobserved="ledger-db")
+    assert abstention_ok(composer_input=silent, unobserved=None)
+    assert not abstention_ok(composer_input=_abstaining_input(), unobserved=None)
+
+
+@pytest.mark.django_db
+def test_evaluate_prints_the_kind_confusion_matrix_and_the_folders(tmp_path):
+    from io import StringIO
+
+    out = StringIO()
+    call_command("evaluate", str(MINI_PACK), "--provider", "offline", stdout=out)
+    text = out.getvalue()
+    assert "expected (rows)" in text and "Per folder" in text
+    assert "resource_exhaustion" in text.split("expected (rows)")[1]

@@ -1,10 +1,10 @@
-"""Real incidents in the repository: the PetShop train packs hold an evaluation floor.
+"""Real incidents in the repository: the PetShop train packs stay within a range.
 
-The bound is what the offline engine measured on them, minus a margin of two packs: a
-range, not a ratchet. All 20 packs share one root cause, so a high score here proves
-little on its own, and a general rule may cost a pack or two here while it holds on the
-generated fleets and the robustness bench (bench/robustness.py); a fall below the bound
-is a regression of the method.
+All 20 packs share one root cause and two kinds, so a high score here proves little on
+its own. The bounds are a margin below what the method measures (AC@1 0.95, AC@3 0.95,
+kind 1.0), wide enough that a general fix that costs a pack or two passes and judged on
+the generated systems and the robustness bench too — they are not a ratchet. What must
+hold exactly: every answer's kind shown by its basis, and nothing unsupported.
 """
 
 from __future__ import annotations
@@ -17,19 +17,21 @@ from diagnosis.evaluation import EvaluationReport, pack_evaluate
 from diagnosis.evidence.packs import pack_discover
 
 PACKS = Path(__file__).resolve().parents[2] / "scenarios" / "public" / "petshop-train"
-AC1_FLOOR = 0.75  # measured 0.85 (a callee explains a caller only if it shifted no later)
-AC3_FLOOR = 0.85  # measured 0.95
-KIND_FLOOR = 0.85  # measured 0.95
+AC1_AT_LEAST = 0.75
+AC3_AT_LEAST = 0.85
+KIND_AT_LEAST = 0.8
 
 pytestmark = pytest.mark.django_db
 
 
-def test_the_petshop_train_incidents_hold_the_evaluation_floor() -> None:
+def test_the_petshop_train_incidents_stay_within_the_evaluation_range() -> None:
     results = [pack_evaluate(path=path, provider="offline") for path in pack_discover([PACKS])]
     assert len(results) == 20
     assert all(r.status == "completed" for r in results)
     totals = EvaluationReport(packs=results).totals
-    assert totals["ac_at_1"] >= AC1_FLOOR
-    assert totals["ac_at_3"] >= AC3_FLOOR
-    assert totals["kind_accuracy"] >= KIND_FLOOR
+    assert totals["ac_at_1"] >= AC1_AT_LEAST
+    assert totals["ac_at_3"] >= AC3_AT_LEAST
+    assert totals["kind_accuracy"] >= KIND_AT_LEAST
     assert totals["unsupported_in_answer"] == 0
+    unshown = [f for r in results for f in r.coherence_findings if "kind_without_evidence" in f]
+    assert unshown == []

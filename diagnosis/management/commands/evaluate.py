@@ -7,7 +7,7 @@ from rich.console import Console
 from rich.progress import Progress
 from rich.table import Table
 
-from diagnosis.evaluation import EvaluationReport, PackResult, pack_evaluate
+from diagnosis.evaluation import EvaluationReport, PackResult, kind_confusion, pack_evaluate
 from diagnosis.evidence.packs import pack_discover
 
 
@@ -31,6 +31,7 @@ COLUMNS = (
     "@1",
     "@3",
     "kind",
+    "abstain",
     "mention",
     "leaked",
     "unsupported",
@@ -57,6 +58,7 @@ def _results_table(results: list[PackResult]) -> Table:
             _mark(r.hit_at_1),
             _mark(r.hit_at_3),
             _mark(r.kind_ok) if r.kind_ok is None else f"{_mark(r.kind_ok)} {r.root_cause_kind}",
+            _mark(r.abstained_ok),
             f"{r.must_mention_hits}/{r.confirmed_mention_hits}/{r.must_mention}",
             str(r.leaked),
             str(r.unsupported_in_answer),
@@ -68,11 +70,36 @@ def _results_table(results: list[PackResult]) -> Table:
     return table
 
 
+def _confusion_table(report: EvaluationReport) -> Table:
+    """Expected kind (rows) against the kind the answer gave (columns)."""
+    matrix = kind_confusion(report.packs)
+    given = sorted({g for row in matrix.values() for g in row})
+    table = Table(title="Fault kind: expected (rows) x given (columns)")
+    table.add_column("expected")
+    for column in given:
+        table.add_column(column)
+    for expected, row in sorted(matrix.items()):
+        table.add_row(expected, *(str(row.get(g, 0)) for g in given))
+    return table
+
+
+def _folders_table(report: EvaluationReport) -> Table:
+    table = Table(title="Per folder")
+    columns = ("packs", "ac_at_1", "ac_at_3", "kind_accuracy", "abstained_ok", "leaks", "failed")
+    table.add_column("folder")
+    for column in columns:
+        table.add_column(column)
+    for folder, totals in report.folders.items():
+        table.add_row(folder, *("-" if totals[c] is None else str(totals[c]) for c in columns))
+    return table
+
+
 def _totals_line(report: EvaluationReport) -> str:
     totals = report.totals
     return (
         f"AC@1 {totals['ac_at_1']}  AC@3 {totals['ac_at_3']}  "
-        f"kind {totals['kind_accuracy']}  must-mention {totals['must_mention_rate']}  "
+        f"kind {totals['kind_accuracy']}  abstained-ok {totals['abstained_ok']}  "
+        f"must-mention {totals['must_mention_rate']}  "
         f"confirmed-mention {totals['confirmed_mention_rate']}  leaks {totals['leaks']}  "
         f"unsupported {totals['unsupported_in_answer']}  decisions {totals['decisions']}  "
         f"coherence findings {totals['coherence_findings']} "
@@ -81,7 +108,11 @@ def _totals_line(report: EvaluationReport) -> str:
 
 
 class Command(BaseCommand):
-    help = "Run scenario packs as real sessions and report AC@1, AC@3, leaks and cost."
+    help = (
+        "Run scenario packs as real sessions and report AC@1, AC@3, kind (with its confusion "
+        "matrix), abstentions, leaks and cost, in total and per folder; a pack that fails to "
+        "load is a miss in every rate."
+    )
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("paths", nargs="+", help="pack folders, or folders of packs")
@@ -110,6 +141,8 @@ class Command(BaseCommand):
                 progress.advance(task)
         report = EvaluationReport(packs=results)
         console.print(_results_table(results))
+        console.print(_confusion_table(report))
+        console.print(_folders_table(report))
         console.print(_totals_line(report))
         if json_out:
             Path(json_out).write_text(
