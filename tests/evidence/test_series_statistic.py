@@ -283,3 +283,25 @@ def test_a_share_outside_its_range_is_not_bounded() -> None:
     assert upper_bound("cpu_percent", {}, [150.0, 320.0]) is None
     assert upper_bound("cache_hit_ratio", {}, [0.9, 0.99]) == 1.0
     assert upper_bound("availability", {"unit": "percent"}, [99.0, 100.0]) == 100.0
+
+
+@given(pods=st.integers(min_value=2, max_value=6), measures=st.integers(min_value=2, max_value=14))
+@settings(max_examples=25, deadline=None)
+def test_replicas_of_one_measure_do_not_push_out_other_measures(pods, measures):
+    # Every pod of a service shifts on one measure (strongest first); the service's other
+    # measures, weaker, still make the list before the second replica of the first.
+    replicas = [
+        _series([1.0, 1.1, 0.9] * 10, [1.0] * 5 + [50.0 + i] * 25, name="cpu_usage", pod=f"p{i}")
+        for i in range(pods)
+    ]
+    others = [
+        _series([1.0, 1.1, 0.9] * 10, [1.0] * 5 + [20.0] * 25, name=f"m{i:02d}_depth")
+        for i in range(measures)
+    ]
+    grid = Grid.for_window(WINDOW, timedelta(minutes=1))
+    out = metrics_render(series=replicas + others, window=WINDOW, grid=grid, description="x")
+    names = [s["metric"] for s in out.summary["series"]]
+    distinct = min(measures + 1, 12)
+    assert len(set(names[:distinct])) == distinct, names
+    assert names[0] == "cpu_usage"
+    assert names.count("cpu_usage") == min(pods, 12 - distinct + 1)
