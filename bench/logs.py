@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/logs.py                 # 100 MB and 1 GB
     .venv/bin/python bench/logs.py --size-mb 200   # one size
+    .venv/bin/python bench/logs.py --size-mb 1024 --case "all lines"   # some cases
 
 Each measurement runs in a fresh subprocess so its peak RSS is its own; the file is
 generated once under /tmp and reused. Before the first measurement each file is settled:
@@ -211,26 +212,29 @@ def grep_run(path: Path, pattern: str) -> tuple[float, float]:
     return seconds, max(cpu, 1e-6)
 
 
-def measure(size_mb: int) -> list[dict]:
-    english = file_generate(Path(f"/tmp/rootproof-bench-{size_mb}mb.jsonl"), size_mb)
-    chinese = file_generate(Path(f"/tmp/rootproof-bench-{size_mb}mb-zh.jsonl"), size_mb, "zh")
-    escaped = file_generate(
-        Path(f"/tmp/rootproof-bench-{size_mb}mb-zh-escaped.jsonl"), size_mb, "zh-escaped"
-    )
-    # A .log file's service is its name.
-    plain = file_generate(
-        Path(f"/tmp/rootproof-bench-{size_mb}mb/payment-service.log"), size_mb, "plain"
-    )
-    python_log = file_generate(
-        Path(f"/tmp/rootproof-bench-{size_mb}mb-python/payment-service.log"),
-        size_mb,
-        "plain-python",
-    )
-    windows = file_generate(
-        Path(f"/tmp/rootproof-bench-{size_mb}mb-crlf.jsonl"), size_mb, "en-crlf"
-    )
-    for path in (english, chinese, escaped, plain, python_log, windows):
-        file_settle(path)
+def measure(size_mb: int, only: str | None = None) -> list[dict]:
+    """Every case (or those whose name contains ``only``), each file generated when a case
+    first needs it and settled before its first measurement."""
+    base = f"/tmp/rootproof-bench-{size_mb}mb"
+    # style -> its file (a .log file's service is its name)
+    paths = {
+        "en": Path(f"{base}.jsonl"),
+        "zh": Path(f"{base}-zh.jsonl"),
+        "zh-escaped": Path(f"{base}-zh-escaped.jsonl"),
+        "plain": Path(f"{base}/payment-service.log"),
+        "plain-python": Path(f"{base}-python/payment-service.log"),
+        "en-crlf": Path(f"{base}-crlf.jsonl"),
+    }
+    ready: set[str] = set()
+
+    def file_of(style: str) -> Path:
+        if style not in ready:
+            file_settle(file_generate(paths[style], size_mb, style))
+            ready.add(style)
+        return paths[style]
+
+    english, chinese, escaped = "en", "zh", "zh-escaped"
+    plain, python_log, windows = "plain", "plain-python", "en-crlf"
     rows = []
     cases = (
         ("all lines clustered", english, None, "service", 40, False),
@@ -245,7 +249,9 @@ def measure(size_mb: int) -> list[dict]:
         ("plain .log, Python logging", python_log, None, ",", 40, False),
         ("JSON lines, \\r\\n ends", windows, None, "service", 40, False),
     )
-    for number, (label, path, query, pattern, window_minutes, in_daemon) in enumerate(cases):
+    chosen = [case for case in cases if only is None or only in case[0]]
+    for number, (label, style, query, pattern, window_minutes, in_daemon) in enumerate(chosen):
+        path = file_of(style)
         actual_mb = path.stat().st_size / 1024 / 1024
         scan_first = number % 2 == 0
         if scan_first:
@@ -276,6 +282,7 @@ def main() -> None:
     parser.add_argument("--query", default="")
     parser.add_argument("--window-minutes", type=int, default=40)
     parser.add_argument("--in-daemon", action="store_true")
+    parser.add_argument("--case", help="only the cases whose name contains this")
     args = parser.parse_args()
     if args.child:
         stats = backend_run(
@@ -292,7 +299,7 @@ def main() -> None:
         f"{'templates':>9} {'first':>5}"
     )
     for size in sizes:
-        for row in measure(size):
+        for row in measure(size, args.case):
             print(
                 f"{row['size_mb']:>5}MB {row['case']:<22} {row['query_logs_mb_s']:>7.1f} MB/s "
                 f"{row['cpu_mb_s']:>7.1f} MB/s {row['grep_mb_s']:>6.0f} MB/s "

@@ -228,6 +228,9 @@ METRICS_ENGINE_RANK_MIN_SERIES = env_int("METRICS_ENGINE_RANK_MIN_SERIES", 2000,
 # With Celery concurrency N on C cores, C / N keeps busy workers from running N x C threads.
 LOG_SCAN_WORKERS = env_int("LOG_SCAN_WORKERS", 0, minimum=0, maximum=256)
 TRACE_SUMMARY_TOKEN_BUDGET = env_int("TRACE_SUMMARY_TOKEN_BUDGET", 3000, minimum=200)
+# query_traces refuses a pack's trace files past this many bytes (on disk, and read
+# uncompressed): a clear error instead of a call that cannot end within its timeout.
+TRACE_FILES_MAX_BYTES = env_int("TRACE_FILES_MAX_BYTES", 4 * 1024**3, minimum=1024)
 # PromQL whose result series name caller and callee in their labels (source/destination,
 # client/server, caller/callee, src/dst…): a live environment's call edges for localisation.
 CALL_EDGES_QUERY = env_str("CALL_EDGES_QUERY")

@@ -266,7 +266,16 @@ class KnowledgeDocumentAdmin(admin.ModelAdmin):
 
 @admin.register(Environment)
 class EnvironmentAdmin(admin.ModelAdmin):
-    list_display = ["name", "slug", "kind", "is_active", "pack_path", "prometheus_url", "loki_url"]
+    list_display = [
+        "name",
+        "slug",
+        "kind",
+        "is_active",
+        "pack_path",
+        "prometheus_url",
+        "loki_url",
+        "traces_url",
+    ]
     list_filter = ["kind", "is_active"]
     search_fields = ["name", "slug", "description"]
     prepopulated_fields = {"slug": ["name"]}

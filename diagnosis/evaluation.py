@@ -74,17 +74,26 @@ def _hit(flag: bool | None) -> float | None:
     return None if flag is None else float(flag)
 
 
+WRONG_ROOT = "wrong_root"
+
+
 def kind_confusion(packs: list[PackResult]) -> dict[str, dict[str, int]]:
-    """expected kind -> the kind the answer gave -> packs ("none": no kind given; a pack that
-    failed to load gave none)."""
+    """expected kind -> the kind the answer gave its root -> packs ("none": no kind given, or
+    a pack that failed to load; ``WRONG_ROOT``: the first candidate is not the expected root,
+    so whatever kind it carries is not a kind given for the root — the same rule as
+    ``kind_ok``)."""
     matrix: dict[str, dict[str, int]] = {}
     for p in packs:
         if not p.expected_kind and p.status != LOAD_FAILED:
             continue
         row = matrix.setdefault(p.expected_kind or "?", {})
-        given = p.root_cause_kind or "none"
+        given = WRONG_ROOT if _wrong_root(p) else (p.root_cause_kind or "none")
         row[given] = row.get(given, 0) + 1
     return matrix
+
+
+def _wrong_root(p: PackResult) -> bool:
+    return p.status != LOAD_FAILED and bool(p.expected_root_cause) and not p.hit_at_1
 
 
 def _folder(p: PackResult) -> str:
@@ -264,6 +273,9 @@ def _root_cause_score(
     expected_service = expected.get("root_cause_service")
     if expected_service:
         result.expected_root_cause = expected_service
+    # an abstention pack's root is the service nobody observed: it is scored by
+    # ``abstained_ok``, not as a ranking miss (naming what has no data first is no hit either)
+    if expected_service and expected.get("abstain") is not True:
         result.hit_at_1 = expected_service in result.root_cause_candidates[:1]
         result.hit_at_3 = expected_service in result.root_cause_candidates[:3]
     expected_kind = expected.get("root_cause_kind")
@@ -271,7 +283,17 @@ def _root_cause_score(
         first = result.root_cause_candidates[0] if result.root_cause_candidates else None
         result.expected_kind = str(expected_kind)
         result.root_cause_kind = first_root_cause_kind(composer_input=composer_input, first=first)
-        result.kind_ok = kind_matches(given=result.root_cause_kind, expected=str(expected_kind))
+        result.kind_ok = kind_scored(result)
+
+
+def kind_scored(result: PackResult) -> bool:
+    """Whether the answer gave the root its kind. The kind counts only when the expected root
+    is the first candidate: the kind of a wrong first candidate is a kind for some other
+    service, so a miss can never score kind. Where the pack names no root service, the first
+    candidate's kind is the only one the answer commits to, and is scored."""
+    if result.expected_kind is None or (result.expected_root_cause and not result.hit_at_1):
+        return False
+    return kind_matches(given=result.root_cause_kind, expected=result.expected_kind)
 
 
 def abstention_ok(*, composer_input: ComposerInput, unobserved: str | None) -> bool:

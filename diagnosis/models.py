@@ -9,7 +9,7 @@ from urllib.parse import urlsplit
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
-from django.core.validators import MaxLengthValidator
+from django.core.validators import MaxLengthValidator, MinValueValidator
 from django.db import models
 from django.utils.translation import gettext_lazy as _
 from django.utils.translation import pgettext_lazy
@@ -71,11 +71,17 @@ def _service_label_field(verbose_name: StrOrPromise, help_text: StrOrPromise) ->
 
 
 class Environment(models.Model):
-    """Where evidence comes from: a scenario pack on disk, or a live Prometheus/Loki."""
+    """Where evidence comes from: a scenario pack on disk, or a live Prometheus/Loki (and
+    Jaeger or Tempo for traces)."""
 
     class Kind(models.TextChoices):
         SCENARIO = "scenario", _("场景包")
         LIVE = "live", _("线上系统")
+
+    class TracesKind(models.TextChoices):
+        JAEGER = "jaeger", _("Jaeger（/api/traces）")
+        JAEGER_V2 = "jaeger_v2", _("Jaeger v2（/api/v3/traces，OTLP/JSON）")
+        TEMPO = "tempo", _("Grafana Tempo（TraceQL）")
 
     slug = models.SlugField(_("标识"), max_length=100, unique=True)
     name = models.CharField(_("名称"), max_length=200)
@@ -113,6 +119,20 @@ class Environment(models.Model):
             "PromQL，其结果序列的标签给出调用方和被调用方（如 source_workload 与 "
             "destination_workload）；留空表示使用 CALL_EDGES_QUERY 设置。"
         ),
+    )
+    traces_url = models.CharField(
+        _("链路追踪地址"), max_length=500, blank=True, validators=[validate_service_url]
+    )
+    traces_kind = models.CharField(
+        _("链路追踪后端"), max_length=20, choices=TracesKind.choices, blank=True
+    )
+    traces_token_env = models.CharField(_("链路追踪令牌环境变量名"), max_length=100, blank=True)
+    traces_timeout_seconds = models.FloatField(
+        _("链路追踪超时（秒）"),
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(0.1)],
+        help_text=_("留空表示使用 TOOL_TIMEOUT_SECONDS。"),
     )
     services = models.JSONField(_("服务列表"), default=list, blank=True)
     is_active = models.BooleanField(_("启用"), default=True)

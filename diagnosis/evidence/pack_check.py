@@ -1,5 +1,6 @@
 """A scenario pack validated file by file: ``pack_load`` checks every data file of a pack
-(metrics, logs, runbooks, recorded invocations, scripted answers, topology) line by line.
+(metrics, logs, traces, runbooks, recorded invocations, scripted answers, topology) line
+by line.
 
 It raises one ``PackError`` listing every problem as ``file:line: message``. Recorded
 invocations may name only tools the registry (``diagnosis.evidence.tools``) can replay.
@@ -21,6 +22,7 @@ from diagnosis.evidence.formats import (
 from diagnosis.evidence.packs import PackPaths, ProblemList, ScenarioPack, pack_open, topology_read
 from diagnosis.evidence.recorded import STATUSES as RECORDED_STATUSES
 from diagnosis.evidence.tools import recordable_tool_names
+from diagnosis.evidence.tools.query_traces.otlp import file_problems as trace_file_problems
 
 
 def _lines(path: Path, problems: ProblemList) -> Iterable[tuple[int, str]]:
@@ -140,6 +142,9 @@ def _data_check(header: dict[str, Any], paths: PackPaths, problems: ProblemList)
         _plain_check(pl, problems)
     for md in paths.knowledge:
         _knowledge_check(md, problems)
+    for traces in paths.traces:
+        for line, message in trace_file_problems(traces):
+            problems.add(traces, line, message)
     if paths.recorded:
         _recorded_check(paths.recorded, problems)
     if paths.scripted:

@@ -77,6 +77,7 @@ class PackPaths:
     logs_jsonl: tuple[Path, ...] = ()
     logs_plain: tuple[Path, ...] = ()
     knowledge: tuple[Path, ...] = ()
+    traces: tuple[Path, ...] = ()  # traces/*.jsonl and *.jsonl.gz (OTLP/JSON)
     recorded: Path | None = None
     scripted: Path | None = None
     topology: Path | None = None
@@ -121,6 +122,12 @@ def pack_paths(root: Path) -> PackPaths:
         logs_jsonl=_sorted_files(root / "logs", ".jsonl"),
         logs_plain=_sorted_files(root / "logs", ".log"),
         knowledge=_sorted_files(root / "knowledge", ".md"),
+        traces=tuple(
+            sorted(
+                _sorted_files(root / "traces", ".jsonl")
+                + _sorted_files(root / "traces", ".jsonl.gz")
+            )
+        ),
         recorded=recorded if recorded.is_file() else None,
         scripted=scripted if scripted.is_dir() else None,
     )

@@ -72,3 +72,9 @@ def _recorded_calls(path: Path, mtime_ns: int, size: int) -> tuple[tuple[Recorde
             )
             calls.append((call, arguments_normalise(recorded_args)))
     return tuple(calls)
+
+
+def recorded_tool_names(path: Path) -> frozenset[str]:
+    """The tools a recording holds calls of."""
+    stat = path.stat()
+    return frozenset(c.tool_name for c, _ in _recorded_calls(path, stat.st_mtime_ns, stat.st_size))

@@ -11,7 +11,9 @@ rule is a contradiction a reader sees without knowing the system:
   the same uncertainty twice and read as two different ones;
 - ``hedged_confirmation``: a hedge next to a confirmation ("可能：根因已确认");
 - ``series_two_figures``: one series given two different ratios to its
-  baseline in one answer (the figure is computed once per series);
+  baseline in one answer (the figure is computed once per series); in an item
+  naming several services a ratio is the one its own clause names, else the item's
+  subject's;
 - ``peak_before_onset``: a stated maximum whose time is before the onset the
   same statement gives, unless it says the peak came before the change;
 - ``kind_without_evidence``: a cause's kind (memory, CPU, …) whose evidence
@@ -34,7 +36,7 @@ from diagnosis.contracts import (
     CoherenceFinding,
     ComposerInput,
 )
-from diagnosis.facts import FactKind, facts_extract, text_normalize
+from diagnosis.facts import Fact, FactKind, facts_extract, text_normalize
 
 # hedge markers: words that say a statement is not established
 HEDGES = (
@@ -86,7 +88,10 @@ _MAX_MENDS = 20
 # "约为基线的 3.2 倍" / "about 3.2× the baseline"
 _RATIO = re.compile(r"约为基线的 ?(\d+(?:\.\d+)?) ?倍|about (\d+(?:\.\d+)?) ?× the baseline")
 # "窗口内最大值 0.8（04:03）" / "window maximum 0.8 (04:03)", and the onset after it
-_PEAK = re.compile(r"(?:窗口内最大值|window maximum)[^()（）\n]{0,40}[(（](?:at )?(\d{1,2}:\d{2})")
+_PEAK = re.compile(
+    r"(?:窗口内最大值|变化后最大值|window maximum|maximum since the change)"
+    r"[^()（）\n]{0,40}[(（](?:at )?(\d{1,2}:\d{2})"
+)
 _ONSET = re.compile(r"(?:变化始于|changing from) ?(?:\d{4}-\d{2}-\d{2} )?(\d{1,2}:\d{2})")
 _PEAK_FIRST = ("早于变化", "before the change")
 # the evidence a cause's kind names: at least one of these in its own text or basis
@@ -197,17 +202,55 @@ def _statements(lines: list[str]) -> Iterable[str]:
         yield line[start:]
 
 
-def _series_key(prefix: str, services: Iterable[str]) -> frozenset[str] | None:
-    """What a ratio is about: the identifiers and service names before it in its statement;
-    None when it names two services or more (a path: whose series it is cannot be told)."""
-    facts = [
+def _named(text: str, services: Iterable[str]) -> list[Fact]:
+    return [
         f
-        for f in facts_extract(prefix, services=services)
+        for f in facts_extract(text, services=services)
         if f.kind in (FactKind.IDENTIFIER, FactKind.SERVICE)
     ]
-    if len({f.key for f in facts if f.kind == FactKind.SERVICE}) > 1:
-        return None
-    return frozenset(f.key for f in facts)
+
+
+_CLAUSE_END = re.compile(r"[，,；;。:：(（]")
+_LABELS = re.compile(r"\{([^{}\n]{1,200})\}")
+
+
+def _series_key(prefix: str, segment: str, services: Iterable[str]) -> frozenset[str]:
+    """What a ratio is about: the identifiers, service names and label sets
+    (``{statistic=avg}``: a series is its name and its labels) before it in its item.
+
+    ``segment`` is the item's text since the ratio before this one (the whole prefix for the
+    first). When the item names one service, the ratio is that service's. When it names
+    more (a path, a caller and its callee, a cascade), the ratio is about the service its
+    own clause names last (in both answer languages a figure's subject comes right before
+    it: "checkout 的 p99 约为…", "checkout p99 … about 3×"), with what follows it; a clause
+    that names none (a basis in brackets) is about the item's subject, the first service it
+    names, with the identifiers after the last service named. A later ratio of an item is
+    about what is named after the ratio before it (its own series), with the item's subject.
+    """
+    facts = _named(prefix, services)
+    named = [f for f in facts if f.kind == FactKind.SERVICE]
+    start = len(prefix) - len(segment)  # a later ratio's series is named after the one before
+    several = len({f.key for f in named}) > 1
+    if several:
+        cut = max((m.end() for m in _CLAUSE_END.finditer(segment)), default=0)
+        clause = segment[cut:]
+        own = _named(clause, services)
+        own_named = [f for f in own if f.kind == FactKind.SERVICE]
+        if own_named:
+            subject = own_named[-1]
+            chosen = [f.key for f in own if f.start >= subject.start]
+            return frozenset([*chosen, *_label_sets(clause[subject.start :])])
+        start = max(start, named[-1].end)
+    subject_key = [named[0].key] if named else []
+    region = [f.key for f in facts if f.start >= start and f.kind == FactKind.IDENTIFIER]
+    if not several:
+        region += [f.key for f in facts if f.start >= start and f.kind == FactKind.SERVICE]
+    return frozenset([*subject_key, *region, *_label_sets(prefix[start:])])
+
+
+def _label_sets(text: str) -> list[str]:
+    """The label sets a text writes (``{status=504}``), spaces and quotes left out."""
+    return ["{" + re.sub(r"[\s\"']", "", m.group(1)) + "}" for m in _LABELS.finditer(text)]
 
 
 def _same_series(key: frozenset[str], other: frozenset[str], keys: set[frozenset[str]]) -> bool:
@@ -227,8 +270,11 @@ def _series_findings(lines: list[str], services: Iterable[str]) -> list[Coherenc
     for line in lines:
         # the whole item up to the ratio: a basis "（依据：p99 …）" after its hypothesis's
         # sentence is about the service that sentence names
+        previous = 0
         for match in _RATIO.finditer(line):
-            key = _series_key(line[: match.start()], services)
+            prefix = line[: match.start()]
+            key = _series_key(prefix, prefix[previous:], services)
+            previous = match.end()
             if key:
                 value = match.group(1) or match.group(2)
                 ratios.append((key, value, line[max(0, match.start() - 120) : match.end()]))

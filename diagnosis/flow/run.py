@@ -37,6 +37,7 @@ from diagnosis.contracts import (
 )
 from diagnosis.evidence import invoke, timeutil
 from diagnosis.evidence.invoke import ToolResult
+from diagnosis.evidence.sources import environment_has_traces
 from diagnosis.evidence.timeutil import rfc3339
 from diagnosis.evidence.topology import environment_call_edges
 from diagnosis.flow import selection
@@ -251,6 +252,7 @@ def _execute(
             start=timeutil.time_parse(planned.window["start"]),
             end=timeutil.time_parse(planned.window["end"]),
         ),
+        has_traces=environment_has_traces(session.environment),
     )
     executed = executor_stage(
         request=request,

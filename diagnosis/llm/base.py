@@ -62,6 +62,8 @@ class ExecutorRequest:
     # Known call edges (caller, callee) of the environment: a pack's topology.json, or
     # caller/callee labels the Executor finds on the metrics; it localises along them.
     call_edges: tuple[tuple[str, str], ...] = ()
+    # The environment has spans (trace files or a trace backend): query_traces can answer.
+    has_traces: bool = False
 
 
 # (tool_name, arguments) -> the persisted result (diagnosis.evidence.invoke.ToolResult);

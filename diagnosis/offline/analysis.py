@@ -108,6 +108,9 @@ class MetricSignal:
     window_level: Any = None
     sustained_points: int | None = None
     sparse_baseline: bool = False
+    # the shift's own extreme from its onset on (statistics.shift_peak), when reported
+    shift_peak: Any = None
+    shift_peak_at: str = ""
     unit: str = ""  # the unit the tool read from the name or a unit label (seconds, bytes)
     rate: bool = False  # shown as a per-second rate of a counter
     # how finely its onset is known, in seconds (``resolution_seconds``)
@@ -214,6 +217,9 @@ class Suspect:
     explains: list[str] = field(default_factory=list)
     path: list[str] = field(default_factory=list)
     graph_score: float = 0.0
+    # its callees looked at and found without any data, where its symptoms are of a kind a
+    # callee can pass on (localise.unobserved_callees): its fault may lie past them
+    unobserved_callees: list[str] = field(default_factory=list)
     # set by kinds.kinds_decide: the fault kind its own evidence shows, the series or log
     # template that decided it, and the kind that evidence cannot tell it from ("": none)
     fault_kind: str = ""
@@ -424,6 +430,8 @@ def metric_signals(call: Call) -> list[MetricSignal]:
                     _int(item["sustained_points"]) if "sustained_points" in item else None
                 ),
                 sparse_baseline=bool(item.get("sparse_baseline")),
+                shift_peak=item.get("shift_peak"),
+                shift_peak_at=str(item.get("shift_peak_at") or ""),
                 unit=str(item.get("unit") or ""),
                 rate=bool(item.get("rate")),
                 resolution_s=resolution_seconds(step, item),

@@ -44,6 +44,32 @@ def _peak_before_onset(signal: MetricSignal) -> bool:
     return peak is not None and onset is not None and peak < onset
 
 
+def _extreme_text(signal: MetricSignal, evidence: str, t: dict[str, str], short: bool) -> str:
+    """The series' extreme as the line states it: the shift's own (from its onset on, the
+    tool's ``shift_peak``) when the tool reports it; else the window's, and a window maximum
+    from before the change says so (it is not the change's peak)."""
+    down = signal.direction == "down"
+    key = "low" if down else "peak"
+    own = value_in(signal.shift_peak, evidence)
+    window_extreme = signal.window_min if down else signal.window_max
+    moved = signal.shift_peak != window_extreme or (
+        not down and signal.shift_peak_at != signal.window_max_at
+    )
+    if own is not None and moved:
+        at = time_in(signal.shift_peak_at, evidence, short)
+        text = t[f"shift_{key}"].format(value=own)
+        return text + (t["at"].format(value=at) if at else "")
+    extreme = value_in(signal.window_min if down else signal.window_max, evidence)
+    if extreme is None:
+        return ""
+    at = None if down else time_in(signal.window_max_at, evidence, short)
+    if not at:
+        return t[key].format(value=extreme)
+    return t[key].format(value=extreme) + t[
+        "at_before" if _peak_before_onset(signal) else "at"
+    ].format(value=at)
+
+
 def metric_claim(signal: MetricSignal, lang: str) -> Draft | None:
     if not signal.line or not usable(signal.line, signal.call):
         return None
@@ -79,14 +105,8 @@ def metric_claim(signal: MetricSignal, lang: str) -> Draft | None:
         details.append(t["baseline_median"].format(value=median))
     elif base is not None:
         details.append(t["baseline"].format(value=base))
-    extreme = value_in(signal.window_min if down else signal.window_max, evidence)
-    if extreme is not None:
-        peak = t["low" if down else "peak"].format(value=extreme)
-        at = None if down else time_in(signal.window_max_at, evidence, short)
-        if at:
-            # the maximum the tool reports is of the whole window: when it came before the
-            # change the line describes, the line says so (it is not the change's peak)
-            peak += t["at_before" if _peak_before_onset(signal) else "at"].format(value=at)
+    peak = _extreme_text(signal, evidence, t, short)
+    if peak:
         details.append(peak)
     since = time_in(signal.change_point, evidence, short)
     if since:
@@ -145,7 +165,8 @@ def root_claim(
     elif metric.direction == "down":
         state = t["root_state_down"]
     else:
-        peak = value_in(metric.window_max, metric.line)
+        # one peak per series: the shift's own when the tool reports it (as metric_claim)
+        peak = value_in(metric.shift_peak, metric.line) or value_in(metric.window_max, metric.line)
         state = t["root_state_peak"].format(value=peak) if peak else t["root_state_up"]
     text = t["root"].format(
         svc=entry.service, sub=sub, metric=metric.metric, state=state, template=log_message(lg)

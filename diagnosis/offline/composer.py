@@ -38,6 +38,21 @@ BASIS_PARTS = 3  # the lead quotes the first few reasons of a hypothesis, not al
 HEDGES = ("可能", "也许", "或许", "疑似", "likely", "may ", "might", "possibly", "probably")
 
 
+# a verdict or hedge written in front of a statement ("可能：", "根因已确认：", "Likely:"):
+# the composer's own opening says how certain the statement is, once
+_VERDICTS = (*HEDGES, "尚待证实", "初步判断", "根因已确认", "已确认", "root cause is confirmed")
+_LEAD_VERDICT = re.compile(
+    r"^(?:(?:" + "|".join(re.escape(v.strip()) for v in _VERDICTS) + r")\s*[:：,，]\s*)+",
+    re.IGNORECASE,
+)
+
+
+def _unverdicted(text: str) -> str:
+    """``text`` without the hedges and verdicts written in front of it (the statement's one
+    hedge is the composer's, put there by its caller)."""
+    return _LEAD_VERDICT.sub("", text.strip()) or text.strip()
+
+
 def _sentence(text: str) -> str:
     text = text.strip()
     if not text:
@@ -48,6 +63,8 @@ def _sentence(text: str) -> str:
 
 
 def _bounded(text: str) -> str:
+    """One hedge on a statement: its own when it hedges itself, else "可能：" in front."""
+    text = _unverdicted(text)
     lowered = text.lower()
     if any(h in lowered for h in HEDGES):
         return text
@@ -80,7 +97,7 @@ def _leading_hypothesis(ci: ComposerInput) -> AllowedHypothesis | None:
 
 
 def _hypothesis_lead(hypothesis: AllowedHypothesis) -> str:
-    text = hypothesis.text.strip().rstrip("。．.")
+    text = _unverdicted(hypothesis.text).rstrip("。．.")
     reasons = [r for r in re.split(r"[；;]\s*", hypothesis.basis.strip()) if r]
     if reasons:
         basis = _("；").join(reasons[:BASIS_PARTS])
@@ -102,7 +119,8 @@ def _lead(ci: ComposerInput, lang: str) -> str:
             parts.append(_("根据本次取证，{text}").format(text=_sentence(root.text)))
         else:
             # one hedge per statement: the opening already says it is unconfirmed
-            parts.append(_("初步判断（尚待证实）：{text}").format(text=_sentence(root.text)))
+            text = _sentence(_unverdicted(root.text))
+            parts.append(_("初步判断（尚待证实）：{text}").format(text=text))
     elif hypothesis is not None:
         parts.append(_hypothesis_lead(hypothesis))
     else:
@@ -147,7 +165,7 @@ def _compose(ci: ComposerInput, lang: str) -> str:
     if ci.allowed_hypotheses and ci.decision != Decision.REJECT:
         lines = []
         for hypothesis in ci.allowed_hypotheses:
-            line = _sentence(hypothesis.text)
+            line = _sentence(_unverdicted(hypothesis.text))
             if hypothesis.claim_id is not None:
                 line = _bounded(line)  # a claim that said more than its evidence
             if hypothesis.basis.strip():

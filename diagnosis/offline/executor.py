@@ -34,6 +34,7 @@ from .hypotheses import actions_write, hypotheses_write
 from .knowledge import Chunk, chunks_gather, knowledge_query
 from .localise import leaders_tied
 from .symptoms import log_groups, metric_groups, symptoms_select
+from .traces import trace_drafts
 from .wording import labels_text
 
 MAX_CLAIMS = 10
@@ -67,11 +68,15 @@ def evidence_write(
     ranked = [s for s in suspects if s.score > 0 or s.graph_score > 0]
     top = ranked[0] if ranked else None
     tied = leaders_tied(ranked)
-    edges = cascade_edges(suspects, top.service) if top is not None and not tied else []
-    # leaders no evidence orders: no cause is stated, the gap says what would settle it
-    cause = _cause_write(None if tied else top, edges, lang)
+    # leaders no evidence orders, or a leader whose fault may lie in a callee nobody observed
+    # (localise.unobserved_callees): no cause is stated, the gap says what would settle it
+    undetermined = bool(tied) or (top is not None and bool(top.unobserved_callees))
+    edges = cascade_edges(suspects, top.service) if top is not None and not undetermined else []
+    cause = _cause_write(None if undetermined else top, edges, lang)
     tiers = _tiers(ranked, top, edges)
-    drafts = cause.drafts + symptoms_select(tiers, lang, cause.used_lines, cause.seed)
+    spans = trace_drafts(top, evidence.calls, lang)  # what the spans say of it, if any
+    cause.used_lines.update(b.evidence_excerpt for d in spans for b in d.bindings)
+    drafts = cause.drafts + spans + symptoms_select(tiers, lang, cause.used_lines, cause.seed)
     notable = [e for e, _ in tiers]
     weak = [e.service for e in ranked if e not in notable]
     return ExecutorEvidenceV2(

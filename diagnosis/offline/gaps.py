@@ -32,6 +32,9 @@ def missing_write(
     elif tied:
         names = list_join([s.service for s in tied], lang)
         missing.append(t["miss_tied"].format(services=names))
+    elif top is not None and top.unobserved_callees:
+        names = list_join(top.unobserved_callees, lang)
+        missing.append(t["miss_unobserved"].format(svc=top.service, services=names))
     elif root is None:
         missing.append(t["miss_no_root"])
     if weak and (top is None or not top.notable):

@@ -21,6 +21,7 @@ from .analysis import (
 from .common import time_parse
 from .localise import Topology, localise, topology_build
 from .planner import services_from_text, window_from_question
+from .traces import trace_edges, trace_verdicts, traces_gather, traces_rerank
 
 MAX_DRILL = 8  # services looked at one by one after the fleet view, whatever the fleet's size
 MAX_NEIGHBOURS = 6  # callees and callers of the leading candidates per round: who explains whom
@@ -108,24 +109,28 @@ def suspects_localise(
 ) -> list[Suspect]:
     """Every service seen so far, ranked against its baseline and placed along the calls."""
     known = sorted({*request.services, *evidence.queried})
-    return localise(
+    localised = localise(
         suspects_rank(evidence.calls, known, focus=planned),
         evidence.topology,
         symptoms=planned,
         slack_s=_slack_seconds(evidence.calls),
         reported=_reported(request),
+        looked_at=evidence.queried,
     )
+    # what the spans say of who changed by its own doing (none without traces)
+    edges = trace_edges(evidence.calls)
+    return traces_rerank(localised, trace_verdicts(evidence.calls), edges)
 
 
 def evidence_gather(request: ExecutorRequest, tools: ToolRunner) -> Evidence:
     """Fleet view first, then the leading suspects one by one: the cost does not grow
     with the number of services."""
     evidence = Evidence()
+    traces_gather(request.has_traces, lambda name, args: tool_call(tools, evidence, name, args))
     _fleet_view(tools, evidence)
     planned = _planned(request)
-    evidence.topology = topology_build(
-        declared=[*request.call_edges, *evidence.extra_edges], calls=evidence.calls
-    )
+    declared = [*request.call_edges, *evidence.extra_edges, *sorted(trace_edges(evidence.calls))]
+    evidence.topology = topology_build(declared=declared, calls=evidence.calls)
     drill = _drill_list(planned, suspects_localise(request, evidence, planned))
     for service in drill:
         _service_round(tools, evidence, service)

@@ -91,8 +91,12 @@ def _basis(entry: Suspect, lang: str) -> str:
         parts.append(t["basis_downstream"].format(services=list_join(entry.downstream_of, lang)))
     if entry.inherited_from:
         parts.append(t["basis_inherited"].format(services=list_join(entry.inherited_from, lang)))
-    elif entry.graph_score > 0:
-        parts.append(t["basis_localised"])
+    elif entry.unobserved_callees:
+        names = list_join(entry.unobserved_callees, lang)
+        parts.append(t["basis_unobserved"].format(services=names))
+    if not entry.inherited_from and entry.graph_score > 0:
+        if not entry.unobserved_callees:
+            parts.append(t["basis_localised"])
         if entry.explains:
             parts.append(t["basis_explains"].format(services=list_join(entry.explains[:4], lang)))
     if entry.resource_logs:

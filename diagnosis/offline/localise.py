@@ -431,6 +431,7 @@ def localise(
     symptoms: list[str],
     slack_s: float,
     reported: datetime | None = None,
+    looked_at: Iterable[str] = (),
 ) -> list[Suspect]:
     """Re-rank ``suspects`` along the call graph; returns them most-likely cause first.
 
@@ -439,7 +440,8 @@ def localise(
     when the trouble began (the named services' own onset, else ``reported``, the time
     the question or alert gives) is another event (``mistimed``) and ranks in a lower
     tier. Whether a callee explains a caller is judged per pair, on the two series' own
-    resolutions (``_explains``).
+    resolutions (``_explains``). ``looked_at``: the services the evidence asked about
+    (those without any data among them are unobserved, ``unobserved_callees``).
     """
     # the kind each service's own evidence shows, with or without call edges
     kinds_decide(suspects, strength=_strength, slack_s=slack_s)
@@ -465,6 +467,7 @@ def localise(
         if explained and explained >= set(state.symptoms):
             by_name[name].inherited_from = sorted(c for a, c in links if a == name)
     anchors = _anchors(states, symptoms, reported)
+    unobserved = {s for s in looked_at if s not in by_name or not by_name[s].has_data}
     for name in anomalous:
         entry = by_name[name]
         strength = states[name].strength + entry.score
@@ -478,7 +481,24 @@ def localise(
         reach = sum(explained_by_it.values())
         entry.graph_score = strength * (1.0 + reach)
         entry.mistimed = bool(anchors) and not _began_with(states[name], anchors, slack_s)
+        entry.unobserved_callees = unobserved_callees(states[name], topology, unobserved)
     return sorted(suspects, key=lambda s: (*rank_key(s, states.get(s.service)), s.service))
+
+
+def unobserved_callees(state: ServiceState, topology: Topology, unobserved: set[str]) -> list[str]:
+    """The callees of ``state``'s service that were looked at and showed no data at all, where its
+    symptoms are of a kind a callee passes on (``INHERITS``: latency and errors; a service's
+    own resource shift is its own, whoever it calls).
+
+    Causal: a service's anomaly is its own only when its callees are seen not to account for
+    it. A callee without any data cannot be seen either way, so the evidence does not settle
+    whether the fault is in the service or past it, in that callee: an answer that names the
+    service as the cause would go past what was observed. No constant: one such callee is
+    enough, as one unseen path is enough to carry the fault.
+    """
+    if not any(INHERITS[kind] for kind in state.symptoms):
+        return []
+    return [callee for callee in topology.callees(state.service) if callee in unobserved]
 
 
 def rank_key(entry: Suspect, state: ServiceState | None) -> tuple[float, ...]:

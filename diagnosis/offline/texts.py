@@ -79,6 +79,8 @@ def _claim_texts() -> dict[str, str]:
         "baseline": _("基线均值 {value}"),
         "peak": _("窗口内最大值 {value}"),
         "low": _("窗口内最小值 {value}"),
+        "shift_peak": _("变化后最大值 {value}"),
+        "shift_low": _("变化后最小值 {value}"),
         "at": _("（{value}）"),
         "at_before": _("（{value}，早于变化）"),
         "since": _("变化始于 {value}"),
@@ -129,6 +131,7 @@ def _hypothesis_texts() -> dict[str, str]:
         "hyp_path": _("；传播路径：{path}"),
         "path_sep": PATH_SEP,
         "basis_localised": _("沿调用关系：它调用的服务没有同时出现能解释它的异常"),
+        "basis_unobserved": _("它调用的 {services} 没有任何观测数据，无法排除异常来自那里"),
         "basis_explains": _("调用方 {services} 的异常与它同时出现，可由它解释"),
         "basis_inherited": _("它调用的 {services} 同时异常，足以解释它的异常"),
         "hyp_secondary": _("{svc} 的异常可能是受 {root} 影响的连锁反应"),
@@ -195,6 +198,9 @@ def _action_texts() -> dict[str, str]:
         ),
         "miss_tied": _(
             "根因未定：{services} 的证据不分先后（起始时间、变化幅度、能解释的调用方都相同）；能区分它们的是它们之间的调用关系（调用链或调用边指标）、更细粒度的采样（谁先变化）或各自的错误日志与资源指标"
+        ),
+        "miss_unobserved": _(
+            "根因未定：{svc} 的异常可能来自它调用的 {services}，而 {services} 没有任何指标或日志数据；能确定它的是 {services} 的指标、日志或调用链"
         ),
         "miss_weak": _("{services} 仅有轻微波动（相对基线变化不大），不足以说明与本次故障有关"),
         "miss_knowledge": _("知识库中没有找到与当前症状相关的手册"),

@@ -5,7 +5,9 @@
         [--kind latency|errors|cpu|memory|disk|network|resource_exhaustion|code|configuration] \
         [--depth 3]
 
-writes one scenario pack to OUT_DIR (scenario.yaml, metrics/<service>.om, topology.json).
+writes one scenario pack to OUT_DIR (scenario.yaml, metrics/<service>.om, topology.json;
+with --traces also traces/spans.jsonl.gz, OTLP/JSON; --no-topology leaves the call graph to
+the spans).
 Deterministic for a seed. The root cause is a service ``depth`` calls below the entry
 service; every transitive caller of it inherits its latency (seconds add up along the
 calls) or part of its errors, at the same moment; its own callees stay quiet. Unrelated
@@ -27,6 +29,8 @@ import random
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+
+from spans import TraceWriter  # beside this file (scripts and tests put its folder on the path)
 
 STEP = 60
 BASELINE_S = 2 * 3600
@@ -61,6 +65,8 @@ EXTENDED_SCHEMES = (
         "pool_limit": "connection_pool_size",
     },
 )
+TRACES_PER_MINUTE = 8  # a sampled export: a few requests a minute of the entry's traffic
+TRACE_VISIT = 0.75  # the chance a request calls each callee of a service it reaches
 
 # (latency metric and its labels, error metric, cpu metric, cpu limit, memory, memory limit)
 SCHEMES = (
@@ -148,6 +154,57 @@ def _ancestors(edges: list[tuple[str, str]], start: str) -> set[str]:
     return seen
 
 
+def _traces_write(
+    out: Path,
+    *,
+    seed: int,
+    names: list[str],
+    edges: list[tuple[str, str]],
+    root: str,
+    kind: str,
+    onset: int,
+    start: int,
+    end: int,
+    added_latency: float,
+    error_rate: float,
+) -> None:
+    """traces/spans.jsonl.gz: TRACES_PER_MINUTE requests from the entry down the call graph;
+    the root spends ``added_latency`` more itself (latency, cpu) or fails (errors, memory)."""
+    calls: dict[str, list[str]] = {}
+    for a, b in edges:
+        calls.setdefault(a, []).append(b)
+    own_base = {n: random.Random(f"{seed}-{n}-own").uniform(0.003, 0.04) for n in names}
+
+    # the same fault as the metrics: slower by its own doing, or failing (ramping up for
+    # memory and disk, as the metrics fill)
+    slower = {"latency", "cpu", "network", "resource_exhaustion"}
+    failing = {"errors", "resource_exhaustion", "code", "configuration"}
+
+    def own(service: str, t: float) -> float:
+        if service == root and t >= onset and kind in slower:
+            return own_base[service] + added_latency
+        return own_base[service]
+
+    def error(service: str, t: float) -> float:
+        if service != root or t < onset:
+            return 0.001
+        if kind in failing:
+            return error_rate
+        ramp = error_rate * min((t - onset) / 600, 1.0)
+        return ramp if kind in {"memory", "disk"} else 0.001
+
+    writer = TraceWriter(
+        f"fleet-{seed}-traces", calls=calls, own=own, error=error, visit=TRACE_VISIT,
+        client_spans=False,
+    )  # fmt: skip
+    every = 60 / TRACES_PER_MINUTE
+    t = float(start)
+    while t < end:
+        writer.request(names[0], t + writer.rng.uniform(0, every))
+        t += every
+    writer.write(out / "traces")
+
+
 def _hops(edges: list[tuple[str, str]], start: str) -> dict[str, int]:
     """Each transitive caller of ``start`` with its fewest calls down to it."""
     callers: dict[str, list[str]] = {}
@@ -173,10 +230,15 @@ def fleet_pack_write(
     seed: int,
     kind: str | None = None,
     depth: int | None = None,
+    traces: bool = False,
+    topology: bool = True,
     lag: int = 0,
+    unobserved_root: bool = False,
 ) -> FleetPack:
     """``lag``: samples each call hop adds before a caller shows its callee's fault (0: at
-    once, as latency added to the same requests shows; queues and retries take longer)."""
+    once, as latency added to the same requests shows; queues and retries take longer).
+    ``unobserved_root``: the root writes no metrics or logs (a service of the environment
+    nobody instruments); the pack expects an abstention (``expected.abstain``) naming it."""
     rng = random.Random(seed)
     names = _names(max(services, 3), rng)
     level, edges = _graph(names, rng)
@@ -277,8 +339,9 @@ def fleet_pack_write(
             text.append(f"# TYPE {family} gauge")
             text.extend(lines[key])
         text.append("# EOF")
-        (out / "metrics" / f"{name}.om").write_text("\n".join(text) + "\n", encoding="utf-8")
-    if kind in EXTENDED_KINDS:
+        if not (unobserved_root and name == root):
+            (out / "metrics" / f"{name}.om").write_text("\n".join(text) + "\n", encoding="utf-8")
+    if kind in EXTENDED_KINDS and not unobserved_root:
         _logs_write(out, names, root=root, kind=kind, seed=seed, span=(start, onset, end))
     entry = names[0]
     symptom = "延迟升高" if kind in {"latency", "cpu", "network"} else "错误率升高"
@@ -297,11 +360,19 @@ def fleet_pack_write(
         "services": names,
         "expected": {"root_cause_service": root, "root_cause_kind": expected_kind[kind]},
     }
+    if unobserved_root:
+        scenario["expected"] = {"root_cause_service": root, "abstain": True}
     (out / "scenario.yaml").write_text(json.dumps(scenario, ensure_ascii=False), encoding="utf-8")
-    calls = [{"caller": a, "callee": b} for a, b in edges]
-    (out / "topology.json").write_text(
-        json.dumps({"calls": calls}, indent=0) + "\n", encoding="utf-8"
-    )
+    if topology:
+        calls = [{"caller": a, "callee": b} for a, b in edges]
+        (out / "topology.json").write_text(
+            json.dumps({"calls": calls}, indent=0) + "\n", encoding="utf-8"
+        )
+    if traces:
+        _traces_write(
+            out, seed=seed, names=names, edges=edges, root=root, kind=kind, onset=onset,
+            start=start, end=end, added_latency=added_latency, error_rate=error_rate,
+        )  # fmt: skip
     return FleetPack(
         path=out,
         services=tuple(names),
@@ -425,7 +496,14 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--kind", choices=KINDS)
     parser.add_argument("--depth", type=int)
+    parser.add_argument("--traces", action="store_true", help="also write traces/ (OTLP/JSON)")
+    parser.add_argument(
+        "--no-topology", action="store_true", help="no topology.json (the calls only in spans)"
+    )
     parser.add_argument("--lag", type=int, default=0, help="samples each call hop adds")
+    parser.add_argument(
+        "--unobserved-root", action="store_true", help="the root writes no data: an abstention"
+    )
     args = parser.parse_args()
     pack = fleet_pack_write(
         out=args.out,
@@ -433,7 +511,10 @@ def main() -> None:
         seed=args.seed,
         kind=args.kind,
         depth=args.depth,
+        traces=args.traces,
+        topology=not args.no_topology,
         lag=args.lag,
+        unobserved_root=args.unobserved_root,
     )
     size = len(pack.services)
     print(f"{pack.path}: {size} services, root {pack.root} ({pack.kind}, depth {pack.depth})")

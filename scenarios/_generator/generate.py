@@ -6,7 +6,7 @@ Run from the repository root:
     .venv/bin/python scenarios/_generator/generate.py
 
 It (re)writes every pack under scenarios/<pack-id>/ (scenario.yaml, metrics/*.om,
-logs/*.jsonl, logs/*.log, knowledge/*.md). Each pack has its own seeded
+logs/*.jsonl, logs/*.log, knowledge/*.md; traces/*.jsonl.gz in two). Each pack has its own seeded
 random.Random, so the output is byte-for-byte identical on every run.
 Only the standard library and PyYAML (used to self-check scenario.yaml) are used.
 """
@@ -22,6 +22,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 import yaml
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from spans import TraceWriter  # noqa: E402 (beside this file)
 
 HERE = Path(__file__).resolve().parent
 SCENARIOS = HERE.parent
@@ -132,6 +135,7 @@ class Pack:
         self.metrics: dict[str, MFile] = {}
         self.logs: dict[str, list] = {}
         self.knowledge: dict[str, str] = {}
+        self.traces: TraceWriter | None = None
         self._seq = 0
 
     # -- helpers ------------------------------------------------------------
@@ -261,6 +265,8 @@ class Pack:
                 else:
                     out.append(f"{iso(t)} {msg}")
             (root / "logs" / fname).write_text("\n".join(out) + "\n", encoding="utf-8")
+        if self.traces is not None:
+            self.traces.write(root / "traces")
         for fname, text in sorted(self.knowledge.items()):
             text = text.strip() + "\n"
             assert text.startswith("# "), fname
@@ -733,6 +739,34 @@ Reconciles pending refunds with the payment channels (alipay / wechat / unionpay
 
 - PAY-2231: `RefundQueryService.queryChannelStatus` keeps its JDBC connection open while waiting for the channel API (p50 ~20s). Fix is scheduled for v3.9. Until then, avoid running the job during business hours.
 """
+    # --- traces: a sampled export (6 requests a minute), OTLP/JSON -------------
+    def pay_own(svc, t):
+        base = {"api-gateway": 0.004, "order-service": 0.02, "payment-service": 0.035,
+                "user-service": 0.008, "mysql": 0.003}[svc]
+        return base + (7.5 * sev(t) if svc == "payment-service" else 0.0)  # waiting for the pool
+
+    def pay_err(svc, t):
+        if svc == "payment-service":
+            return 0.0015 + 0.46 * sev(t)
+        return 0.0003
+
+    P.traces = TraceWriter(
+        P.id + "-traces",
+        calls={"api-gateway": ["user-service", "order-service"],
+               "order-service": ["user-service", "payment-service"],
+               "payment-service": ["mysql"], "user-service": ["mysql"]},
+        own=pay_own, error=pay_err, visit=0.95, propagate=0.85,
+        operation=lambda svc: {"api-gateway": "POST /api/orders", "order-service": "CreateOrder",
+                               "payment-service": "POST /api/v1/payments",
+                               "user-service": "GetUser", "mysql": "SELECT"}[svc],
+        error_message=lambda svc: "HikariPool-1 - Connection is not available, request timed out "
+        "after 30000ms" if svc == "payment-service" else "internal error",
+        pods={"api-gateway": [p[0] for p in gw_pods], "order-service": [p[0] for p in ord_pods],
+              "payment-service": [p[0] for p in pay_pods], "user-service": [p[0] for p in usr_pods],
+              "mysql": [p[0] for p in db_pods]},
+    )
+    for k in range((P.now - P.ms) // 10):
+        P.traces.request("api-gateway", P.ms + 10 * k + P.traces.rng.uniform(0, 10))
     return P
 
 
@@ -1643,6 +1677,34 @@ If pricing-service slows down, every stock request holds a `pricing-client` thre
 - CDN 图片 404 警告（`Image CDN responded 404`）长期存在，可忽略。
 - Redis fork 引起的 latency spike 警告每 10–20 分钟出现一次，属正常。
 """
+    # --- traces: a sampled export (6 requests a minute), OTLP/JSON -------------
+    def inv_own(svc, t):
+        base = {"storefront": 0.03, "inventory-service": 0.015, "pricing-service": 0.012,
+                "cart-service": 0.01, "redis": 0.0008}[svc]
+        return base + (1.55 * sev(t) if svc == "pricing-service" else 0.0)
+
+    def inv_err(svc, t):
+        if svc == "inventory-service":  # thread pool full: requests rejected there (503)
+            return 0.001 + 0.41 * sat(t)
+        return 0.0005
+
+    P.traces = TraceWriter(
+        P.id + "-traces",
+        calls={"storefront": ["inventory-service", "cart-service"],
+               "inventory-service": ["pricing-service", "redis"],
+               "pricing-service": ["redis"], "cart-service": ["redis"]},
+        own=inv_own, error=inv_err, visit=0.95, propagate=0.85,
+        operation=lambda svc: {"storefront": "GET /product/{id}", "inventory-service": "GetStock",
+                               "pricing-service": "GetPrice", "cart-service": "GetCart",
+                               "redis": "GET"}[svc],
+        error_message=lambda svc: "503 Service Unavailable: thread pool exhausted"
+        if svc == "inventory-service" else "internal error",
+        pods={"storefront": [p[0] for p in sf_pods], "inventory-service": [p[0] for p in inv_pods],
+              "pricing-service": [p[0] for p in pr_pods], "cart-service": [p[0] for p in cart_pods],
+              "redis": [p[0] for p in redis_pods]},
+    )
+    for k in range((P.now - P.ms) // 10):
+        P.traces.request("storefront", P.ms + 10 * k + P.traces.rng.uniform(0, 10))
     return P
 
 

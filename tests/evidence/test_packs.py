@@ -68,7 +68,7 @@ def test_plain_log_lines_without_a_timestamp_and_bad_recordings_are_reported(tmp
     with (pack / "logs" / "gateway.log").open("a") as handle:
         handle.write("no timestamp here\n")
     (pack / "recorded").mkdir()
-    (pack / "recorded" / "invocations.jsonl").write_text('{"tool_name": "query_traces"}\n')
+    (pack / "recorded" / "invocations.jsonl").write_text('{"tool_name": "query_spans"}\n')
     with pytest.raises(PackError) as caught:
         pack_load(pack)
     text = str(caught.value)

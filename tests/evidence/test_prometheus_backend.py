@@ -31,6 +31,19 @@ REPO = Path(__file__).resolve().parents[2]
 DEMO_PACK = REPO / "scenarios" / "payment-pool-saturation"
 
 
+def _with_serviceless_series(pack: Path) -> Path:
+    """The pack with a family whose series name no service (one of them shifts at 10:19)."""
+    start = 1_772_437_800  # 2026-03-02T07:50:00Z
+    lines = ["# TYPE queue_depth gauge"]
+    for queue, shifted in (("a", False), ("b", True)):
+        for i in range(170):
+            t = start + 60 * i
+            level = 40 if shifted and t >= 1_772_446_740 else 4 + i % 3
+            lines.append(f'queue_depth{{queue="{queue}"}} {level} {t}')
+    (pack / "metrics" / "queues.om").write_text("\n".join([*lines, "# EOF"]) + "\n")
+    return pack
+
+
 # engine -> (the binaries it needs, its runner)
 ENGINES = {
     "prometheus": (("prometheus", "promtool"), prometheus_running),
@@ -50,6 +63,9 @@ def engine_packs(tmp_path_factory):
         "fixture": pack_write(root / "fixture-pool"),
         "demo": DEMO_PACK,
         "fleet": fleet_pack_write(root / "fleet", services=60, faulty=FLEET_FAULTY),
+        "mixed": _with_serviceless_series(
+            pack_write(root / "mixed"),
+        ),
         # twice the services, other faults, other noise
         "fleet2": fleet_pack_write(
             root / "fleet2", services=120, faulty=(3, 77, 101), pack_id="fleet2", seed=29
@@ -299,6 +315,8 @@ class _Requests:
 
 
 RANKED_CALLS = [
+    ("mixed", {"metric": "queue_depth"}),
+    ("mixed", {"metric": '{__name__=~"queue_depth|pool_active"}'}),
     ("fleet", {}),
     ("fleet", {"metric": "http_requests_total"}),
     ("fleet", {"step": "5m"}),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from datetime import UTC, datetime, timedelta
 
 from hypothesis import given, settings
@@ -305,3 +306,45 @@ def test_replicas_of_one_measure_do_not_push_out_other_measures(pods, measures):
     assert len(set(names[:distinct])) == distinct, names
     assert names[0] == "cpu_usage"
     assert names.count("cpu_usage") == min(pods, 12 - distinct + 1)
+
+
+def test_a_spike_before_the_change_is_not_the_peak_stated_with_it():
+    # the window opens with a spike (9 at 10:01) and the level then shifts to ~4 at 10:12
+    baseline = [1.0, 1.1, 0.9] * 10
+    window = [1.0, 9.0] + [1.0] * 10 + [4.0, 4.2, 4.5, 4.1] * 4 + [1.0] * 2
+    facts = _facts(baseline, window)
+    assert facts["direction"] == "up"
+    assert facts["window_max"] == 9 and facts["window_max_at"] == "2026-03-02T10:01:00Z"
+    assert facts["change_point"] == "2026-03-02T10:12:00Z"
+    assert facts["shift_peak"] == 4.5
+    assert facts["shift_peak_at"] == "2026-03-02T10:14:00Z"
+    assert "max since the change 4.5 at 2026-03-02T10:14:00Z" in facts["line"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    baseline=st.lists(_VALUES, min_size=1, max_size=40),
+    window=st.lists(_VALUES, min_size=1, max_size=30),
+    shift=st.integers(min_value=0, max_value=300),
+)
+def test_the_shifts_own_peak_lies_between_its_onset_and_its_end(baseline, window, shift):
+    """For any series (a window shifted in time too): the peak stated with the change is
+    never from before its onset, and it is the extreme of the shift's own points."""
+    ws = WINDOW.start.timestamp() + shift
+    points = [(ws - STEP * (len(baseline) - i), v) for i, v in enumerate(baseline)]
+    points += [(ws + STEP * i, v) for i, v in enumerate(window)]
+    series = RawSeries(name="queue_depth", labels={"service": "svc"}, points=points)
+    fact = series_analyse(series, WINDOW, STEP)
+    if not fact.anomalous or fact.change_point is None:
+        assert fact.shift_peak is None
+        return
+    assert fact.shift_peak is not None and fact.shift_peak_at is not None
+    end = fact.shift_end if fact.shift_end is not None else math.inf
+    assert fact.change_point <= fact.shift_peak_at <= end
+    ws, we = WINDOW.start.timestamp(), WINDOW.end.timestamp()
+    inside = [v for t, v in points if fact.change_point <= t <= end and ws <= t <= we]
+    wanted = max(inside) if fact.direction == "up" else min(inside)
+    assert fact.shift_peak == wanted
+    if fact.window_max_at is not None and fact.window_max_at < fact.change_point:
+        if fact.direction == "up":
+            assert "max since the change" in fact.line()

@@ -76,13 +76,13 @@ def test_invalid_arguments_become_error_invocations_with_an_actionable_message(
 
 def test_arguments_that_are_not_an_object_and_unknown_tools_are_error_rows(session):
     not_object = _invoke(session, "query_logs", ["service", "pay"])
-    unknown = _invoke(session, "query_traces", {"service": "pay"})
+    unknown = _invoke(session, "query_spans", {"service": "pay"})
     rows = list(ToolInvocation.objects.filter(session=session).order_by("sequence"))
     assert [r.status for r in rows] == ["error", "error"]
     assert "arguments must be a JSON object, got list" in not_object.output
     assert rows[0].arguments == {}
-    assert "unknown tool 'query_traces'" in unknown.output
-    assert "query_metrics, query_logs, lookup_knowledge" in unknown.output
+    assert "unknown tool 'query_spans'" in unknown.output
+    assert "query_metrics, query_logs, query_traces, lookup_knowledge" in unknown.output
 
 
 def test_arguments_given_as_a_json_string_are_read_as_an_object(session):

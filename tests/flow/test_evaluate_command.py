@@ -155,6 +155,30 @@ def test_the_report_breaks_the_rates_down_per_folder_and_kinds_into_a_confusion_
     assert set(report.as_dict()) >= {"kind_confusion", "folders"}
 
 
+def test_a_wrong_first_candidate_cannot_score_kind_whatever_kind_it_carries():
+    from diagnosis.evaluation import WRONG_ROOT, kind_confusion, kind_scored
+
+    for expected_kind in ("cpu", "memory", "latency", "resource_exhaustion"):
+        for given in ("cpu", "memory", "latency", "errors", None):
+            missed = _result(
+                expected_root_cause="db", hit_at_1=False, expected_kind=expected_kind,
+                root_cause_kind=given,
+            )  # fmt: skip
+            assert not kind_scored(missed), (expected_kind, given)
+            assert kind_confusion([missed]) == {expected_kind: {WRONG_ROOT: 1}}
+            hit = _result(
+                expected_root_cause="db", hit_at_1=True, expected_kind=expected_kind,
+                root_cause_kind=given,
+            )  # fmt: skip
+            assert kind_scored(hit) == (
+                given == expected_kind
+                or (expected_kind == "resource_exhaustion" and given in {"cpu", "memory"})
+            )
+            assert WRONG_ROOT not in kind_confusion([hit])[expected_kind]
+    # a pack naming no root service scores the first candidate's kind
+    assert kind_scored(_result(expected_kind="cpu", root_cause_kind="cpu"))
+
+
 def _abstaining_input(**fields):
     from diagnosis.contracts import ComposerInput
 

@@ -143,6 +143,19 @@ CORPUS = [
         ("412.5", "1023.9", "1,023.9", "09:12", "3 of 3", "cart"),
     ),
     Entry(
+        "query_metrics fact line (this product's tool: a shift after an earlier spike)",
+        "query_metrics",
+        "cart worker_queue_depth: up since 2026-03-02T10:12:00Z until 2026-03-02T10:27:00Z, "
+        "level 4.15 over 16 window points vs baseline median 1, ratio 4.15x, anomaly score "
+        "21.25; window max 9 at 2026-03-02T10:01:00Z, window min 1, max since the change 4.5 "
+        "at 2026-03-02T10:14:00Z, window mean 2.97, baseline mean 1 over 30 points\n",
+        "level 4.15 over 16 window points vs baseline median 1, ratio 4.15x, anomaly score "
+        "21.25; window max 9 at 2026-03-02T10:01:00Z, window min 1, max since the change 4.5 "
+        "at 2026-03-02T10:14:00Z",
+        {"service": "cart", "metric": "worker_queue_depth"},
+        ("4.15 倍", "4.5（10:14）", "变化后最大值 4.5", "10:01", "2026-03-02 10:14", "cart"),
+    ),
+    Entry(
         "trace span tree (query_traces, one trace)",
         "query_logs",
         "trace 4bf92f3577b34da6a3ce929d0e0e4736\n"

@@ -37,7 +37,7 @@ def test_the_planner_reads_from_10_20_relative_to_now_and_starts_a_little_earlie
     assert plan["window"] == {"start": "2026-03-02T10:10:00Z", "end": "2026-03-02T10:40:00Z"}
     assert plan["services"] == ["payment-service"]
     assert "timeout" in plan["symptoms"]
-    assert plan["tools"] == ["query_metrics", "query_logs", "lookup_knowledge"]
+    assert plan["tools"] == ["query_metrics", "query_logs", "query_traces", "lookup_knowledge"]
 
 
 def test_a_clock_time_later_than_now_means_yesterday():

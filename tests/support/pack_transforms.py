@@ -33,6 +33,7 @@ bench/robustness.py (the figures per transform) and tests/llm_offline/test_offli
 
 from __future__ import annotations
 
+import gzip
 import itertools
 import json
 import random
@@ -92,7 +93,14 @@ def _text_files(pack: Path) -> list[Path]:
 
 
 def _rewrite(path: Path, change: Callable[[str], str]) -> None:
+    if path.suffix == ".gz":  # traces/*.jsonl.gz: the same text, compressed
+        text = gzip.decompress(path.read_bytes()).decode("utf-8")
+        path.write_bytes(gzip.compress(change(text).encode("utf-8"), mtime=0))
+        return
     path.write_text(change(path.read_text(encoding="utf-8")), encoding="utf-8")
+
+
+_SPAN_NANOS = re.compile(r'("(?:start|end)TimeUnixNano"\s*:\s*"?)(\d+)')
 
 
 # --- services -------------------------------------------------------------------------
@@ -230,6 +238,13 @@ def times_shift(*, pack: Path, rng: random.Random) -> None:
                     lambda m: _sample_line(
                         m, value=m.group(3), stamp=_stamp_shift(m.group(4), seconds)
                     ),
+                ),
+            )
+        elif path.parent.name == "traces":
+            _rewrite(
+                path,
+                lambda text: _SPAN_NANOS.sub(
+                    lambda m: m.group(1) + str(int(m.group(2)) + seconds * 1_000_000_000), text
                 ),
             )
         elif path.parent.name == "logs" and path.suffix == ".jsonl":

@@ -26,8 +26,9 @@ from diagnosis.evidence.tools.base import ToolDefinition
 from diagnosis.evidence.tools.lookup_knowledge.definition import DEFINITION as LOOKUP_KNOWLEDGE
 from diagnosis.evidence.tools.query_logs.definition import DEFINITION as QUERY_LOGS
 from diagnosis.evidence.tools.query_metrics.definition import DEFINITION as QUERY_METRICS
+from diagnosis.evidence.tools.query_traces.definition import DEFINITION as QUERY_TRACES
 
-_BUILT_IN = (QUERY_METRICS, QUERY_LOGS, LOOKUP_KNOWLEDGE)
+_BUILT_IN = (QUERY_METRICS, QUERY_LOGS, QUERY_TRACES, LOOKUP_KNOWLEDGE)
 
 # name -> definition, in the order the model is shown them.
 TOOLS: dict[str, ToolDefinition] = {d.name: d for d in _BUILT_IN}

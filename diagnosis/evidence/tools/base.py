@@ -39,7 +39,7 @@ MAX_RANGE = timedelta(days=31)
 @dataclass(frozen=True)
 class Arg:
     name: str
-    kind: str  # string | integer | labels | time | duration
+    kind: str  # string | integer | number | labels | time | duration
     description: str
     required: bool = False
     minimum: int | None = None
@@ -59,6 +59,11 @@ class Arg:
                 out["minimum"] = self.minimum
             if self.maximum is not None:
                 out["maximum"] = self.maximum
+            return out
+        if self.kind == "number":
+            out = {"type": "number", "description": self.description}
+            if self.minimum is not None:
+                out["minimum"] = self.minimum
             return out
         if self.kind == "labels":
             return {
@@ -103,6 +108,15 @@ class Arg:
             if used != value:
                 clamp_record(clamps, self.name, given=value, used=used, why=self.range_text())
             return used
+        if self.kind == "number":
+            if isinstance(value, bool) or not isinstance(value, int | float) or value != value:
+                raise ToolFailure(f"{where} must be a number, got {value!r}")
+            if self.minimum is not None and value < self.minimum:
+                clamp_record(
+                    clamps, self.name, given=value, used=self.minimum, why=self.range_text()
+                )
+                return self.minimum
+            return value
         if self.kind == "labels":
             if not isinstance(value, dict):
                 raise ToolFailure(
@@ -226,7 +240,7 @@ def no_files(call: ToolCall, what: str) -> ToolFailure:
 
 
 def source_missing(call: ToolCall, source: str, empty: dict[str, Any]) -> BackendOutput | None:
-    """``no_data`` when the environment has no ``source`` ("metrics" or "logs") at all.
+    """``no_data`` when the environment has no ``source`` ("metrics", "logs" or "traces").
 
     Absent data is a gap, not a failure: the summary marks it with ``missing_source``
     so an answer can name the missing source once. A replay pack (with ``recorded/``)
@@ -234,12 +248,17 @@ def source_missing(call: ToolCall, source: str, empty: dict[str, Any]) -> Backen
     """
     env = call.environment
     if env.kind == Environment.Kind.LIVE:
-        configured = env.prometheus_url if source == "metrics" else env.loki_url
+        configured = {
+            "metrics": env.prometheus_url,
+            "logs": env.loki_url,
+            "traces": env.traces_url,
+        }[source]
         if configured:
             return None
     else:
         paths = call.pack.paths
-        if (paths.metrics if source == "metrics" else paths.logs) or paths.recorded:
+        files = {"metrics": paths.metrics, "logs": paths.logs, "traces": paths.traces}[source]
+        if files or paths.recorded:
             return None
     reason = f"no {source} source configured for environment {env.slug}"
     described = " ".join(f"{k}={v}" for k, v in call.given.items() if v is not None)

@@ -27,7 +27,10 @@ Each entry of ``summary["series"]``:
   samples: said in the line, score scaled down);
 - ``window_level``: the median of the shifted window points (of the whole window when
   there is no shift); ``window_mean``, ``window_max``, ``window_max_at``, ``window_min``,
-  ``window_points``: plain descriptions of the window;
+  ``window_points``: plain descriptions of the window; ``shift_peak``, ``shift_peak_at``:
+  the shift's own extreme (maximum up, minimum down) between its ``change_point`` and its
+  end, None when flat; the line states it ("max since the change …") when the window's
+  extreme is not it (it came before the onset);
 - ``direction``: ``up``/``down`` when ``anomaly_score`` >= ANOMALY_THRESHOLD (then
   ``window_level`` is above/below ``baseline_median``), else ``flat``; a series with a
   baseline and no window samples is ``down`` with score ANOMALY_THRESHOLD;

@@ -73,7 +73,8 @@ class FleetScreen:
 
     def selectors(self, base: Selector) -> list[Selector]:
         """``base`` narrowed to the candidate services, FETCH_SERVICES_PER_QUERY a selector (a
-        proxy in front of the engine may bound a URL's length)."""
+        proxy in front of the engine may bound a URL's length); the candidate "" (series
+        without a service label) is the regex's empty alternative, which matches them."""
         chunks = [
             self.candidates[i : i + FETCH_SERVICES_PER_QUERY]
             for i in range(0, len(self.candidates), FETCH_SERVICES_PER_QUERY)
@@ -155,7 +156,9 @@ class _Family:
 
     def __init__(self, name: str, selector: Selector, counter: bool, ranges: _Ranges) -> None:
         self.name = name
-        self.raw = Selector(name=name, matchers=selector.matchers).render()
+        # The family was listed as matching the selector: its own __name__ matchers hold.
+        matchers = tuple(m for m in selector.matchers if m.name != "__name__")
+        self.raw = Selector(name=name, matchers=matchers).render()
         self.counter = counter
         self.ranges = ranges
 
@@ -317,8 +320,8 @@ def _screens_read(
         labels = _labels(item)
         if _COUNT_LABEL in labels:
             series += int(_value(item))
-        elif labels.get(service):
-            candidates[labels[service]] = None
+        else:  # "": series without a service label (a metric asked for fleet-wide)
+            candidates[labels.get(service, "")] = None
     return series, tuple(sorted(candidates)), refused
 
 

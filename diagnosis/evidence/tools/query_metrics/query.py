@@ -206,7 +206,8 @@ def metrics_query(
 
     Without ``service`` the call ranks across the whole environment (fleet view): with
     no ``metric`` either, every series that has a ``service`` label. Either way it is one
-    pass over the files or one range query, whatever the number of services.
+    pass over the files, or on Prometheus a number of queries that does not grow with the
+    services (one range query for a small fleet; ``engine`` for a large one).
 
     ``service_label`` is the label that names a service in Prometheus: selectors and PromQL
     are sent with it in place of ``service`` (``promql_relabelled``) and the series come

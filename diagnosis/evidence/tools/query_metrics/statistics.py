@@ -179,6 +179,10 @@ class SeriesFacts:
     trend: list[float | None]
     trend_step: float
     trend_start: float
+    # the extreme of the shift itself, from its onset to its end (the maximum of an upward
+    # shift, the minimum of a downward one): the window's extreme may come before the change
+    shift_peak: float | None = None
+    shift_peak_at: float | None = None
 
     @property
     def sparse_baseline(self) -> bool:
@@ -265,6 +269,7 @@ class SeriesFacts:
             f"window max {self._value(self.window_max)} at {unix_format(self.window_max_at or 0)}",
             f"window min {self._value(self.window_min)}",
         ]
+        details += self._peak_details()
         if self._means_agree():
             details.append(f"window mean {self._value(self.window_mean)}")
             if self.baseline_points:
@@ -273,6 +278,21 @@ class SeriesFacts:
                     f"over {self.baseline_points} points"
                 )
         return f"{self.identity}: " + ", ".join(parts) + "; " + ", ".join(details)
+
+    def _peak_details(self) -> list[str]:
+        """The shift's own extreme, when the window's came before the onset or is not it."""
+        if self.shift_peak is None or self.shift_peak_at is None or not self.anomalous:
+            return []
+        extreme = self.window_max if self.direction == "up" else self.window_min
+        if self.shift_peak == extreme and (
+            self.direction == "down" or self.shift_peak_at == self.window_max_at
+        ):
+            return []
+        word = "max" if self.direction == "up" else "min"
+        return [
+            f"{word} since the change {self._value(self.shift_peak)} "
+            f"at {unix_format(self.shift_peak_at)}"
+        ]
 
     def trend_line(self) -> str:
         values = " | ".join(num_format(v) if v is not None else "-" for v in self.trend)
@@ -289,6 +309,7 @@ class SeriesFacts:
                 ("window_level", self.window_level),
                 ("window_max", self.window_max),
                 ("window_min", self.window_min),
+                ("shift_peak", self.shift_peak),
             )
             if self._human(value)
         }
@@ -308,6 +329,8 @@ class SeriesFacts:
             "window_max": num_value(self.window_max),
             "window_max_at": unix_format(self.window_max_at) if self.window_max_at else None,
             "window_min": num_value(self.window_min),
+            "shift_peak": num_value(self.shift_peak),
+            "shift_peak_at": unix_format(self.shift_peak_at) if self.shift_peak_at else None,
             "window_points": self.window_points,
             "ratio": num_value(self.ratio),
             "new": self.new,
@@ -448,6 +471,26 @@ def shift_measure(
     return Shift(level, score, "up" if up else "down", onset, len(segment), ended)
 
 
+def shift_peak(
+    window: list[tuple[float, float]], shift: Shift
+) -> tuple[float | None, float | None]:
+    """(value, time) of the shift's extreme in its own direction, between its onset and its
+    end: the peak a line states with the onset is the change's, never one from before it.
+
+    The onset is the change statistic's own (``shift.change_point``; it may lie before the
+    window, then the shift's points start with the window). The first of equal extremes.
+    """
+    if shift.change_point is None or shift.direction not in {"up", "down"}:
+        return None, None
+    end = shift.shift_end if shift.shift_end is not None else math.inf
+    points = [(t, v) for t, v in window if shift.change_point <= t <= end]
+    if not points:
+        return None, None
+    pick = max if shift.direction == "up" else min
+    value = pick(v for _, v in points)
+    return value, next(t for t, v in points if v == value)
+
+
 def series_analyse(series: RawSeries, window: QueryWindow, step: float) -> SeriesFacts:
     ws, we = window.start.timestamp(), window.end.timestamp()
     bs = window.baseline_start.timestamp()
@@ -475,6 +518,7 @@ def series_analyse(series: RawSeries, window: QueryWindow, step: float) -> Serie
     ratio = None
     if shift is not None and baseline_median is not None and not new:
         ratio = _ratio(shift.level, baseline_median)
+    peak, peak_at = shift_peak(in_window, shift) if shift is not None else (None, None)
     trend, width = _trend(usable, bs, we, step)
     unit, unit_scale = unit_detect(series.name, series.labels, rate=series.is_rate)
     return SeriesFacts(
@@ -505,4 +549,6 @@ def series_analyse(series: RawSeries, window: QueryWindow, step: float) -> Serie
         trend=trend,
         trend_step=width,
         trend_start=bs,
+        shift_peak=peak,
+        shift_peak_at=peak_at,
     )
