@@ -257,7 +257,8 @@ class SessionClaim:
     facts: tuple[ClaimFact, ...]  # gatekeeper_v2: the text's facts and what binds each
     classification: str  # Verifier; "" when it gave none
     reason: str
-    placement: str  # allowed_claim / hypothesis / missing_info / evidence_gap / dropped / ""
+    # allowed_claim / hypothesis / missing_info / evidence_gap / superseded_figure / dropped / ""
+    placement: str
     bindings: tuple[ClaimBinding, ...]
 
     @property

@@ -86,6 +86,7 @@ PLACEMENT_LABELS = {
     "missing_info": _("列为待补信息"),
     "evidence_gap": _("证据不成立，列为缺口"),
     "dropped": _("未采用"),
+    "superseded_figure": _("同一序列的数值已由另一条结论给出，未在回答中重复"),
 }
 
 FINDING_LABELS = {

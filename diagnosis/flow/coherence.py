@@ -264,20 +264,49 @@ def _same_series(key: frozenset[str], other: frozenset[str], keys: set[frozenset
     return all(a <= b for a, b in itertools.pairwise(chain))
 
 
+def _line_ratios(line: str, services: Iterable[str]) -> list[tuple[frozenset[str], str, str]]:
+    """Each ratio ``line`` states: its series key, its value and the statement giving it."""
+    ratios: list[tuple[frozenset[str], str, str]] = []
+    # the whole item up to the ratio: a basis "（依据：p99 …）" after its hypothesis's
+    # sentence is about the service that sentence names
+    previous = 0
+    for match in _RATIO.finditer(line):
+        prefix = line[: match.start()]
+        key = _series_key(prefix, prefix[previous:], services)
+        previous = match.end()
+        if key:
+            value = match.group(1) or match.group(2)
+            ratios.append((key, value, line[max(0, match.start() - 120) : match.end()]))
+    return ratios
+
+
+def series_ratios(text: str, services: Iterable[str] = ()) -> list[tuple[frozenset[str], float]]:
+    """The ratios to a baseline ``text`` states, each with its series' key (as the
+    ``series_two_figures`` rule reads them)."""
+    services = list(services)
+    return [
+        (key, float(value))
+        for line in text_normalize(text).splitlines()
+        for key, value, _statement in _line_ratios(line, services)
+    ]
+
+
+def series_figures_conflict(
+    ratios: list[tuple[frozenset[str], float]], stated: list[tuple[frozenset[str], float]]
+) -> bool:
+    """Whether one of ``ratios`` gives a series of ``stated`` another value (the
+    ``series_two_figures`` rule over the two lists together)."""
+    keys = {key for key, _value in [*ratios, *stated]}
+    return any(
+        value != other_value and _same_series(key, other_key, keys)
+        for key, value in ratios
+        for other_key, other_value in stated
+    )
+
+
 def _series_findings(lines: list[str], services: Iterable[str]) -> list[CoherenceFinding]:
     """One series, two ratios: two items about the same series give different values."""
-    ratios: list[tuple[frozenset[str], str, str]] = []
-    for line in lines:
-        # the whole item up to the ratio: a basis "（依据：p99 …）" after its hypothesis's
-        # sentence is about the service that sentence names
-        previous = 0
-        for match in _RATIO.finditer(line):
-            prefix = line[: match.start()]
-            key = _series_key(prefix, prefix[previous:], services)
-            previous = match.end()
-            if key:
-                value = match.group(1) or match.group(2)
-                ratios.append((key, value, line[max(0, match.start() - 120) : match.end()]))
+    ratios = [r for line in lines for r in _line_ratios(line, services)]
     keys = {key for key, _value, _statement in ratios}
     findings = []
     for i, (key, value, statement) in enumerate(ratios):

@@ -17,12 +17,20 @@ A claim the Gatekeeper demoted is never an allowed claim, whatever the Verifier
 said, and only a claim with valid bindings may become a hypothesis. Under
 REJECT the allowed hypotheses are always empty. The Executor's own hypotheses
 pass with ``claim_id`` unset: only those, with a basis, may lead the conclusion.
+
+One figure per series (``_one_figure_per_series``): among the allowed claims, two
+that give one series (as the coherence check identifies it) two ratios to its
+baseline are never both stated; the one stated is the cause claim's, else the one
+bound to the latest invocation; the other is placed ``superseded_figure`` — out of
+the answer, shown to reviewers with the claim whose figure was kept, and kept in
+the audit record as the Executor wrote it.
 """
 
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+import re
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import ParamSpec, TypeVar
 
@@ -30,6 +38,7 @@ from django.utils.translation import gettext as _
 
 from diagnosis.contracts import (
     ALLOWED_CLASSIFICATIONS,
+    CAUSE_CLAIM_TYPES,
     EVIDENCE_FAILURE_CODES,
     AllowedClaim,
     AllowedHypothesis,
@@ -48,11 +57,13 @@ from diagnosis.contracts import (
     VerifierOutput,
     Wording,
 )
+from diagnosis.flow.coherence import series_figures_conflict, series_ratios
 from diagnosis.i18n import language_override
 
 P = ParamSpec("P")
 R = TypeVar("R")
 _BASIS_EXCERPT_CHARS = 160
+_TRACE_NUMBER = re.compile(r"(\d+)$")
 
 
 @dataclass
@@ -61,6 +72,8 @@ class FilterResult:
     # claim_id -> what happened to it, for the audit trail and the evidence view
     placements: dict[str, str] = field(default_factory=dict)
     disagreements: list[dict[str, str]] = field(default_factory=list)
+    # claim_id -> the claim_id whose figure for the same series was stated instead
+    superseded: dict[str, str] = field(default_factory=dict)
 
 
 def _about(claim_type: str) -> str:
@@ -137,6 +150,7 @@ class _Placed:
     missing: list[str] = field(default_factory=list)
     placements: dict[str, str] = field(default_factory=dict)
     disagreements: list[dict[str, str]] = field(default_factory=list)
+    superseded: dict[str, str] = field(default_factory=dict)
 
 
 def _verdicts(verifier: VerifierOutput | None) -> dict[str, ClaimCheck]:
@@ -223,6 +237,85 @@ def _claims_place(
     return placed
 
 
+def _latest_invocation(claim: Claim) -> int:
+    """The latest tool invocation a claim is bound to (its trace number; -1: none)."""
+    numbers = [-1]
+    for binding in claim.evidence_bindings:
+        numbers += binding.source_invocation_ids
+        found = _TRACE_NUMBER.search(binding.source_id or "")
+        if found:
+            numbers.append(int(found.group(1)))
+    return max(numbers)
+
+
+def _figure_kept(
+    ratios: list[tuple[frozenset[str], float]], stated: list[tuple[frozenset[str], float, str]]
+) -> str | None:
+    """The claim whose stated figure one of ``ratios`` would contradict (None: no such)."""
+    return next(
+        (
+            claim_id
+            for key, value, claim_id in stated
+            if series_figures_conflict(ratios, [(key, value)])
+        ),
+        None,
+    )
+
+
+def _one_figure_per_series(
+    placed: _Placed, output: ExecutorEvidenceV2, services: Iterable[str]
+) -> None:
+    """Among the allowed claims, one ratio to its baseline per series is stated.
+
+    Two windows of one series give two true ratios (each bound to its own invocation's
+    output), but an answer stating both says two different things about one series, and a
+    reader cannot tell which holds. Which one is stated is an order of precedence over the
+    claims, not over the values (the larger or smaller ratio is no truer): a cause claim's
+    figure first, because the conclusion and its basis are built on it; then the claim
+    bound to the latest invocation, because a second query over a series is the Executor's
+    later reading of it (a window it chose after the first); then the later claim. A claim
+    whose ratio conflicts with one already stated leaves the answer entirely (its other
+    facts are worded around that figure), placed ``superseded_figure``: reviewers see it and
+    the claim whose figure was kept, and the audit record keeps it as written. An overstated
+    claim listed as a hypothesis yields to every allowed claim the same way (what its
+    evidence showed is less than it said; a confirmed figure is not second-guessed by it).
+    """
+    services = list(services)
+    claims = {c.claim_id: c for c in output.claims}
+    order = sorted(
+        enumerate(placed.claims),
+        key=lambda item: (
+            item[1].claim_type not in CAUSE_CLAIM_TYPES,
+            -_latest_invocation(claims[item[1].claim_id]) if item[1].claim_id in claims else 1,
+            -item[0],
+        ),
+    )
+    stated: list[tuple[frozenset[str], float, str]] = []
+    dropped: set[str] = set()
+    for _index, claim in order:
+        ratios = series_ratios(claim.text, services)
+        kept = _figure_kept(ratios, stated)
+        if kept is not None:
+            dropped.add(claim.claim_id)
+            placed.placements[claim.claim_id] = "superseded_figure"
+            placed.superseded[claim.claim_id] = kept
+            continue
+        stated += [(key, value, claim.claim_id) for key, value in ratios]
+    placed.claims = [c for c in placed.claims if c.claim_id not in dropped]
+    # the Executor's own hypotheses are left whole: their basis is what a conclusion may lead
+    # with, and the coherence check re-renders an answer they make incoherent
+    kept_hypotheses = []
+    for hypothesis in placed.hypotheses:
+        ratios = series_ratios(hypothesis.text, services)
+        kept = _figure_kept(ratios, stated)
+        if hypothesis.claim_id is not None and kept is not None:
+            placed.placements[hypothesis.claim_id] = "superseded_figure"
+            placed.superseded[hypothesis.claim_id] = kept
+            continue
+        kept_hypotheses.append(hypothesis)
+    placed.hypotheses = kept_hypotheses
+
+
 def _own_hypotheses(output: ExecutorEvidenceV2, decision: Decision) -> list[AllowedHypothesis]:
     """The Executor's own hypotheses (none under REJECT)."""
     if decision == Decision.REJECT:
@@ -248,10 +341,15 @@ def composer_input_build(
     executor_output: ExecutorEvidenceV2 | None,
     gatekeeper: GatekeeperReport,
     verifier: VerifierOutput | None,
+    services: Iterable[str] = (),
 ) -> FilterResult:
-    """The Composer's input, from the Gatekeeper's and the Verifier's results only."""
+    """The Composer's input, from the Gatekeeper's and the Verifier's results only.
+
+    ``services`` are the environment's service names (they tell one series from another).
+    """
     output = executor_output or ExecutorEvidenceV2()
     placed = _claims_place(output, gatekeeper, verifier, decision)
+    _one_figure_per_series(placed, output, services)
     missing = [*placed.missing, *(i.strip() for i in output.missing_info if i and i.strip())]
     actions = [
         ComposerAction(text=a.action_text.strip(), reason=a.reason.strip())
@@ -272,6 +370,7 @@ def composer_input_build(
         composer_input=composer_input,
         placements=placed.placements,
         disagreements=placed.disagreements,
+        superseded=placed.superseded,
     )
 
 

@@ -405,6 +405,7 @@ def _filtered(run: _Run, decision: Decision, verdict: _Verdict) -> FilterResult:
         executor_output=verdict.executed.parsed.output,
         gatekeeper=verdict.report,
         verifier=verdict.verified.output,
+        services=run.known_services(),
     )
     evaluation = run.evaluation.verifier_evaluation
     if evaluation is not None:
