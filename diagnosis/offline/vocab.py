@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 
 # The caller/callee label namings live with the call edges, in evidence.
+from diagnosis.evidence.tools.query_metrics import series as query_metrics_series
 from diagnosis.evidence.topology import call_label_pairs as call_label_pairs
 
 # resource subkind -> metric-name fragments (matched on the lower-case name)
@@ -102,7 +103,7 @@ INSTANCE_LABELS = {
 }
 
 # Of those, the labels that tell one running copy of a service from another.
-REPLICA_LABELS = ("pod", "k8s_pod_name", "k8s.pod.name", "pod_name", "instance", "host", "hostname")
+REPLICA_LABELS = query_metrics_series.REPLICA_LABELS
 
 # log template kinds (lower-case fragments)
 RESOURCE_LOG = {

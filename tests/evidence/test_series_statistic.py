@@ -109,6 +109,37 @@ def test_two_coarse_samples_in_a_row_are_a_shift():
     assert facts["ratio"] > 1
 
 
+def _gapped(window: list[float | None], baseline: list[float] | None = None):
+    """A 1-minute series whose window misses the grid points given as None."""
+    ws = WINDOW.start.timestamp()
+    base = baseline or [10.0, 11.0, 9.0, 10.0, 10.5, 9.5] * 5
+    points = [(ws - STEP * (len(base) - i), v) for i, v in enumerate(base)]
+    points += [(ws + STEP * i, v) for i, v in enumerate(window) if v is not None]
+    series = RawSeries(name="queue_depth", labels={"service": "svc"}, points=points)
+    return series_analyse(series, WINDOW, STEP).summary()
+
+
+@given(
+    level=st.floats(min_value=30.0, max_value=1e4),
+    at=st.integers(min_value=0, max_value=8),
+    gap_first=st.booleans(),
+)
+@settings(max_examples=40, deadline=None)
+def test_a_dropped_sample_neither_breaks_a_shift_nor_makes_one(level, at, gap_first):
+    # A 3-point shift with one of its points missing still holds over the samples that
+    # exist; the same gap beside one raised point of a shorter excursion does not.
+    window: list[float | None] = [10.0] * 12
+    window[at : at + 3] = [level] * 3
+    window[at + (0 if gap_first else 2)] = None
+    assert _gapped(window)["direction"] == "up"
+    spike: list[float | None] = [10.0] * 12
+    spike[at] = level
+    spike[at + 1] = None
+    spike[at + 2] = None
+    spike[at + 3] = None
+    assert _gapped(spike)["direction"] == "flat"
+
+
 def test_the_repeat_of_a_sample_is_read_from_inner_runs_only():
     assert repeat_length([1.0, 1.0, 2.0, 2.0, 2.0, 3.0, 3.0, 3.0, 4.0]) == 3
     assert repeat_length([1.0, 2.0, 3.0, 3.0, 4.0]) == 1
@@ -253,6 +284,28 @@ def test_a_share_outside_its_range_is_not_bounded() -> None:
     assert upper_bound("cpu_percent", {}, [150.0, 320.0]) is None
     assert upper_bound("cache_hit_ratio", {}, [0.9, 0.99]) == 1.0
     assert upper_bound("availability", {"unit": "percent"}, [99.0, 100.0]) == 100.0
+
+
+@given(pods=st.integers(min_value=2, max_value=6), measures=st.integers(min_value=2, max_value=14))
+@settings(max_examples=25, deadline=None)
+def test_replicas_of_one_measure_do_not_push_out_other_measures(pods, measures):
+    # Every pod of a service shifts on one measure (strongest first); the service's other
+    # measures, weaker, still make the list before the second replica of the first.
+    replicas = [
+        _series([1.0, 1.1, 0.9] * 10, [1.0] * 5 + [50.0 + i] * 25, name="cpu_usage", pod=f"p{i}")
+        for i in range(pods)
+    ]
+    others = [
+        _series([1.0, 1.1, 0.9] * 10, [1.0] * 5 + [20.0] * 25, name=f"m{i:02d}_depth")
+        for i in range(measures)
+    ]
+    grid = Grid.for_window(WINDOW, timedelta(minutes=1))
+    out = metrics_render(series=replicas + others, window=WINDOW, grid=grid, description="x")
+    names = [s["metric"] for s in out.summary["series"]]
+    distinct = min(measures + 1, 12)
+    assert len(set(names[:distinct])) == distinct, names
+    assert names[0] == "cpu_usage"
+    assert names.count("cpu_usage") == min(pods, 12 - distinct + 1)
 
 
 def test_a_spike_before_the_change_is_not_the_peak_stated_with_it():

@@ -18,7 +18,12 @@ from diagnosis.evidence.common import (
 )
 from diagnosis.evidence.timeutil import duration_format
 from diagnosis.evidence.tools.query_metrics.selector import EXPORTED_SERVICE_LABEL
-from diagnosis.evidence.tools.query_metrics.series import Grid, RawSeries, collection_paused
+from diagnosis.evidence.tools.query_metrics.series import (
+    REPLICA_LABELS,
+    Grid,
+    RawSeries,
+    collection_paused,
+)
 from diagnosis.evidence.tools.query_metrics.statistics import (
     ANOMALY_THRESHOLD,
     SeriesFacts,
@@ -85,6 +90,33 @@ class ServiceRank:
         return (*_ranking_key(self.top)[:2], -self.anomalous, self.service)
 
 
+def _measure(fact: SeriesFacts) -> tuple[Any, ...]:
+    """What a series measures, whichever replica (pod, instance, host) reports it."""
+    labels = tuple(sorted((k, v) for k, v in fact.labels.items() if k not in REPLICA_LABELS))
+    return fact.metric, fact.is_rate, labels
+
+
+def _measures_first(ranked: list[SeriesFacts]) -> list[SeriesFacts]:
+    """``ranked`` with each measure's strongest replica first and the other replicas after
+    every measure's strongest, each part in rank order.
+
+    Replicas of one measure are one piece of evidence told several times: three pods of a
+    service must not take the places of its other measures (a caller's request rate, its
+    errors) in a list cut at a few series. Where there is room the other replicas follow,
+    so "1 of 3 pods" can still be read. Nothing moves up as more facts arrive (a measure's
+    strongest replica can only be displaced by a stronger one), so ``_Top`` may still drop
+    what falls below its cut.
+    """
+    seen: set[tuple[Any, ...]] = set()
+    first: list[SeriesFacts] = []
+    rest: list[SeriesFacts] = []
+    for fact in ranked:
+        key = _measure(fact)
+        (rest if key in seen else first).append(fact)
+        seen.add(key)
+    return first + rest
+
+
 class _Top:
     """The MAX_SERIES_SHOWN best facts, at most ``per_service`` of one service, of facts given
     one at a time: it holds a few times MAX_SERIES_SHOWN facts, whatever their number. A fact
@@ -102,11 +134,12 @@ class _Top:
 
     def shown(self) -> list[SeriesFacts]:
         self.facts.sort(key=_ranking_key)
+        ordered = _measures_first(self.facts)
         if self.per_service is None:
-            return self.facts[:MAX_SERIES_SHOWN]
+            return ordered[:MAX_SERIES_SHOWN]
         taken: Counter[str] = Counter()
         shown: list[SeriesFacts] = []
-        for fact in self.facts:
+        for fact in ordered:
             if len(shown) == MAX_SERIES_SHOWN:
                 break
             if taken[fact.service] < self.per_service:

@@ -19,6 +19,8 @@ from diagnosis.evidence.common import (
 )
 from diagnosis.evidence.tools.query_metrics.selector import COUNTER_SUFFIXES
 
+# The labels that tell one running copy of a service from another (a pod, an instance, a host).
+REPLICA_LABELS = ("pod", "k8s_pod_name", "k8s.pod.name", "pod_name", "instance", "host", "hostname")
 LOOKBACK_SECONDS = 300.0  # Prometheus' default lookback delta
 DEFAULT_STEP_SECONDS = 60
 MAX_GRID_POINTS = 1500

@@ -96,19 +96,58 @@ def _sustain_length(window_points: int, repeat: int) -> int:
     return max(min(samples * repeat, window_points), 1)
 
 
-def _strongest_run(deviations: list[float], length: int) -> tuple[float, int, int]:
+def _strongest_run(deviations: list[float | None], length: int) -> tuple[float, int, int]:
     """(strength, sign, start) of the run of ``length`` points farthest from the baseline.
 
-    A run's strength is its least extreme point, so one spike cannot make a run strong.
+    A run's strength is its least extreme observed point, so one spike cannot make a run
+    strong. A missing point (None: no sample within the lookback) is no evidence either
+    way: it neither breaks a run nor makes one, and a run needs at least half its points
+    observed (``_observed_enough``), so a gap cannot stand in for the samples.
     """
-    shifted = [deviations[i:] for i in range(length)]
-    lows = [min(run) for run in zip(*shifted, strict=False)]
-    highs = [max(run) for run in zip(*shifted, strict=False)]
+    n = len(deviations)
+    observed = [0] * (n + 1)
+    for i, d in enumerate(deviations):
+        observed[i + 1] = observed[i] + (d is not None)
+    ups = [math.inf if d is None else d for d in deviations]
+    downs = [-math.inf if d is None else d for d in deviations]
+    starts = range(max(n - length + 1, 1))
+    lows = [
+        min(ups[i : i + length]) if _observed_enough(observed, i, length) else -math.inf
+        for i in starts
+    ]
+    highs = [
+        max(downs[i : i + length]) if _observed_enough(observed, i, length) else math.inf
+        for i in starts
+    ]
     up_at = max(range(len(lows)), key=lows.__getitem__)
     down_at = min(range(len(highs)), key=highs.__getitem__)
     if lows[up_at] >= -highs[down_at]:
         return lows[up_at], 1, up_at
     return -highs[down_at], -1, down_at
+
+
+def _observed_enough(observed: list[int], start: int, length: int) -> bool:
+    """At least half of the run's points hold a sample (and at least one does)."""
+    count = observed[min(start + length, len(observed) - 1)] - observed[start]
+    return count >= max(1, math.ceil(length / 2))
+
+
+def _gridded(window: list[tuple[float, float]]) -> list[tuple[float, float] | None]:
+    """The window's points with None at the grid times no sample covered.
+
+    The grid step is the shortest spacing of the window's points; a longer spacing is a
+    gap (a sample dropped, a scrape missed) of that many steps less one.
+    """
+    steps = [b[0] - a[0] for a, b in itertools.pairwise(window) if b[0] > a[0]]
+    if not steps:
+        return list(window)
+    step = min(steps)
+    out: list[tuple[float, float] | None] = [window[0]]
+    for before, point in itertools.pairwise(window):
+        missing = round((point[0] - before[0]) / step) - 1
+        out.extend([None] * max(missing, 0))
+        out.append(point)
+    return out
 
 
 @dataclass
@@ -345,6 +384,11 @@ class Shift:
     shift_end: float | None = None  # the last shifted point, when the shift ended in the window
 
 
+def _beyond(deviation: float | None, sign: int) -> bool:
+    """An observed point at least half the threshold away on the shift's side."""
+    return deviation is not None and sign * deviation >= ANOMALY_THRESHOLD / 2
+
+
 def baseline_samples(points: int, repeat: int) -> int:
     """The raw samples behind ``points`` baseline grid points."""
     return math.ceil(points / repeat) if points else 0
@@ -367,6 +411,12 @@ def shift_measure(
     all follow from that one level against the baseline median, so they cannot disagree.
     ``upper`` is the top of a share's range: its relative floor counts from the nearer end.
     ``repeat`` is ``repeat_length(baseline + window values)`` when the caller has it already.
+
+    How long a shift holds is counted over the samples that exist: a grid time no sample
+    covered (a dropped sample, a missed scrape) is unknown, not a return to the baseline, so
+    it neither breaks a run nor counts for it; a run needs at least half its points seen
+    (``_observed_enough``): no more of it assumed than observed, so one raised 5-minute
+    sample beside a missing one holds, one beside two missing ones does not.
     """
     values = [v for _, v in window]
     median = _median(baseline)
@@ -381,19 +431,23 @@ def shift_measure(
     noisy = noise > 0
     scale = max(noise, RELATIVE_SCALE_FLOOR * _magnitude(median, upper), 1e-9)
     damping = min(1.0, samples / SPARSE_BASELINE_POINTS)
-    deviations = [(v - median) / scale for v in values]
-    length = _sustain_length(len(values), repeat)
+    full = _gridded(window)
+    deviations = [None if p is None else (p[1] - median) / scale for p in full]
+    length = _sustain_length(len(full), repeat)
     strength, sign, start = _strongest_run(deviations, length)
     segment = values
     first = 0
+    last = len(window) - 1
     if strength >= ANOMALY_THRESHOLD:
-        low, high = start, start + length
-        while low > 0 and sign * deviations[low - 1] >= ANOMALY_THRESHOLD / 2:
+        low, high = start, min(start + length, len(full))
+        while low > 0 and _beyond(deviations[low - 1], sign):
             low -= 1
-        while high < len(values) and sign * deviations[high] >= ANOMALY_THRESHOLD / 2:
+        while high < len(full) and _beyond(deviations[high], sign):
             high += 1
-        segment = values[low:high]
-        first = low
+        kept = [p for p in full[low:high] if p is not None]
+        segment = [v for _, v in kept]
+        first = window.index(kept[0])
+        last = first + len(kept) - 1
     level = _median(segment)
     # A noise-free baseline (constant, or mostly zero) has no noise to measure against: its
     # floor is 1 % of the larger of the two levels, so a change from a constant scores by
@@ -413,7 +467,6 @@ def shift_measure(
             if (1 if up else -1) * (v - median) / scale < ANOMALY_THRESHOLD / 2:
                 break
             onset = t
-    last = first + len(segment) - 1
     ended = window[last][0] if last < len(window) - 1 else None
     return Shift(level, score, "up" if up else "down", onset, len(segment), ended)
 
