@@ -10,6 +10,17 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 
+def django_apps_setup() -> None:
+    """Load Django's apps without touching a database: what a bench of one tool needs (the
+    tool registry loads the models)."""
+    sys.path.insert(0, str(ROOT))
+    os.environ.setdefault("SECRET_KEY", "bench-secret")
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+    import django
+
+    django.setup()
+
+
 def django_setup(*, default_db: str) -> None:
     """Point Django at a PostgreSQL benchmark database (created if missing) and migrate."""
     sys.path.insert(0, str(ROOT))

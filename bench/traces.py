@@ -29,12 +29,10 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-os.environ.setdefault("SECRET_KEY", "bench-secret")
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 
-import django  # noqa: E402
+from bench._django import django_apps_setup  # noqa: E402
 
-django.setup()  # the tool registry loads the models
+django_apps_setup()
 
 from diagnosis.evidence.common import Deadline, QueryWindow  # noqa: E402
 from diagnosis.evidence.tools.query_traces.files import traces_scan_files  # noqa: E402
