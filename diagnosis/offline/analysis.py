@@ -220,6 +220,9 @@ class Suspect:
     # its callees looked at and found without any data, where its symptoms are of a kind a
     # callee can pass on (localise.unobserved_callees): its fault may lie past them
     unobserved_callees: list[str] = field(default_factory=list)
+    # callees its client-side latency to rose while their own side stayed flat
+    # (localise.client_gaps): the network between them or its client pool, not those callees
+    client_gaps: list[str] = field(default_factory=list)
     # set by kinds.kinds_decide: the fault kind its own evidence shows, the series or log
     # template that decided it, and the kind that evidence cannot tell it from ("": none)
     fault_kind: str = ""

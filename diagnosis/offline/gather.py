@@ -19,7 +19,7 @@ from .analysis import (
     suspects_rank,
 )
 from .common import time_parse
-from .localise import Topology, localise, log_call_edges, topology_build
+from .localise import Topology, client_call_edges, localise, log_call_edges, topology_build
 from .planner import services_from_text, window_from_question
 from .traces import trace_edges, trace_verdicts, traces_gather, traces_rerank
 
@@ -110,8 +110,10 @@ def suspects_localise(
     """Every service seen so far, ranked against its baseline and placed along the calls."""
     known = sorted({*request.services, *evidence.queried})
     ranked = suspects_rank(evidence.calls, known, focus=planned)
-    # the calls the callers' own logs record, beside the declared and measured ones
-    topology = Topology(edges=evidence.topology.edges | log_call_edges(ranked, known))
+    # the calls the callers' own logs and client-side latency series record, beside the
+    # declared and measured ones
+    measured = log_call_edges(ranked, known) | client_call_edges(ranked, known)
+    topology = Topology(edges=evidence.topology.edges | measured)
     localised = localise(
         ranked,
         topology,

@@ -94,6 +94,8 @@ def _basis(entry: Suspect, lang: str) -> str:
     elif entry.unobserved_callees:
         names = list_join(entry.unobserved_callees, lang)
         parts.append(t["basis_unobserved"].format(services=names))
+    if entry.client_gaps:
+        parts.append(t["basis_client_gap"].format(services=list_join(entry.client_gaps, lang)))
     if not entry.inherited_from and entry.graph_score > 0:
         if not entry.unobserved_callees:
             parts.append(t["basis_localised"])

@@ -17,6 +17,7 @@ the log-based cascade in ``analysis``.
 from __future__ import annotations
 
 import math
+import re
 from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -91,6 +92,83 @@ def log_call_edges(suspects: Iterable[Suspect], known: Iterable[str]) -> frozens
                 if callee and callee != entry.service:
                     edges.add((entry.service, callee))
     return frozenset(edges)
+
+
+# Labels with which a caller's client-side series names the service it waits on: a client
+# span's or timer's peer (OpenTelemetry ``peer.service``/``server.address``/``net.peer.name``,
+# as Prometheus spells them with ``_``), a proxy's ``upstream``/``target``, a client metric's
+# ``server``/``callee``, the ``http_host`` it sent. ``known`` services only, whole tokens.
+PEER_LABELS = (
+    "peer_service",
+    "server_address",
+    "net_peer_name",
+    "target",
+    "upstream",
+    "server",
+    "callee",
+    "http_host",
+)
+_TOKENS = re.compile(r"[^\w-]+")
+
+
+def client_callee(signal: MetricSignal, known: dict[str, str], own: str) -> str:
+    """The callee a caller's client-side latency series measures the wait on ("" if none).
+
+    A label of ``PEER_LABELS`` whose value holds exactly one service of the environment as a
+    whole token (``pay-db``, ``pay-db.prod.svc:5432``; not ``pay-db-replica``); an
+    ambiguous value (two services) names none, a wrong edge being worse than a missing one.
+    """
+    if signal.kind != "latency":
+        return ""
+    labels = {k.lower().replace(".", "_"): v for k, v in signal.labels.items()}
+    for label in PEER_LABELS:
+        value = labels.get(label)
+        if not isinstance(value, str):
+            continue
+        found = {known[t] for t in _TOKENS.split(value.lower()) if t in known}
+        found.discard(own)
+        if len(found) == 1:
+            return found.pop()
+    return ""
+
+
+def client_call_edges(
+    suspects: Iterable[Suspect], known: Iterable[str]
+) -> frozenset[tuple[str, str]]:
+    """Caller → callee edges from callers' client-side latency series labelled with the callee.
+
+    Causal: a client span or timer measures the caller's wait on that callee, so the series
+    exists only because the caller calls it; its owner (the series' ``service``) is the
+    caller, the label's value the callee (``client_callee``).
+    """
+    names = {name.lower(): name for name in known}
+    edges: set[tuple[str, str]] = set()
+    for entry in suspects:
+        for signal in entry.metrics:
+            callee = client_callee(signal, names, entry.service)
+            if callee:
+                edges.add((entry.service, callee))
+    return frozenset(edges)
+
+
+def client_gaps(entry: Suspect, states: dict[str, ServiceState], observed: set[str]) -> list[str]:
+    """The callees whose wait rose on the caller's client side while their own side did not.
+
+    Causal: the client-side time is the callee's server-side time plus the way there and
+    back (network, the caller's connection pool, its queue for one). When the client-side
+    latency to X rose harmfully and X, observed (``observed``: it has data), shows no
+    latency or saturation shift of its own, the added time was spent between them: the
+    network or the caller's client pool, never X. An unobserved X proves nothing either way.
+    """
+    names = {name.lower(): name for name in states}
+    gaps: set[str] = set()
+    for signal in entry.metrics:
+        callee = client_callee(signal, names, entry.service)
+        if not callee or callee not in observed or not harmful(signal):
+            continue
+        if states[callee].symptoms.keys().isdisjoint({"latency", "resource"}):
+            gaps.add(callee)
+    return sorted(gaps)
 
 
 def harmful(signal: MetricSignal) -> bool:
@@ -490,6 +568,7 @@ def localise(
             by_name[name].inherited_from = sorted(c for a, c in links if a == name)
     anchors = _anchors(states, symptoms, reported)
     unobserved = {s for s in looked_at if s not in by_name or not by_name[s].has_data}
+    observed = {s.service for s in suspects if s.has_data}
     for name in anomalous:
         entry = by_name[name]
         strength = states[name].strength + entry.score
@@ -504,6 +583,7 @@ def localise(
         entry.graph_score = strength * (1.0 + reach)
         entry.mistimed = bool(anchors) and not _began_with(states[name], anchors, slack_s)
         entry.unobserved_callees = unobserved_callees(states[name], topology, unobserved)
+        entry.client_gaps = client_gaps(entry, states, observed)
     return sorted(suspects, key=lambda s: (*rank_key(s, states.get(s.service)), s.service))
 
 

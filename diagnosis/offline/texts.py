@@ -134,6 +134,9 @@ def _hypothesis_texts() -> dict[str, str]:
         "basis_unobserved": _("它调用的 {services} 没有任何观测数据，无法排除异常来自那里"),
         "basis_explains": _("调用方 {services} 的异常与它同时出现，可由它解释"),
         "basis_inherited": _("它调用的 {services} 同时异常，足以解释它的异常"),
+        "basis_client_gap": _(
+            "它调用 {services} 的客户端延迟升高，而 {services} 自身的服务端延迟平稳：增加的时间花在两者之间的网络或它的客户端连接池上，而非 {services}"
+        ),
         "hyp_secondary": _("{svc} 的异常可能是受 {root} 影响的连锁反应"),
         "hyp_runbook": _("运行手册《{title}》描述的情况可能与 {svc} 当前的症状相符"),
         "basis_up_ratio": _("{metric} 明显高于基线（窗口均值约为基线的 {ratio} 倍）"),

@@ -235,13 +235,18 @@ def fleet_pack_write(
     lag: int = 0,
     unobserved_root: bool = False,
     caller_logs: bool = False,
+    client_latency: bool = False,
 ) -> FleetPack:
     """``lag``: samples each call hop adds before a caller shows its callee's fault (0: at
     once, as latency added to the same requests shows; queues and retries take longer).
     ``unobserved_root``: the root writes no metrics or logs (a service of the environment
     nobody instruments); the pack expects an abstention (``expected.abstain``) naming it.
     ``caller_logs``: every caller the fault reaches logs its failing calls, naming the callee
-    ("upstream X timed out", "Call to X failed": logs/calls.jsonl), as clients do."""
+    ("upstream X timed out", "Call to X failed": logs/calls.jsonl), as clients do.
+    ``client_latency``: every caller also reports its client-side latency to each callee, a
+    series of its own labelled with the callee (``CLIENT_SCHEMES``): the callee's server-side
+    latency plus the way there and back. A ``network`` root's way to its first callee slows
+    (its client wait on it rises, that callee's own side stays flat)."""
     rng = random.Random(seed)
     names = _names(max(services, 3), rng)
     level, edges = _graph(names, rng)
@@ -259,6 +264,8 @@ def fleet_pack_write(
     onset = end - WINDOW_S + ONSET_S
     (out / "metrics").mkdir(parents=True, exist_ok=True)
     latency_name, latency_labels = scheme["latency"]
+    client_name, client_label = CLIENT_SCHEMES[seed % len(CLIENT_SCHEMES)]
+    gap_callee = min((b for a, b in edges if a == root), default="")
     added_latency = rng.choice((0.4, 0.8, 1.5))
     error_rate = rng.choice((0.05, 0.2, 0.5))
     for name in names:
@@ -271,7 +278,8 @@ def fleet_pack_write(
         base_memory = memory_limit * srng.uniform(0.3, 0.5)
         stray = srng.random() < 0.05  # one spike sample in an unrelated service
         stray_at = srng.randrange(end - WINDOW_S, end, STEP)
-        lines: dict[str, list[str]] = {k: [] for k in ("lat", "err", "cpu", "cpul", "mem", "meml")}
+        keys = ("lat", "err", "cpu", "cpul", "mem", "meml", "cli")
+        lines: dict[str, list[str]] = {k: [] for k in keys}
         for t in range(start, end, STEP):
             on = t >= onset + lag * STEP * hops.get(name, 0)
             latency = base_latency * srng.uniform(0.93, 1.07)
@@ -320,6 +328,15 @@ def fleet_pack_write(
                 [f'service="{name}"', *(f'{k}="{v}"' for k, v in latency_labels.items())]
             )
             lines["lat"].append(f"{latency_name}{{{labels}}} {latency:.6g} {t}")
+            if client_latency:
+                for callee in sorted(b for a, b in edges if a == name):
+                    wait = _client_wait(seed, callee, srng)
+                    if kind in SLOWER_KINDS and (callee == root or callee in affected):
+                        wait += added_latency if t >= onset + lag * STEP * hops.get(callee, 0) else 0.0
+                    if kind == "network" and on and name == root and callee == gap_callee:
+                        wait += added_latency
+                    peer = f'service="{name}",{client_label}="{callee}"'
+                    lines["cli"].append(f"{client_name}{{{peer}}} {wait:.6g} {t}")
             lines["err"].append(f'{scheme["errors"]}{{service="{name}"}} {errors:.6g} {t}')
             lines["cpu"].append(f'{scheme["cpu"]}{{service="{name}"}} {cpu:.6g} {t}')
             lines["cpul"].append(f'{scheme["cpu_limit"]}{{service="{name}"}} {cpu_limit:g} {t}')
@@ -335,6 +352,8 @@ def fleet_pack_write(
             ("mem", scheme["memory"]),
             ("meml", scheme["memory_limit"]),
         ]
+        if lines["cli"]:
+            families.append(("cli", client_name))
         if kind in EXTENDED_KINDS:
             families += [(key, EXTENDED_SCHEMES[seed % 3][key]) for key in _EXTENDED_KEYS]
         text = []
@@ -387,6 +406,23 @@ def fleet_pack_write(
         entry=entry,
         calls=tuple(edges),
     )
+
+
+# A caller's client-side latency to a callee, in the namings clients use: OpenTelemetry's
+# http.client.request.duration with server.address, rpc.client.duration with peer.service
+# (as Prometheus spells them), a proxy's upstream timer.
+CLIENT_SCHEMES = (
+    ("http_client_request_duration_seconds", "server_address"),
+    ("rpc_client_duration_seconds", "peer_service"),
+    ("proxy_upstream_response_seconds", "upstream"),
+)
+SLOWER_KINDS = {"latency", "cpu", "network", "resource_exhaustion"}
+
+
+def _client_wait(seed: int, callee: str, rng: random.Random) -> float:
+    """The callee's usual server-side latency plus a round trip, with the caller's noise."""
+    base = random.Random(f"{seed}-{callee}").uniform(0.02, 0.3)
+    return (base + 0.002) * rng.uniform(0.93, 1.07)
 
 
 _EXTENDED_KEYS = ("disk", "disk_limit", "network", "pool", "pool_limit")
@@ -540,6 +576,9 @@ def main() -> None:
     parser.add_argument(
         "--caller-logs", action="store_true", help="callers log failed calls naming the callee"
     )
+    parser.add_argument(
+        "--client-latency", action="store_true", help="callers' client latency per callee"
+    )
     args = parser.parse_args()
     pack = fleet_pack_write(
         out=args.out,
@@ -552,6 +591,7 @@ def main() -> None:
         lag=args.lag,
         unobserved_root=args.unobserved_root,
         caller_logs=args.caller_logs,
+        client_latency=args.client_latency,
     )
     size = len(pack.services)
     print(f"{pack.path}: {size} services, root {pack.root} ({pack.kind}, depth {pack.depth})")
