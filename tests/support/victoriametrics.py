@@ -21,6 +21,7 @@ import httpx
 
 from diagnosis.evidence.formats import openmetrics_line_parse
 from tests.support.binaries import require_binary
+from tests.support.processes import process_stop
 from tests.support.prometheus import free_port
 
 IMPORT_BATCH_LINES = 200_000
@@ -117,12 +118,7 @@ class VictoriaMetricsServer:
         answer.raise_for_status()
 
     def stop(self) -> None:
-        self.process.terminate()
-        try:
-            self.process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait(timeout=20)
+        process_stop(self.process)
         self.log.close()
 
 
