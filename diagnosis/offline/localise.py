@@ -383,10 +383,29 @@ def _coverage(
         mine, theirs = relative_failures(caller.signal), relative_failures(callee.signal)
         if mine is not None and theirs is not None and mine > 0:
             ratio = theirs * served / mine
-    if ratio is None:  # no common unit (latency passed on as errors, say): strength and traffic
-        ratio = callee.strength / caller.strength if caller.strength > 0 else 1.0
+    if ratio is None:  # no common unit (latency passed on as errors, say)
+        mine = _significance(caller)
+        ratio = _significance(callee) / mine if mine > 0 else 1.0
         ratio = min(ratio, 1.0) * min(_share(callee_state, caller_state), 1.0)
     return min(ratio, 1.0) if ratio >= ACCOUNTS_FOR else 0.0
+
+
+def _significance(symptom: Symptom) -> float:
+    """How far beyond its own baseline's noise a symptom is, in that baseline's robust
+    spreads (capped at SIGNIFICANCE_CAP); a log template's symptom at the threshold it
+    counts from (``Symptom.strength`` of a log, 3.0).
+
+    Statistical: between two measures of different units (a caller's failure share, its
+    callee's latency or CPU) only the significance compares: each is counted in its own
+    baseline's spreads. Their relative sizes are not the same quantity — a failure share
+    from 0 % has no relative size (it is as large as ``RESOLVABLE`` lets it be), a latency's
+    is its factor — so ``_strength``, which multiplies the two, would let any dip in an
+    availability outweigh any slowdown of what it calls. How many of the caller's failures
+    a slow callee causes depends on the caller's timeouts, which no series shows.
+    """
+    if symptom.signal is None:
+        return symptom.strength
+    return min(symptom.signal.anomaly, SIGNIFICANCE_CAP)
 
 
 def _traffic(signals: list[MetricSignal]) -> tuple[float | None, float | None]:
@@ -500,15 +519,23 @@ def _anchors(
 ) -> list[datetime]:
     """When the trouble the question is about began: each shift the named services show
     (one may have had an unrelated blip before the trouble; the cause began with one of
-    their shifts, not necessarily the first), else the time the question reports."""
-    found = [
+    their shifts, not necessarily the first), and the time the question reports.
+
+    The reported time counts even where the named services show shifts: the series that
+    would show the trouble itself may be missing (a metric family not collected, an
+    exporter down), and what is not observed is a gap, not a sign that the trouble began
+    at the time of whatever else those services show.
+    """
+    found = {
         symptom.onset
         for name in symptoms
         if name in states
         for symptom in states[name].symptoms.values()
         if symptom.onset is not None
-    ]
-    return sorted(found) if found else ([reported] if reported is not None else [])
+    }
+    if reported is not None:
+        found.add(reported)
+    return sorted(found)
 
 
 def _began_with(state: ServiceState, anchors: list[datetime], slack_s: float) -> bool:
@@ -537,7 +564,7 @@ def localise(
 
     ``slack_s`` is how finely the session's data dates an onset (gather's
     ``_slack_seconds``): a candidate whose latency or errors began further than that from
-    when the trouble began (the named services' own onset, else ``reported``, the time
+    when the trouble began (the named services' own onsets, and ``reported``, the time
     the question or alert gives) is another event (``mistimed``) and ranks in a lower
     tier. Whether a callee explains a caller is judged per pair, on the two series' own
     resolutions (``_explains``). ``looked_at``: the services the evidence asked about
