@@ -363,8 +363,10 @@ def _coverage(
     Latency adds up along a call: the callee's added seconds on the same measure (else
     its largest), times the share of the caller's requests it served in the window (the
     ones its shift touched), against the caller's added seconds. Failure shares of
-    ratio-like error series compare the same way; other pairs by strength and usual
-    traffic. Below ACCOUNTS_FOR it does not account for it at all.
+    ratio-like error series compare the same way; pairs without a common unit (a
+    callee's latency or saturation against its caller's failures) by their significance
+    (``_significance``) and usual traffic. Below ACCOUNTS_FOR it does not account for it
+    at all.
     """
     ratio: float | None = None
     served = _share(callee_state, caller_state, served=True)
