@@ -385,16 +385,21 @@ def sample_interval(step: float, item: dict[str, Any]) -> float | None:
 
 def resolution_seconds(step: float | None, item: dict[str, Any]) -> float:
     """How finely a series dates its change: one grid step when its samples are no
-    coarser than the grid, else one sample interval plus one step.
+    coarser than the grid, else one sample interval plus one step; and the time before
+    the onset that no sample covered, when there was such a gap.
 
     A change shows at the first sample that carries it, and the grid moves that sample
     to the next grid point: the date is late by less than one sample interval (early by
     as much when a sample is stamped at the start of the period it sums up) plus less
-    than one step. Nothing finer can be told apart.
+    than one step. Nothing finer can be told apart. Samples missing right before the
+    onset (a dropped sample, a missed scrape: ``onset_unseen_s``) leave the change
+    anywhere in that gap too: the resolution is the real spacing of the samples around
+    the onset, not the nominal one.
     """
     grid = step if step is not None and step > 0 else 60.0
     interval = sample_interval(grid, item)
-    return grid if interval is None else interval + grid
+    unseen = max(_float(item.get("onset_unseen_s")) or 0.0, 0.0)
+    return (grid if interval is None else interval + grid) + unseen
 
 
 def metric_signals(call: Call) -> list[MetricSignal]:
