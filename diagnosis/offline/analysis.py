@@ -115,6 +115,8 @@ class MetricSignal:
     rate: bool = False  # shown as a per-second rate of a counter
     # how finely its onset is known, in seconds (``resolution_seconds``)
     resolution_s: float = 60.0
+    # seconds before its onset that no sample covered: the change may lie that much earlier
+    onset_unseen_s: float = 0.0
 
     @property
     def abnormal(self) -> bool:
@@ -443,6 +445,7 @@ def metric_signals(call: Call) -> list[MetricSignal]:
                 unit=str(item.get("unit") or ""),
                 rate=bool(item.get("rate")),
                 resolution_s=resolution_seconds(step, item),
+                onset_unseen_s=max(_float(item.get("onset_unseen_s")) or 0.0, 0.0),
                 change_point=str(item.get("change_point") or ""),
                 direction=str(item.get("direction") or "flat"),
                 anomaly=abs(_float(item.get("anomaly_score")) or 0.0),
