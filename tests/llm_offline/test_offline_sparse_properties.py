@@ -26,12 +26,22 @@ WINDOW = QueryWindow.around(start=START, end=START + timedelta(minutes=30))
 INTERVAL = 300  # five-minute samples, as exports that sum up periods write them
 
 
-def _samples(window: list[float | None], seed: int = 0) -> list[tuple[float, float]]:
-    """Two hours of noisy five-minute baseline samples, then ``window``'s (None: dropped)."""
+def _samples(
+    window: list[float | None], seed: int = 0, interval: int = INTERVAL, jitter: float = 0.0
+) -> list[tuple[float, float]]:
+    """Two hours of noisy baseline samples, then ``window``'s (None: dropped), each off by
+    up to ``jitter``."""
     noise = random.Random(seed)
     ws = WINDOW.start.timestamp()
-    baseline = [(ws - INTERVAL * (24 - i), 10.0 + noise.uniform(-0.5, 0.5)) for i in range(24)]
-    kept = [(ws + INTERVAL * i, v) for i, v in enumerate(window) if v is not None]
+    count = 7200 // interval
+    baseline = [
+        (ws - interval * (count - i), 10.0 + noise.uniform(-0.5, 0.5)) for i in range(count)
+    ]
+    kept = [
+        (ws + interval * i, v + noise.uniform(-jitter, jitter))
+        for i, v in enumerate(window)
+        if v is not None
+    ]
     return baseline + kept
 
 
@@ -53,6 +63,16 @@ def test_a_shift_level_counts_each_sample_once_beside_a_gap():
     assert full["window_level"] == 70.0
 
 
+def _widened_never_moved(full: dict, sparse: dict, step: float) -> None:
+    full_at = time_parse(full["change_point"]).timestamp()
+    sparse_at = time_parse(sparse["change_point"]).timestamp()
+    # the earliest time each allows for the change: the sparse series allows no less
+    assert sparse_at - resolution_seconds(step, sparse) <= full_at - resolution_seconds(
+        step, full
+    )
+    assert sparse_at >= full_at  # a sample it lacks cannot make it show the change sooner
+
+
 @given(
     start=st.integers(min_value=1, max_value=3),
     length=st.integers(min_value=2, max_value=4),
@@ -70,10 +90,25 @@ def test_dropped_samples_widen_the_onset_never_move_it_out(start, length, droppe
     sparse, _ = _facts(_samples(thinned, seed), step_s)
     if full["direction"] != "up" or sparse["direction"] != "up":
         return  # a shift the samples left can no longer show is lost, not moved
-    full_at = time_parse(full["change_point"]).timestamp()
-    sparse_at = time_parse(sparse["change_point"]).timestamp()
-    # the earliest time each allows for the change: the sparse series allows no less
-    assert sparse_at - resolution_seconds(step, sparse) <= full_at - resolution_seconds(
-        step, full
-    )
-    assert sparse_at >= full_at  # a sample it lacks cannot make it show the change sooner
+    _widened_never_moved(full, sparse, step)
+
+
+@given(
+    onset=st.integers(min_value=5, max_value=20),
+    before=st.integers(min_value=0, max_value=2),
+    lost=st.integers(min_value=1, max_value=4),
+    seed=st.integers(min_value=0, max_value=1000),
+)
+@settings(max_examples=60, deadline=None)
+def test_minute_samples_held_by_the_lookback_widen_the_onset(onset, before, lost, seed):
+    # one-minute samples on a one-minute grid: the lookback holds the last one over the
+    # grid times whose own samples were lost, so the grid shows the old value there, not
+    # a gap. (On a grid coarser than the samples a lost sample leaves no trace at all: the
+    # grid time shows the sample before it, a value of its own.)
+    window: list[float | None] = [10.0] * onset + [40.0] * (30 - onset)
+    full, step = _facts(_samples(window, seed, interval=60, jitter=0.5), 60)
+    thinned = list(window)
+    thinned[onset - before : onset - before + lost] = [None] * lost
+    sparse, _ = _facts(_samples(thinned, seed, interval=60, jitter=0.5), 60)
+    assert full["direction"] == sparse["direction"] == "up"
+    _widened_never_moved(full, sparse, step)

@@ -17,7 +17,7 @@ from diagnosis.evidence.common import (
     quantity_format,
 )
 from diagnosis.evidence.timeutil import duration_format, unix_format
-from diagnosis.evidence.tools.query_metrics.series import RawSeries, unit_detect
+from diagnosis.evidence.tools.query_metrics.series import LOOKBACK_SECONDS, RawSeries, unit_detect
 
 TREND_POINTS = 12
 ANOMALY_THRESHOLD = 3.0  # robust-scale units a level must move to count as a shift
@@ -168,20 +168,40 @@ def _sample_values(points: list[tuple[float, float] | None], repeat: int) -> lis
     return out
 
 
-def _unseen_before(full: list[tuple[float, float] | None], index: int) -> float:
-    """Seconds before ``full[index]`` that no sample covered: the grid times with no sample
-    right before it, plus the step that bounds them (0 when the point before was seen).
+def _unseen_before(full: list[tuple[float, float] | None], index: int, repeat: int) -> float:
+    """Seconds before ``full[index]`` that no new sample covered (0 when the point before
+    was a sample of its own).
 
     A grid time without a sample means the last one was more than a lookback old: the
     change began somewhere after the last sample seen, so its onset is known only to
-    within that gap (and the step at its edge), not to within one sample interval.
+    within that gap (and the step at its edge), not to within one sample interval. A
+    lookback also holds the last sample over grid times whose own sample is missing: in
+    a series whose samples differ from one to the next, a value held for a whole sample
+    interval more than its samples last (``2 * repeat`` points or more) is one sample seen
+    again, not a new one, so those points are unseen too (at most a lookback: beyond it,
+    equal values are new samples). Where equal values are usual (a share at 100 %, a count
+    at zero) a repeat says nothing and counts for nothing.
     """
-    steps = [b[0] - a[0] for a, b in itertools.pairwise(p for p in full if p is not None)]
+    seen = [p for p in full if p is not None]
+    steps = [b[0] - a[0] for a, b in itertools.pairwise(seen)]
     step = min((s for s in steps if s > 0), default=0.0)
     missing = 0
     while index - missing - 1 >= 0 and full[index - missing - 1] is None:
         missing += 1
-    return (missing + 1) * step if missing else 0.0
+    if missing:
+        return (missing + 1) * step
+    before = full[index - 1] if index > 0 else None
+    held = 0
+    while before is not None and index - held - 1 >= 0:
+        point = full[index - held - 1]
+        if point is None or point[1] != before[1]:
+            break
+        held += 1
+    changes = sum(a[1] != b[1] for a, b in itertools.pairwise(seen))
+    varies = changes * repeat * 2 >= len(seen)  # the values change at most samples
+    if not varies or held < 2 * repeat:
+        return 0.0
+    return min((held - repeat) * step, LOOKBACK_SECONDS)
 
 
 @dataclass
@@ -489,7 +509,7 @@ def shift_measure(
         segment = _sample_values(full[low:high], repeat)
         first = window.index(kept[0])
         last = first + len(kept) - 1
-        unseen = _unseen_before(full, full.index(kept[0]))
+        unseen = _unseen_before(full, full.index(kept[0]), repeat)
     level = _median(segment)
     # A noise-free baseline (constant, or mostly zero) has no noise to measure against: its
     # floor is 1 % of the larger of the two levels, so a change from a constant scores by
