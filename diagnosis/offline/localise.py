@@ -517,9 +517,7 @@ def _anchors(
     return sorted(found) if found else ([(reported, 0.0)] if reported is not None else [])
 
 
-def _began_with(
-    state: ServiceState, anchors: list[tuple[datetime, float]], slack_s: float
-) -> bool:
+def _began_with(state: ServiceState, anchors: list[tuple[datetime, float]], slack_s: float) -> bool:
     """Its latency or errors began with one of the trouble's shifts (its resources may
     lead, never lag).
 

@@ -67,9 +67,7 @@ def _widened_never_moved(full: dict, sparse: dict, step: float) -> None:
     full_at = time_parse(full["change_point"]).timestamp()
     sparse_at = time_parse(sparse["change_point"]).timestamp()
     # the earliest time each allows for the change: the sparse series allows no less
-    assert sparse_at - resolution_seconds(step, sparse) <= full_at - resolution_seconds(
-        step, full
-    )
+    assert sparse_at - resolution_seconds(step, sparse) <= full_at - resolution_seconds(step, full)
     assert sparse_at >= full_at  # a sample it lacks cannot make it show the change sooner
 
 
