@@ -103,10 +103,12 @@ def test_minute_samples_held_by_the_lookback_widen_the_onset(onset, before, lost
     # grid times whose own samples were lost, so the grid shows the old value there, not
     # a gap. (On a grid coarser than the samples a lost sample leaves no trace at all: the
     # grid time shows the sample before it, a value of its own.)
+    # the window's samples vary less than the baseline's (0.2 against 0.5), so none before
+    # the shift is half a threshold off and the onset is the shift's, not a noise sample's
     window: list[float | None] = [10.0] * onset + [40.0] * (30 - onset)
-    full, step = _facts(_samples(window, seed, interval=60, jitter=0.5), 60)
+    full, step = _facts(_samples(window, seed, interval=60, jitter=0.2), 60)
     thinned = list(window)
     thinned[onset - before : onset - before + lost] = [None] * lost
-    sparse, _ = _facts(_samples(thinned, seed, interval=60, jitter=0.5), 60)
+    sparse, _ = _facts(_samples(thinned, seed, interval=60, jitter=0.2), 60)
     assert full["direction"] == sparse["direction"] == "up"
     _widened_never_moved(full, sparse, step)
