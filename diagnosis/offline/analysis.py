@@ -115,6 +115,8 @@ class MetricSignal:
     rate: bool = False  # shown as a per-second rate of a counter
     # how finely its onset is known, in seconds (``resolution_seconds``)
     resolution_s: float = 60.0
+    # seconds before its onset that no sample covered: the change may lie that much earlier
+    onset_unseen_s: float = 0.0
 
     @property
     def abnormal(self) -> bool:
@@ -385,16 +387,21 @@ def sample_interval(step: float, item: dict[str, Any]) -> float | None:
 
 def resolution_seconds(step: float | None, item: dict[str, Any]) -> float:
     """How finely a series dates its change: one grid step when its samples are no
-    coarser than the grid, else one sample interval plus one step.
+    coarser than the grid, else one sample interval plus one step; and the time before
+    the onset that no sample covered, when there was such a gap.
 
     A change shows at the first sample that carries it, and the grid moves that sample
     to the next grid point: the date is late by less than one sample interval (early by
     as much when a sample is stamped at the start of the period it sums up) plus less
-    than one step. Nothing finer can be told apart.
+    than one step. Nothing finer can be told apart. Samples missing right before the
+    onset (a dropped sample, a missed scrape: ``onset_unseen_s``) leave the change
+    anywhere in that gap too: the resolution is the real spacing of the samples around
+    the onset, not the nominal one.
     """
     grid = step if step is not None and step > 0 else 60.0
     interval = sample_interval(grid, item)
-    return grid if interval is None else interval + grid
+    unseen = max(_float(item.get("onset_unseen_s")) or 0.0, 0.0)
+    return (grid if interval is None else interval + grid) + unseen
 
 
 def metric_signals(call: Call) -> list[MetricSignal]:
@@ -438,6 +445,7 @@ def metric_signals(call: Call) -> list[MetricSignal]:
                 unit=str(item.get("unit") or ""),
                 rate=bool(item.get("rate")),
                 resolution_s=resolution_seconds(step, item),
+                onset_unseen_s=max(_float(item.get("onset_unseen_s")) or 0.0, 0.0),
                 change_point=str(item.get("change_point") or ""),
                 direction=str(item.get("direction") or "flat"),
                 anomaly=abs(_float(item.get("anomaly_score")) or 0.0),

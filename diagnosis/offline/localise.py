@@ -516,12 +516,18 @@ def _path(links: dict[tuple[str, str], float], root: str, symptoms: list[str]) -
     return path if path[-1] == root else [root]
 
 
+def _unseen(symptom: Symptom) -> float:
+    """Seconds before the symptom's onset no sample covered (0 for a log line's first time)."""
+    return symptom.signal.onset_unseen_s if symptom.signal is not None else 0.0
+
+
 def _anchors(
     states: dict[str, ServiceState], symptoms: list[str], reported: datetime | None
-) -> list[datetime]:
+) -> list[tuple[datetime, float]]:
     """When the trouble the question is about began: each shift the named services show
     (one may have had an unrelated blip before the trouble; the cause began with one of
-    their shifts, not necessarily the first), and the time the question reports.
+    their shifts, not necessarily the first), and the time the question reports; each
+    with the seconds before it no sample covered (the trouble may have begun that early).
 
     The reported time counts even where the named services show shifts: the series that
     would show the trouble itself may be missing (a metric family not collected, an
@@ -529,26 +535,34 @@ def _anchors(
     at the time of whatever else those services show.
     """
     found = {
-        symptom.onset
+        (symptom.onset, _unseen(symptom))
         for name in symptoms
         if name in states
         for symptom in states[name].symptoms.values()
         if symptom.onset is not None
     }
     if reported is not None:
-        found.add(reported)
+        found.add((reported, 0.0))
     return sorted(found)
 
 
-def _began_with(state: ServiceState, anchors: list[datetime], slack_s: float) -> bool:
+def _began_with(state: ServiceState, anchors: list[tuple[datetime, float]], slack_s: float) -> bool:
     """Its latency or errors began with one of the trouble's shifts (its resources may
-    lead, never lag)."""
+    lead, never lag).
+
+    Each onset is known to within ``slack_s`` and, where samples were missing right before
+    it, that gap too (``onset_unseen_s``: the change lies somewhere in it, the onset is
+    only where the first sample after it showed): two onsets began together if some
+    times within those bounds are within ``slack_s`` of each other.
+    """
     for kind, symptom in state.symptoms.items():
         if symptom.onset is None:
             return True
-        for anchor in anchors:
+        for anchor, anchor_unseen in anchors:
             gap = (symptom.onset - anchor).total_seconds()
-            if abs(gap) <= slack_s or (kind == "resource" and gap <= slack_s):
+            # the real gap lies in [gap - own unseen, gap + the anchor's unseen]
+            low, high = gap - _unseen(symptom), gap + anchor_unseen
+            if (low <= slack_s and high >= -slack_s) or (kind == "resource" and low <= slack_s):
                 return True
     return False
 

@@ -114,6 +114,19 @@ def test_a_callee_dated_within_the_resolution_of_its_caller_explains_it(every):
     assert found["db"].explains == ["web"]
 
 
+@pytest.mark.parametrize("unseen", [0.0, 300.0])
+def test_a_callee_dated_late_only_by_the_samples_it_missed_still_began_with_its_caller(unseen):
+    # five-minute samples: the callee's onset ten minutes after its caller's is a full
+    # resolution (5 + 1 minutes) late, unless the five minutes before it had no samples:
+    # then its change lies anywhere in that gap too, and it may have come first
+    db = _series("db", base=0.05, level=0.6, change="2026-03-02T10:30:00Z", score=90, every=5)
+    db["onset_unseen_s"] = unseen
+    web = _series("web", base=0.3, level=0.8, change=ONSET, score=30, every=5)
+    found = _localised([web, db], [("web", "db")])
+    assert found["db"].explains == (["web"] if unseen else [])
+    assert found["db"].mistimed is not bool(unseen)
+
+
 def test_a_callee_that_changed_well_before_its_caller_still_explains_it():
     series = [
         _series("web", base=0.3, level=0.8, change=ONSET, score=30),

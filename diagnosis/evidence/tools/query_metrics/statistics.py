@@ -17,7 +17,7 @@ from diagnosis.evidence.common import (
     quantity_format,
 )
 from diagnosis.evidence.timeutil import duration_format, unix_format
-from diagnosis.evidence.tools.query_metrics.series import RawSeries, unit_detect
+from diagnosis.evidence.tools.query_metrics.series import LOOKBACK_SECONDS, RawSeries, unit_detect
 
 TREND_POINTS = 12
 ANOMALY_THRESHOLD = 3.0  # robust-scale units a level must move to count as a shift
@@ -150,6 +150,60 @@ def _gridded(window: list[tuple[float, float]]) -> list[tuple[float, float] | No
     return out
 
 
+def _sample_values(points: list[tuple[float, float] | None], repeat: int) -> list[float]:
+    """The values of the samples behind gridded ``points``: each counted once.
+
+    The grid repeats a sample at every grid time of its lookback, and how many that is
+    depends on where the grid falls and on the samples after it (a sample followed by a
+    missing one is repeated up to its lookback's edge, one grid time more than its
+    neighbours). A run of equal values between changes or gaps (None) holds at most
+    ``len // repeat`` samples (each covers at least ``repeat`` points), at least one; a
+    median over grid points would weigh each sample by how the grid fell, not by what
+    was measured.
+    """
+    out: list[float] = []
+    for value, run in itertools.groupby(points, key=lambda p: None if p is None else p[1]):
+        if value is not None:
+            out.extend([value] * max(sum(1 for _ in run) // repeat, 1))
+    return out
+
+
+def _unseen_before(full: list[tuple[float, float] | None], index: int, repeat: int) -> float:
+    """Seconds before ``full[index]`` that no new sample covered (0 when the point before
+    was a sample of its own).
+
+    A grid time without a sample means the last one was more than a lookback old: the
+    change began somewhere after the last sample seen, so its onset is known only to
+    within that gap (and the step at its edge), not to within one sample interval. A
+    lookback also holds the last sample over grid times whose own sample is missing: in
+    a series whose samples differ from one to the next, a value held for a whole sample
+    interval more than its samples last (``2 * repeat`` points or more) is one sample seen
+    again, not a new one, so those points are unseen too (at most a lookback: beyond it,
+    equal values are new samples). Where equal values are usual (a share at 100 %, a count
+    at zero) a repeat says nothing and counts for nothing.
+    """
+    seen = [p for p in full if p is not None]
+    steps = [b[0] - a[0] for a, b in itertools.pairwise(seen)]
+    step = min((s for s in steps if s > 0), default=0.0)
+    missing = 0
+    while index - missing - 1 >= 0 and full[index - missing - 1] is None:
+        missing += 1
+    if missing:
+        return (missing + 1) * step
+    before = full[index - 1] if index > 0 else None
+    held = 0
+    while before is not None and index - held - 1 >= 0:
+        point = full[index - held - 1]
+        if point is None or point[1] != before[1]:
+            break
+        held += 1
+    changes = sum(a[1] != b[1] for a, b in itertools.pairwise(seen))
+    varies = changes * repeat * 2 >= len(seen)  # the values change at most samples
+    if not varies or held < 2 * repeat:
+        return 0.0
+    return min((held - repeat) * step, LOOKBACK_SECONDS)
+
+
 @dataclass
 class SeriesFacts:
     service: str
@@ -183,6 +237,8 @@ class SeriesFacts:
     # shift, the minimum of a downward one): the window's extreme may come before the change
     shift_peak: float | None = None
     shift_peak_at: float | None = None
+    # seconds before the change point no sample covered (Shift.onset_unseen)
+    onset_unseen: float = 0.0
 
     @property
     def sparse_baseline(self) -> bool:
@@ -336,6 +392,7 @@ class SeriesFacts:
             "new": self.new,
             "change_point": unix_format(self.change_point) if self.change_point else None,
             "shift_end": unix_format(self.shift_end) if self.shift_end else None,
+            "onset_unseen_s": self.onset_unseen,
             "sustained_points": self.sustained_points,
             "direction": self.direction,
             "anomaly_score": num_value(self.anomaly_score) or 0.0,
@@ -382,6 +439,9 @@ class Shift:
     change_point: float | None
     sustained_points: int
     shift_end: float | None = None  # the last shifted point, when the shift ended in the window
+    # seconds before the onset no sample covered (``_unseen_before``): how much later than
+    # the change the onset may be dated
+    onset_unseen: float = 0.0
 
 
 def _beyond(deviation: float | None, sign: int) -> bool:
@@ -435,9 +495,10 @@ def shift_measure(
     deviations = [None if p is None else (p[1] - median) / scale for p in full]
     length = _sustain_length(len(full), repeat)
     strength, sign, start = _strongest_run(deviations, length)
-    segment = values
+    segment = _sample_values(full, repeat)
     first = 0
     last = len(window) - 1
+    unseen = 0.0
     if strength >= ANOMALY_THRESHOLD:
         low, high = start, min(start + length, len(full))
         while low > 0 and _beyond(deviations[low - 1], sign):
@@ -445,9 +506,10 @@ def shift_measure(
         while high < len(full) and _beyond(deviations[high], sign):
             high += 1
         kept = [p for p in full[low:high] if p is not None]
-        segment = [v for _, v in kept]
+        segment = _sample_values(full[low:high], repeat)
         first = window.index(kept[0])
         last = first + len(kept) - 1
+        unseen = _unseen_before(full, full.index(kept[0]), repeat)
     level = _median(segment)
     # A noise-free baseline (constant, or mostly zero) has no noise to measure against: its
     # floor is 1 % of the larger of the two levels, so a change from a constant scores by
@@ -468,7 +530,9 @@ def shift_measure(
                 break
             onset = t
     ended = window[last][0] if last < len(window) - 1 else None
-    return Shift(level, score, "up" if up else "down", onset, len(segment), ended)
+    if onset != window[first][0]:
+        unseen = 0.0  # dated in the baseline's points, which have no gaps marked
+    return Shift(level, score, "up" if up else "down", onset, last - first + 1, ended, unseen)
 
 
 def shift_peak(
@@ -551,4 +615,5 @@ def series_analyse(series: RawSeries, window: QueryWindow, step: float) -> Serie
         trend_start=bs,
         shift_peak=peak,
         shift_peak_at=peak_at,
+        onset_unseen=shift.onset_unseen if shift is not None else 0.0,
     )
