@@ -91,6 +91,14 @@ def _flat_share_spread(median: float, level: float, upper: float) -> float:
     return max(unit, RELATIVE_SCALE_FLOOR * abs(level - median))
 
 
+def _flat_spread(median: float, level: float, upper: float | None) -> float:
+    """The floor of a baseline without measured noise: 1 % of the shifted level for an
+    unbounded series, the resolution of a share (``_flat_share_spread``) for a share."""
+    if upper is None:
+        return RELATIVE_SCALE_FLOOR * abs(level)
+    return _flat_share_spread(median, level, upper)
+
+
 def repeat_length(values: list[float]) -> int:
     """Grid points per raw sample: the shortest run of equal values inside the series.
 
@@ -474,12 +482,7 @@ def shift_measure(
     # how far it moved relative to itself (at most 100, e.g. from zero) rather than without
     # bound; a shift against measured noise can score higher. A share's floor is its
     # resolution (``_flat_share_spread``): a dip from exactly 100 % scores by its size.
-    if noisy:
-        spread = scale
-    elif upper is not None:
-        spread = max(scale, _flat_share_spread(median, level, upper))
-    else:
-        spread = max(scale, RELATIVE_SCALE_FLOOR * _magnitude(level, upper))
+    spread = scale if noisy else max(scale, _flat_spread(median, level, upper))
     # Rounded as shown, so that the shown score and the direction agree at the threshold.
     score = num_value(min(abs(level - median) / spread, ANOMALY_CAP) * damping) or 0.0
     if score < ANOMALY_THRESHOLD or level == median:
