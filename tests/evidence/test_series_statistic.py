@@ -271,6 +271,34 @@ def test_a_share_at_its_upper_end_is_judged_by_its_distance_to_that_end() -> Non
     assert facts["ratio"] < 1
 
 
+@given(
+    small=st.floats(min_value=0.001, max_value=5.0),
+    larger=st.floats(min_value=0.001, max_value=5.0),
+    upper=st.sampled_from([1.0, 100.0]),
+)
+@settings(max_examples=40, deadline=None)
+def test_a_dip_from_a_flat_share_at_its_end_scores_by_its_size(small, larger, upper) -> None:
+    # A baseline exactly at 100 % has an unknown spread, not a zero one: a dip scores by
+    # its size against the share's resolution, never every dip alike at the maximum.
+    small, larger = sorted((small, larger))
+    name = "availability_ratio" if upper == 1.0 else "availability_percent"
+    scores = [
+        _facts([upper] * 30, [upper] * 5 + [upper * (1 - d / 100)] * 25, name=name)
+        for d in (small, larger)
+    ]
+    assert scores[0]["anomaly_score"] <= scores[1]["anomaly_score"]
+    if larger >= 2 * small and scores[0]["anomaly_score"] < 100:
+        assert scores[0]["anomaly_score"] < scores[1]["anomaly_score"]
+
+
+def test_a_dip_to_99_99_from_a_flat_100_is_below_one_to_98() -> None:
+    tiny = _facts([100.0] * 30, [100.0] * 5 + [99.99] * 25, name="availability_percent")
+    real = _facts([100.0] * 30, [100.0] * 5 + [98.0] * 25, name="availability_percent")
+    assert tiny["direction"] == "flat"  # within the share's resolution
+    assert real["direction"] == "down"
+    assert tiny["anomaly_score"] < ANOMALY_THRESHOLD <= real["anomaly_score"]
+
+
 def test_an_unbounded_series_keeps_its_relative_floor() -> None:
     # The same numbers without a share's unit: a 2 % dip of a constant is within its floor.
     baseline = [100.0] * 30

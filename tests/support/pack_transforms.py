@@ -13,7 +13,8 @@ bench/robustness.py (the figures per transform) and tests/llm_offline/test_offli
 - ``sparse``: a share of the samples of every series dropped (AMOUNTS["drop"]);
 - ``noise``: every gauge sample multiplied by a random factor in 1 ± AMOUNTS["noise"];
   counters get the factor on each increment (a factor on the running total would turn
-  it into resets no real counter shows);
+  it into resets no real counter shows); a share (a ``_percent`` or ``_ratio`` gauge in
+  its range) gets it on its distance to the nearer end of its range (``_share_noisy``);
 - ``instances``: every service runs three instances (a ``pod``, ``instance`` or
   ``k8s_pod_name`` label, picked by the seed); the root cause's fault is on one of them,
   the other two carry its own baseline on;
@@ -52,6 +53,7 @@ from diagnosis.evidence.tools.query_metrics.series import (
     declared_type_of,
     is_counter,
 )
+from diagnosis.evidence.tools.query_metrics.statistics import upper_bound
 from diagnosis.offline.vocab import metric_kind
 
 
@@ -304,6 +306,25 @@ def _cumulative(name: str, types: dict[str, str]) -> bool:
     return is_counter(series)
 
 
+def _share_noisy(name: str, value: float, factor: float) -> float | None:
+    """A share's sample with measurement noise: the factor on its distance to the nearer
+    end of its range; None when the sample is not a share (``upper_bound``'s reading).
+
+    A share is a count of some events over a count of all of them (requests served over
+    requests, bytes used over capacity); noise in counting moves the smaller part, the one
+    the share's distance to its nearer end measures (an availability's failures), and a
+    share with none of that part (100 %: no request failed) reads the same however noisy
+    the counting, and never leaves its range. A factor on the whole share instead writes
+    an availability of 100 % as 90–110 %, a reading no system shows.
+    """
+    upper = upper_bound(name, {}, [value])
+    if upper is None:
+        return None
+    if value <= upper - value:
+        return value * factor
+    return upper - (upper - value) * factor
+
+
 def _om_noise(text: str, rng: random.Random) -> str:
     types = {m.group(1): m.group(2) for m in _TYPE.finditer(text)}
     # series -> (last value as written, last value as rewritten), for counters
@@ -314,7 +335,9 @@ def _om_noise(text: str, rng: random.Random) -> str:
         factor = rng.uniform(1 - AMOUNTS["noise"], 1 + AMOUNTS["noise"])
         key = _series_key(match)
         if not _cumulative(match.group(1), types):
-            return _sample_line(match, value=repr(value * factor), stamp=match.group(4))
+            share = _share_noisy(match.group(1), value, factor)
+            noisy = value * factor if share is None else share
+            return _sample_line(match, value=repr(noisy), stamp=match.group(4))
         before = last.get(key)
         if before is None or value < before[0]:
             noisy = value * factor

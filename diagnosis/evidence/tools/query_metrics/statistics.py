@@ -25,6 +25,9 @@ ANOMALY_CAP = 1000.0
 SUSTAIN_POINTS = 3  # consecutive samples a shift must hold (2 in windows under 12 samples)
 SPARSE_BASELINE_POINTS = 8  # fewer baseline samples: said in the line, score scaled down
 RELATIVE_SCALE_FLOOR = 0.01  # a flat baseline's noise counts as 1 % of its level
+# A share is told apart to a thousandth of its whole (0.1 point of 100 %: three significant
+# digits of the whole, as the engine compares figures): a flat share's least shift.
+SHARE_RESOLUTION = 1e-3
 # Unit words of the naming conventions (OpenMetrics/Prometheus ``_ratio``, ``_percent``) whose
 # series are bounded above: a share of something, at most the whole.
 _BOUNDED_UNITS = {"ratio": 1.0, "percent": 100.0, "percentage": 100.0, "pct": 100.0}
@@ -69,6 +72,31 @@ def _magnitude(value: float, upper: float | None) -> float:
     if upper is None:
         return abs(value)
     return min(abs(value), abs(upper - value))
+
+
+def _flat_share_spread(median: float, level: float, upper: float) -> float:
+    """The noise a share is read against when its baseline shows none (``upper``: the top
+    of its range).
+
+    Resolution: a baseline exactly at 100 % (or 0 %) has an unknown spread, not a zero one
+    (no failure was counted, not none can be). What is known is how finely a share is
+    told apart: ``SHARE_RESOLUTION`` of its whole. A move of one such unit is the least
+    shift it can show, so the scale is that unit over ``ANOMALY_THRESHOLD`` and a dip from
+    a flat 100 % scores by its size: 99.99 % 0.3 (no shift), 99.9 % 3, 99 % 30, 98 % 60.
+    As for any series without measured noise, the scale is at least 1 % of the change
+    (``RELATIVE_SCALE_FLOOR``), so a change from a constant scores at most 100 (a share
+    from one end of its range to the other as a count from zero).
+    """
+    unit = upper * SHARE_RESOLUTION / ANOMALY_THRESHOLD
+    return max(unit, RELATIVE_SCALE_FLOOR * abs(level - median))
+
+
+def _flat_spread(median: float, level: float, upper: float | None) -> float:
+    """The floor of a baseline without measured noise: 1 % of the shifted level for an
+    unbounded series, the resolution of a share (``_flat_share_spread``) for a share."""
+    if upper is None:
+        return RELATIVE_SCALE_FLOOR * abs(level)
+    return _flat_share_spread(median, level, upper)
 
 
 def repeat_length(values: list[float]) -> int:
@@ -514,8 +542,9 @@ def shift_measure(
     # A noise-free baseline (constant, or mostly zero) has no noise to measure against: its
     # floor is 1 % of the larger of the two levels, so a change from a constant scores by
     # how far it moved relative to itself (at most 100, e.g. from zero) rather than without
-    # bound; a shift against measured noise can score higher.
-    spread = scale if noisy else max(scale, RELATIVE_SCALE_FLOOR * _magnitude(level, upper))
+    # bound; a shift against measured noise can score higher. A share's floor is its
+    # resolution (``_flat_share_spread``): a dip from exactly 100 % scores by its size.
+    spread = scale if noisy else max(scale, _flat_spread(median, level, upper))
     # Rounded as shown, so that the shown score and the direction agree at the threshold.
     score = num_value(min(abs(level - median) / spread, ANOMALY_CAP) * damping) or 0.0
     if score < ANOMALY_THRESHOLD or level == median:
