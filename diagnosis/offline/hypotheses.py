@@ -198,9 +198,20 @@ def hypothesis_build(entry: Suspect, lang: str, root: str | None) -> Hypothesis:
         entity=svc,
         root_cause_kind=kind,
         root_cause_kind_alternative=kind_alternative(entry) if kind else None,
-        basis=_basis(entry, lang),
+        basis=_kind_basis(entry, lang) if kind else _basis(entry, lang),
         needed_evidence=_needed(entry, lang),
     )
+
+
+def _kind_basis(entry: Suspect, lang: str) -> str:
+    """The basis of a statement of the service's kind: its evidence, and where the verdict
+    names a second kind that evidence shows too (``Ambiguity.SHARED``), what was not there
+    to rule that kind out (no network counter; nothing that excludes a code fault)."""
+    t = texts(lang)
+    basis = _basis(entry, lang)
+    other = kind_alternative(entry)
+    absent = t.get(f"basis_alt_{other}") if entry.fault_ambiguity == Ambiguity.SHARED else None
+    return t["basis_sep"].join([basis, absent.format(svc=entry.service)]) if absent else basis
 
 
 def alternative_hypothesis(entry: Suspect, lang: str) -> Hypothesis | None:
@@ -216,16 +227,12 @@ def alternative_hypothesis(entry: Suspect, lang: str) -> Hypothesis | None:
     text = t["hyp_alternative"].format(
         svc=entry.service, other=names.get(other, other), kind=names.get(kind, kind)
     )
-    basis = _basis(entry, lang)
-    absent = t.get(f"basis_alt_{other}") if entry.fault_ambiguity == Ambiguity.SHARED else None
-    if absent:
-        basis = t["basis_sep"].join([absent.format(svc=entry.service), basis])
     return Hypothesis(
         hypothesis_text=text,
         entity=entry.service,
         root_cause_kind=other,
         root_cause_kind_alternative=kind,
-        basis=basis,
+        basis=_kind_basis(entry, lang),
         needed_evidence=_needed(entry, lang),
     )
 
