@@ -174,6 +174,10 @@ class Claim(BaseModel):
         description="for a root-cause claim: cpu, memory, disk, network, latency, errors, code, "
         "configuration, dependency or resource_exhaustion",
     )
+    root_cause_kind_alternative: str | None = Field(
+        default=None,
+        description="the one other kind the evidence cannot tell root_cause_kind from, if any",
+    )
     support_level: str = Field(
         default=SupportLevel.DIRECT.value,
         json_schema_extra={"enum": [s.value for s in SupportLevel]},
@@ -187,6 +191,7 @@ class Hypothesis(BaseModel):
     hypothesis_text: str
     entity: str | None = None
     root_cause_kind: str | None = None  # as on Claim
+    root_cause_kind_alternative: str | None = None  # as on Claim: one kind, never a list
     basis: str = ""
     needed_evidence: list[str] = Field(default_factory=list)
 
@@ -358,6 +363,7 @@ class AllowedClaim(BaseModel):
     entity: str | None = None
     claim_type: str = ClaimType.OTHER.value
     root_cause_kind: str | None = None
+    root_cause_kind_alternative: str | None = None
 
 
 class AllowedHypothesis(BaseModel):
@@ -368,6 +374,7 @@ class AllowedHypothesis(BaseModel):
     # Executor's own hypotheses (only those, with a basis, may lead the conclusion)
     claim_id: str | None = None
     root_cause_kind: str | None = None
+    root_cause_kind_alternative: str | None = None
 
 
 class ComposerAction(BaseModel):

@@ -17,8 +17,13 @@ rule is a contradiction a reader sees without knowing the system:
 - ``peak_before_onset``: a stated maximum whose time is before the onset the
   same statement gives, unless it says the peak came before the change;
 - ``kind_without_evidence``: a cause's kind (memory, CPU, …) whose evidence
-  names nothing of that kind: a claim's own text, a hypothesis's basis (its
-  text is often worded from the kind itself).
+  names nothing of that kind: a claim's own text (without the kind it names,
+  "（类型：…）"), a hypothesis's basis (its text is often worded from the kind
+  itself). A cause the evidence cannot tell from a second kind names both
+  (``root_cause_kind_alternative``): that is no contradiction, and the second kind
+  needs its evidence too, in the same statement or in a hypothesis of that kind
+  about the same service (the basis of "…or network" says no network counter was
+  there to rule it out).
 
 Markers are matched on ``text_normalize``d text, in both answer languages.
 """
@@ -337,30 +342,52 @@ def _onset_findings(lines: list[str]) -> list[CoherenceFinding]:
     return findings
 
 
+# the kind a statement names ("（类型：延迟或网络——…）" / " (kind: latency or network — …)"):
+# what it concludes, never evidence of itself
+_KIND_NAMED = re.compile(r"[(（]\s*(?:类型|kind)\s*[:：][^()（）]*[)）]", re.IGNORECASE)
+
+
+def _shows(kind: str | None, text: str) -> bool:
+    """Whether ``text`` names evidence of ``kind`` (a kind it has no words for: yes)."""
+    words = KIND_EVIDENCE.get(kind or "")
+    if words is None:
+        return True
+    normalized = text_normalize(_KIND_NAMED.sub("", text))
+    return any(w in normalized for w in words)
+
+
 def _kind_findings(composer_input: ComposerInput) -> list[CoherenceFinding]:
-    """A cause the answer states whose kind its own text and basis show no evidence of."""
-    stated: list[tuple[str | None, str]] = [
-        (c.root_cause_kind, c.text)
+    """A cause the answer states whose kind (or second kind) its evidence does not show."""
+    # (entity, kind, the other kind it names, its evidence)
+    stated: list[tuple[str | None, str | None, str | None, str]] = [
+        (c.entity, c.root_cause_kind, c.root_cause_kind_alternative, c.text)
         for c in composer_input.allowed_claims
         if c.claim_type in CAUSE_CLAIM_TYPES
     ]
     # a hypothesis's text is often worded from its kind: its basis is what shows the kind
     stated += [
-        (h.root_cause_kind, h.basis if h.basis.strip() else h.text)
+        (
+            h.entity,
+            h.root_cause_kind,
+            h.root_cause_kind_alternative,
+            h.basis if h.basis.strip() else h.text,
+        )
         for h in composer_input.allowed_hypotheses
     ]
     findings = []
-    for kind, text in stated:
-        words = KIND_EVIDENCE.get(kind or "")
-        if words is None:
-            continue
-        normalized = text_normalize(text)
-        if not any(w in normalized for w in words):
-            findings.append(
-                CoherenceFinding(
-                    code=CoherenceCode.KIND_WITHOUT_EVIDENCE, excerpt=f"{kind}: {text}"[:200]
-                )
+    for entity, kind, alternative, text in stated:
+        missing = [kind] if not _shows(kind, text) else []
+        if alternative and not _shows(alternative, text):
+            # shown where the answer puts that kind as a hypothesis of its own
+            others = [t for e, k, _a, t in stated if e == entity and k == alternative]
+            if not any(_shows(alternative, other) for other in others):
+                missing.append(alternative)
+        findings += [
+            CoherenceFinding(
+                code=CoherenceCode.KIND_WITHOUT_EVIDENCE, excerpt=f"{shown}: {text}"[:200]
             )
+            for shown in missing
+        ]
     return findings
 
 

@@ -193,6 +193,7 @@ def _claim_place(
                 entity=claim.entity,
                 claim_type=claim.claim_type,
                 root_cause_kind=claim.root_cause_kind,
+                root_cause_kind_alternative=claim.root_cause_kind_alternative,
             )
         )
         placed.placements[claim.claim_id] = "allowed_claim"
@@ -207,6 +208,7 @@ def _claim_place(
                 entity=claim.entity,
                 claim_id=claim.claim_id,
                 root_cause_kind=claim.root_cause_kind,
+                root_cause_kind_alternative=claim.root_cause_kind_alternative,
             )
         )
         placed.placements[claim.claim_id] = "hypothesis"
@@ -326,6 +328,7 @@ def _own_hypotheses(output: ExecutorEvidenceV2, decision: Decision) -> list[Allo
             basis=hypothesis.basis.strip(),
             entity=hypothesis.entity,
             root_cause_kind=hypothesis.root_cause_kind,
+            root_cause_kind_alternative=hypothesis.root_cause_kind_alternative,
         )
         for hypothesis in output.hypotheses
         if hypothesis.hypothesis_text.strip()

@@ -43,6 +43,7 @@ Decisions where docs/contracts.md §1 is silent:
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar, cast
@@ -338,6 +339,9 @@ def _claim_parse(item: object, index: int) -> tuple[Claim | None, ClaimNotes, li
         "claim_text": claim_text,
         "entity": entity,
         "root_cause_kind": _kind_read(item.get("root_cause_kind")),
+        "root_cause_kind_alternative": kind_alternative_read(
+            item.get("root_cause_kind_alternative"), item.get("root_cause_kind")
+        ),
         "support_level": support_level,
         "evidence_bindings": bindings,
     }
@@ -361,6 +365,19 @@ def _kind_read(value: object) -> str | None:
     if isinstance(value, str) and 0 < len(value.strip()) <= 40:
         return value.strip().lower()
     return None
+
+
+_ONE_KIND = re.compile(r"[a-z_]+")
+
+
+def kind_alternative_read(value: object, kind: object) -> str | None:
+    """The one other kind a statement names beside its ``root_cause_kind``: a single word
+    unlike the kind itself. A list, several words joined, or an alternative without a kind
+    is none, so an answer can name at most two kinds for one cause."""
+    alternative, first = _kind_read(value), _kind_read(kind)
+    if alternative is None or first is None or alternative == first:
+        return None
+    return alternative if _ONE_KIND.fullmatch(alternative) else None
 
 
 def _strings(value: object) -> list[str]:
@@ -394,6 +411,9 @@ def _hypothesis_parse(item: object) -> Hypothesis | _Problem:
         "basis": basis if isinstance(basis, str) else "",
         "entity": entity if isinstance(entity, str) and entity.strip() else None,
         "root_cause_kind": _kind_read(item.get("root_cause_kind")),
+        "root_cause_kind_alternative": kind_alternative_read(
+            item.get("root_cause_kind_alternative"), item.get("root_cause_kind")
+        ),
         "needed_evidence": _strings(item.get("needed_evidence")),
     }
     return Hypothesis.model_validate(data)

@@ -231,6 +231,7 @@ class Suspect:
     fault_evidence: MetricSignal | LogSignal | None = None
     fault_alternative: str = ""
     fault_alternative_evidence: MetricSignal | LogSignal | None = None
+    fault_ambiguity: str = ""  # kinds.Ambiguity's value: why the two cannot be told apart
     mistimed: bool = False  # its own symptoms began at another time than the trouble asked about
 
     @property

@@ -21,8 +21,9 @@ from .excerpts import (
     usable,
     value_in,
 )
+from .localise import client_callee
 from .texts import subkind_names, texts
-from .wording import labels_text, list_join, log_message
+from .wording import kind_alternative, kind_said, labels_text, list_join, log_message
 
 CHANGE_CHARS = 160
 MAX_CASCADE_EDGES = 3
@@ -37,6 +38,7 @@ class Draft:
     bindings: list[EvidenceBinding]
     support: str = "direct"
     kind: str | None = None  # root_cause_kind, for root-cause drafts
+    alternative: str | None = None  # the kind the evidence cannot tell ``kind`` from
 
 
 def _peak_before_onset(signal: MetricSignal) -> bool:
@@ -177,6 +179,9 @@ def root_claim(
         )
     if not numbers_covered(text, evidence):
         return None
+    alternative = kind_alternative(entry)
+    if alternative:
+        text += kind_said(entry, lang)  # the conclusion says which two, and what would tell
     bindings = [binding(metric.call, metric.line)]
     if metric.at_limit and metric.limit_value is not None:
         for other in entry.metrics:
@@ -190,7 +195,14 @@ def root_claim(
                 bindings.append(binding(other.call, other.line))
                 break
     bindings += [binding(lg.call, excerpt) for excerpt in own_excerpts]
-    draft = Draft("root_cause", text + t["end"], entry.service, bindings, kind=entry.root_kind)
+    draft = Draft(
+        "root_cause",
+        text + t["end"],
+        entry.service,
+        bindings,
+        kind=entry.root_kind,
+        alternative=alternative,
+    )
     return draft, metric, lg
 
 
@@ -337,3 +349,47 @@ def cascade_claim(edges: list[tuple[Suspect, str, LogSignal]], lang: str) -> Dra
         return None
     text = t["cascade"].format(edges=t["cascade_sep"].join(parts))
     return Draft("impact", text + t["end"], edges[0][0].service, bindings)
+
+
+def client_gap_claim(entry: Suspect, suspects: list[Suspect], lang: str) -> Draft | None:
+    """The way between a caller and a flat callee as the cause, an inference bound to the
+    caller's client-side series that rose and the callee's own latency series that did not
+    (kinds.client_gap_decide: the network between them, or the caller's client pool)."""
+    wait = entry.fault_evidence
+    if entry.fault_kind != "network" or not isinstance(wait, MetricSignal):
+        return None
+    by_name = {s.service: s for s in suspects}
+    names = {name.lower(): name for name in by_name}
+    callee = client_callee(wait, names, entry.service)
+    if callee not in entry.client_gaps or not wait.line or not usable(wait.line, wait.call):
+        return None
+    flat = sorted(
+        (
+            m
+            for m in by_name[callee].metrics
+            if m.kind == "latency" and not m.abnormal and m.line and usable(m.line, m.call)
+        ),
+        key=lambda m: (m.metric, m.line),
+    )
+    if not flat:
+        return None
+    t = texts(lang)
+    text = t["client_gap"].format(
+        svc=entry.service,
+        callee=callee,
+        wait=f"{wait.metric}{labels_text(wait)}",
+        flat=f"{flat[0].metric}{labels_text(flat[0])}",
+    )
+    if not numbers_covered(text, "\n".join([wait.line, flat[0].line])):
+        return None
+    text += kind_said(entry, lang)
+    bindings = [binding(wait.call, wait.line), binding(flat[0].call, flat[0].line)]
+    return Draft(
+        "root_cause",
+        text + t["end"],
+        entry.service,
+        bindings,
+        support="indirect",
+        kind=entry.root_kind,
+        alternative=kind_alternative(entry),
+    )

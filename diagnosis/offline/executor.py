@@ -25,6 +25,7 @@ from .claims import (
     cascade_edges,
     change_claim,
     change_root_claim,
+    client_gap_claim,
     root_claim,
 )
 from .common import lang_key
@@ -72,7 +73,7 @@ def evidence_write(
     # (localise.unobserved_callees): no cause is stated, the gap says what would settle it
     undetermined = bool(tied) or (top is not None and bool(top.unobserved_callees))
     edges = cascade_edges(suspects, top.service) if top is not None and not undetermined else []
-    cause = _cause_write(None if undetermined else top, edges, lang)
+    cause = _cause_write(None if undetermined else top, edges, suspects, lang)
     tiers = _tiers(ranked, top, edges)
     spans = trace_drafts(top, evidence.calls, lang)  # what the spans say of it, if any
     cause.used_lines.update(b.evidence_excerpt for d in spans for b in d.bindings)
@@ -90,10 +91,14 @@ def evidence_write(
 
 
 def _cause_write(
-    top: Suspect | None, edges: list[tuple[Suspect, str, LogSignal]], lang: str
+    top: Suspect | None,
+    edges: list[tuple[Suspect, str, LogSignal]],
+    suspects: list[Suspect],
+    lang: str,
 ) -> _Cause:
-    """The root cause (a change before new errors, else resource and own logs), else the
-    change seen there; then how the failure spread along the calls."""
+    """The root cause (a change before new errors, else resource and own logs, else the way
+    to a flat callee its client wait rose on), else the change seen there; then how the
+    failure spread along the calls."""
     cause = _Cause()
     cascade = cascade_claim(edges, lang) if edges else None
     if top is not None and top.kind == "change":
@@ -111,6 +116,12 @@ def _cause_write(
             key = f"{metric.service}|{metric.metric}|{labels_text(metric)}"
             cause.used_lines.update({metric.line, lg.line, key})
             cause.seed += [*metric_groups(metric), *log_groups(lg)]
+    if top is not None and cause.root is None:
+        gap = client_gap_claim(top, suspects, lang)
+        if gap is not None:
+            cause.drafts.append(gap)
+            cause.root = top.service
+            cause.used_lines.update(b.evidence_excerpt for b in gap.bindings)
     if top is not None and cause.root is None:
         change_draft = change_claim(top, lang)
         if change_draft is not None:
@@ -156,6 +167,9 @@ def _claims_number(drafts: list[Draft], flagged: set[str]) -> list[Claim]:
                 support_level=draft.support,
                 evidence_bindings=draft.bindings,
                 root_cause_kind=(draft.kind or None) if draft.claim_type == "root_cause" else None,
+                root_cause_kind_alternative=(
+                    draft.alternative if draft.claim_type == "root_cause" and draft.kind else None
+                ),
             )
         )
     return claims

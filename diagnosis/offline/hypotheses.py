@@ -7,11 +7,11 @@ from diagnosis.contracts import EvidenceBinding, Hypothesis, RecommendedAction
 from . import vocab
 from .analysis import LogSignal, MetricSignal, Suspect, instances_shifted
 from .excerpts import from_zero, ratio_text
-from .kinds import metric_family
+from .kinds import Ambiguity, metric_family
 from .knowledge import Chunk
 from .symptoms import metric_relevance
 from .texts import kind_names, subkind_names, texts
-from .wording import labels_text, list_join, log_message
+from .wording import kind_alternative, kind_said, labels_text, list_join, log_message
 
 BASIS_CHARS = 100
 MAX_HYPOTHESES = 5
@@ -190,21 +190,49 @@ def hypothesis_build(entry: Suspect, lang: str, root: str | None) -> Hypothesis:
         entry.inherited_from or entry.downstream_of or is_secondary(entry, root)
     ):
         kind = entry.root_kind
-        names = kind_names(lang)
-        if entry.fault_alternative and kind == entry.fault_kind:
-            text += t["hyp_kind_either"].format(
-                kind=names.get(kind, kind),
-                other=names.get(entry.fault_alternative, entry.fault_alternative),
-            )
-        else:
-            text += t["hyp_kind"].format(kind=names.get(kind, kind))
+        text += kind_said(entry, lang)
         if len(entry.path) > 1:
             text += t["hyp_path"].format(path=t["path_sep"].join(entry.path))
     return Hypothesis(
         hypothesis_text=text,
         entity=svc,
         root_cause_kind=kind,
-        basis=_basis(entry, lang),
+        root_cause_kind_alternative=kind_alternative(entry) if kind else None,
+        basis=_kind_basis(entry, lang) if kind else _basis(entry, lang),
+        needed_evidence=_needed(entry, lang),
+    )
+
+
+def _kind_basis(entry: Suspect, lang: str) -> str:
+    """The basis of a statement of the service's kind: its evidence, and where the verdict
+    names a second kind that evidence shows too (``Ambiguity.SHARED``), what was not there
+    to rule that kind out (no network counter; nothing that excludes a code fault)."""
+    t = texts(lang)
+    basis = _basis(entry, lang)
+    other = kind_alternative(entry)
+    absent = t.get(f"basis_alt_{other}") if entry.fault_ambiguity == Ambiguity.SHARED else None
+    return t["basis_sep"].join([basis, absent.format(svc=entry.service)]) if absent else basis
+
+
+def alternative_hypothesis(entry: Suspect, lang: str) -> Hypothesis | None:
+    """The other kind of an ambiguous verdict as a hypothesis of its own, on the same
+    evidence (and, where that kind's fault shows only as the deciding family, the absence
+    of the series that could rule it out)."""
+    other = kind_alternative(entry)
+    if other is None:
+        return None
+    t = texts(lang)
+    names = kind_names(lang)
+    kind = entry.root_kind
+    text = t["hyp_alternative"].format(
+        svc=entry.service, other=names.get(other, other), kind=names.get(kind, kind)
+    )
+    return Hypothesis(
+        hypothesis_text=text,
+        entity=entry.service,
+        root_cause_kind=other,
+        root_cause_kind_alternative=kind,
+        basis=_kind_basis(entry, lang),
         needed_evidence=_needed(entry, lang),
     )
 
@@ -237,11 +265,17 @@ def hypotheses_write(
     """A hypothesis for each notable service but the confirmed cause, then the runbooks."""
     hypotheses: list[Hypothesis] = []
     for entry in notable:
+        # the cause's kind the evidence cannot tell from another: that kind, right after it
+        alternative = alternative_hypothesis(entry, lang) if entry is top else None
         if entry.service == root:
+            hypotheses += [alternative] if alternative else []
             continue
         if len(hypotheses) >= MAX_HYPOTHESES:
             break
-        hypotheses.append(hypothesis_build(entry, lang, root))
+        hypothesis = hypothesis_build(entry, lang, root)
+        hypotheses.append(hypothesis)
+        if alternative and hypothesis.root_cause_kind_alternative:
+            hypotheses.append(alternative)
     focus = root or (top.service if top else None)
     return hypotheses + (_runbook_hypotheses(chunks, focus, lang) if focus else [])
 

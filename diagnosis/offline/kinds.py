@@ -20,7 +20,13 @@ saturation does to requests (a saturated CPU or a full heap slows and fails requ
 slow requests do not raise CPU use of the service that serves them slowly). Among
 families of the same tier that changed together, the larger shift leads — and when
 the runner-up is about as large, the evidence cannot tell the two apart and the
-verdict names both.
+verdict names both (``Ambiguity.TOGETHER``).
+
+A verdict also names a second kind when the deciding family is what a fault of that kind
+shows too and nothing observed tells which (``Ambiguity.SHARED``, ``SHARED_KINDS``): a
+delay on the way to or from a service is only time added to its requests where no network
+counter of its own is observed, and a code fault that logs no exception (an early return,
+a wrong status) is only error responses. A verdict names at most two kinds.
 """
 
 from __future__ import annotations
@@ -30,6 +36,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
+from enum import StrEnum
 
 from . import vocab
 from .analysis import RESOURCE_MIN, LogSignal, MetricSignal, Suspect
@@ -95,6 +102,25 @@ SATURATED = 0.8
 LOG_SIGNIFICANCE = 10.0
 
 
+# The deciding family -> the other kind whose fault shows on the service as that family
+# alone. Causal: a delay added between a service and its peers (a slow link, packet loss
+# resent) moves no series of the service but its latency, unless it exports network
+# counters (retransmits, drops, round-trip time, DNS failures) — a network series of its
+# own that stayed flat rules the network out, a missing one cannot; a CPU, memory or disk
+# fault moves that resource's own series, and a missing resource series is a gap the
+# answer lists (``need_resource``), not a second kind. A code fault that fails requests
+# without an exception leaves error responses only, and no series can rule it out; one
+# that throws leaves its exception template, which decides ``code`` itself.
+SHARED_KINDS = {"latency": "network", "errors": "code"}
+
+
+class Ambiguity(StrEnum):
+    """Why a verdict's evidence cannot tell its kind from its alternative."""
+
+    TOGETHER = "together"  # two families of one tier began together at comparable strength
+    SHARED = "shared"  # the deciding family is what a fault of the other kind shows too
+
+
 @dataclass(frozen=True)
 class KindEvidence:
     family: str
@@ -105,12 +131,15 @@ class KindEvidence:
 
 @dataclass(frozen=True)
 class KindVerdict:
-    """The kind, the evidence that decided it, and the kind it cannot be told from."""
+    """The kind, the evidence that decided it, and the one kind it cannot be told from
+    (with that kind's own evidence where it has some: ``TOGETHER``; none for ``SHARED``,
+    whose alternative is what the deciding evidence shows too) and why."""
 
     kind: str
     evidence: Signal | None = None
     alternative: str = ""
     alternative_evidence: Signal | None = None
+    ambiguity: Ambiguity | None = None
 
 
 def _tokens(text: str) -> set[str]:
@@ -294,6 +323,7 @@ def kinds_decide(
         entry.fault_evidence = verdict.evidence
         entry.fault_alternative = verdict.alternative
         entry.fault_alternative_evidence = verdict.alternative_evidence
+        entry.fault_ambiguity = verdict.ambiguity.value if verdict.ambiguity else ""
 
 
 def kind_decide(
@@ -346,5 +376,44 @@ def kind_decide(
     ranked = sorted(contenders.values(), key=lambda i: (-i.strength, i.family))
     top = ranked[0]
     if len(ranked) > 1 and ranked[1].strength * DISTINCT_FACTOR >= top.strength:
-        return KindVerdict(top.family, top.signal, ranked[1].family, ranked[1].signal)
+        runner_up = ranked[1]
+        return KindVerdict(
+            top.family, top.signal, runner_up.family, runner_up.signal, Ambiguity.TOGETHER
+        )
+    shared = shared_kind(top.family, entry)
+    if shared:
+        return KindVerdict(top.family, top.signal, shared, None, Ambiguity.SHARED)
     return KindVerdict(top.family, top.signal)
+
+
+def shared_kind(family: str, entry: Suspect) -> str:
+    """The other kind whose fault shows on ``entry`` as ``family`` alone (``SHARED_KINDS``),
+    unless a series of that kind's own family was observed there and did not show it (a
+    network fault's template, had one been logged, would have decided the kind itself;
+    "": none)."""
+    other = SHARED_KINDS.get(family, "")
+    if other == "network" and any(metric_family(m) == "network" for m in entry.metrics):
+        return ""
+    return other
+
+
+def client_gap_decide(entry: Suspect, waits: list[MetricSignal]) -> None:
+    """The kind of a caller whose client-side wait on an observed callee rose while that
+    callee's own side stayed flat (``waits``: those client series; localise.client_gaps).
+
+    Causal: the client's time is the callee's server time plus the way there and back and
+    the client's wait for a pooled connection; with the callee flat, the added time is the
+    way (``network``) or the pool (``resource_exhaustion``), and that one wait is all either
+    leaves — both are named, the pool only while no pool series of the caller's own was
+    observed to rule it out. Only where no resource of the caller's own decided its kind
+    (it is latency, or nothing): a saturated CPU or a full pool there is its own mechanism.
+    """
+    if not waits or entry.fault_kind not in {"", "latency"}:
+        return
+    wait = max(waits, key=lambda s: (s.anomaly, s.metric))
+    pooled = any(metric_family(m) == "resource_exhaustion" for m in entry.metrics)
+    entry.fault_kind = "network"
+    entry.fault_evidence = wait
+    entry.fault_alternative = "" if pooled else "resource_exhaustion"
+    entry.fault_alternative_evidence = None
+    entry.fault_ambiguity = "" if pooled else Ambiguity.SHARED.value

@@ -25,7 +25,7 @@ from datetime import datetime
 
 from . import vocab
 from .analysis import Call, MetricSignal, Suspect, metric_signals
-from .kinds import kinds_decide
+from .kinds import client_gap_decide, kinds_decide
 
 # Each kind of own symptom, and the callee kinds that can pass it up to a caller. Causal:
 # a caller waits for its callee, so a slow or saturated callee makes it slow, and its
@@ -169,6 +169,16 @@ def client_gaps(entry: Suspect, states: dict[str, ServiceState], observed: set[s
         if states[callee].symptoms.keys().isdisjoint({"latency", "resource"}):
             gaps.add(callee)
     return sorted(gaps)
+
+
+def client_gap_waits(
+    entry: Suspect, gaps: list[str], states: dict[str, ServiceState]
+) -> list[MetricSignal]:
+    """The caller's client-side series whose wait on one of ``gaps`` rose (client_gaps)."""
+    names = {name.lower(): name for name in states}
+    return [
+        s for s in entry.metrics if harmful(s) and client_callee(s, names, entry.service) in gaps
+    ]
 
 
 def harmful(signal: MetricSignal) -> bool:
@@ -627,6 +637,7 @@ def localise(
         entry.mistimed = bool(anchors) and not _began_with(states[name], anchors, slack_s)
         entry.unobserved_callees = unobserved_callees(states[name], topology, unobserved)
         entry.client_gaps = client_gaps(entry, states, observed)
+        client_gap_decide(entry, client_gap_waits(entry, entry.client_gaps, states))
     return sorted(suspects, key=lambda s: (*rank_key(s, states.get(s.service)), s.service))
 
 

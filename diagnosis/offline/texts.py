@@ -126,7 +126,30 @@ def _hypothesis_texts() -> dict[str, str]:
         ),
         "hyp_other": _("{svc} 也出现了异常，可能与本次故障有关"),
         "hyp_kind": _("（类型：{kind}）"),
-        "hyp_kind_either": _("（类型：{kind}或{other}——两者同时开始变化，现有证据无法区分）"),
+        "hyp_kind_either": _(
+            "（类型：{kind}或{other}——{why}，现有证据无法区分两者；能区分它们的是{what}）"
+        ),
+        "kind_why_together": _("两者同时开始变化、幅度相当"),
+        "kind_why_network": _("这里没有能显示网络问题的计数器，网络延迟在服务上只表现为延迟升高"),
+        "kind_why_code": _("不抛出异常的代码缺陷，如提前返回或错误的状态码，同样只表现为错误增多"),
+        "kind_tell_together": _("更细粒度的采样，看哪一个先变化"),
+        "kind_tell_network": _("重传、丢包或往返时延等网络计数器，或调用方的客户端延迟"),
+        "kind_tell_code": _("它的异常日志与堆栈，或最近的发布记录"),
+        "kind_why_resource_exhaustion": _(
+            "客户端时间是被调方的服务端时间加上两者之间的网络与客户端连接池的等待，两者都只表现为这段等待变长"
+        ),
+        "kind_tell_resource_exhaustion": _(
+            "两者之间的重传或往返时延等网络计数器，以及它的客户端连接池的占用与等待"
+        ),
+        "basis_alt_resource_exhaustion": _(
+            "{svc} 没有客户端连接池的指标，无法排除等待连接池的排队"
+        ),
+        "client_gap": _(
+            "{svc} 等待 {callee} 的时间变长：{svc} 的 {wait} 升高，而 {callee} 自身的 {flat} 平稳；增加的时间花在 {svc} 与 {callee} 之间的网络或 {svc} 的客户端连接池上，而非 {callee}"
+        ),
+        "hyp_alternative": _("{svc} 的故障也可能是{other}而不是{kind}：现有证据与两者同样相符"),
+        "basis_alt_network": _("{svc} 没有网络计数器（重传、丢包、往返时延），无法排除网络问题"),
+        "basis_alt_code": _("{svc} 的错误没有伴随资源变化，无法排除不抛出异常的代码缺陷"),
         "hyp_fault": _("{svc} 自身的{kind}问题可能是本次故障的根因"),
         "hyp_path": _("；传播路径：{path}"),
         "path_sep": PATH_SEP,

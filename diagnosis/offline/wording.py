@@ -5,9 +5,10 @@ from __future__ import annotations
 import re
 
 from . import vocab
-from .analysis import LogSignal, MetricSignal
+from .analysis import LogSignal, MetricSignal, Suspect
 from .common import time_parse
-from .texts import texts
+from .kinds import Ambiguity
+from .texts import kind_names, texts
 
 TEMPLATE_CHARS = 160  # a log message is quoted whole up to this, else cut at a word
 WORD_CUT_MIN = 0.6  # a word boundary is used when it keeps at least this share of the limit
@@ -62,3 +63,27 @@ def _untagged(message: str, service: str) -> str:
 
 def list_join(items: list[str], lang: str) -> str:
     return texts(lang)["list_sep"].join(items)
+
+
+def kind_alternative(entry: Suspect) -> str | None:
+    """The one kind the evidence cannot tell the service's kind from (None: it can)."""
+    if entry.fault_alternative and entry.root_kind == entry.fault_kind:
+        return entry.fault_alternative
+    return None
+
+
+def kind_said(entry: Suspect, lang: str) -> str:
+    """ "（类型：X）", or, where the evidence cannot tell two kinds apart, both, why, and
+    what evidence would tell them apart."""
+    t = texts(lang)
+    names = kind_names(lang)
+    kind = entry.root_kind
+    other = kind_alternative(entry)
+    if other is None:
+        return t["hyp_kind"].format(kind=names.get(kind, kind))
+    reason = other if entry.fault_ambiguity == Ambiguity.SHARED else Ambiguity.TOGETHER.value
+    why = t.get(f"kind_why_{reason}", t["kind_why_together"])
+    what = t.get(f"kind_tell_{reason}", t["kind_tell_together"])
+    return t["hyp_kind_either"].format(
+        kind=names.get(kind, kind), other=names.get(other, other), why=why, what=what
+    )

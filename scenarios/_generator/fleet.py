@@ -236,6 +236,7 @@ def fleet_pack_write(
     unobserved_root: bool = False,
     caller_logs: bool = False,
     client_latency: bool = False,
+    network_counters: bool = True,
 ) -> FleetPack:
     """``lag``: samples each call hop adds before a caller shows its callee's fault (0: at
     once, as latency added to the same requests shows; queues and retries take longer).
@@ -246,7 +247,10 @@ def fleet_pack_write(
     ``client_latency``: every caller also reports its client-side latency to each callee, a
     series of its own labelled with the callee (``CLIENT_SCHEMES``): the callee's server-side
     latency plus the way there and back. A ``network`` root's way to its first callee slows
-    (its client wait on it rises, that callee's own side stays flat)."""
+    (its client wait on it rises, that callee's own side stays flat).
+    ``network_counters``: False writes no network series for any service and no network
+    log lines, so a ``network`` root's delay shows only in its latency (as on a system
+    that exports no retransmits or round-trip times)."""
     rng = random.Random(seed)
     names = _names(max(services, 3), rng)
     level, edges = _graph(names, rng)
@@ -355,7 +359,11 @@ def fleet_pack_write(
         if lines["cli"]:
             families.append(("cli", client_name))
         if kind in EXTENDED_KINDS:
-            families += [(key, EXTENDED_SCHEMES[seed % 3][key]) for key in _EXTENDED_KEYS]
+            families += [
+                (key, EXTENDED_SCHEMES[seed % 3][key])
+                for key in _EXTENDED_KEYS
+                if network_counters or key != "network"
+            ]
         text = []
         for key, family in families:
             text.append(f"# TYPE {family} gauge")
@@ -364,7 +372,10 @@ def fleet_pack_write(
         if not (unobserved_root and name == root):
             (out / "metrics" / f"{name}.om").write_text("\n".join(text) + "\n", encoding="utf-8")
     if kind in EXTENDED_KINDS and not unobserved_root:
-        _logs_write(out, names, root=root, kind=kind, seed=seed, span=(start, onset, end))
+        faults = network_counters or kind != "network"
+        _logs_write(
+            out, names, root=root, kind=kind, seed=seed, span=(start, onset, end), faults=faults
+        )
     entry = names[0]
     symptom = "延迟升高" if kind in {"latency", "cpu", "network"} else "错误率升高"
     onset_text = datetime.fromtimestamp(onset, UTC).strftime("%H:%M")
@@ -524,9 +535,10 @@ def _logs_write(
     kind: str,
     seed: int,
     span: tuple[int, int, int],
+    faults: bool = True,
 ) -> None:
     """Routine INFO lines for every service; the root's fault lines from the onset (for a
-    configuration change, the change a minute before)."""
+    configuration change, the change a minute before; none when not ``faults``)."""
     start, onset, end = span
     rng = random.Random(f"logs-{seed}")
     rows: list[tuple[int, str, str, str]] = []
@@ -544,7 +556,7 @@ def _logs_write(
                 "Configuration reloaded: setting max_items changed from 100 to 0",
             )
         )
-    for t in range(onset, end, 20):
+    for t in range(onset, end, 20) if faults else ():
         for level, text in _FAULT_LOGS[kind]:
             rows.append(
                 (t + rng.randrange(0, 20), root, level, text.format(n=rng.randrange(10, 99)))
@@ -579,6 +591,9 @@ def main() -> None:
     parser.add_argument(
         "--client-latency", action="store_true", help="callers' client latency per callee"
     )
+    parser.add_argument(
+        "--no-network-counters", action="store_true", help="no network series or log lines"
+    )
     args = parser.parse_args()
     pack = fleet_pack_write(
         out=args.out,
@@ -592,6 +607,7 @@ def main() -> None:
         unobserved_root=args.unobserved_root,
         caller_logs=args.caller_logs,
         client_latency=args.client_latency,
+        network_counters=not args.no_network_counters,
     )
     size = len(pack.services)
     print(f"{pack.path}: {size} services, root {pack.root} ({pack.kind}, depth {pack.depth})")

@@ -359,6 +359,55 @@ def test_every_kind_is_checked_against_the_series_its_basis_cites(kind, shown, u
     assert codes(answer, _input(hypotheses=[hypothesis(unshown)])) == ["kind_without_evidence"]
 
 
+def test_the_kind_a_claim_names_is_no_evidence_of_that_kind():
+    text = "checkout 的 p99 延迟相对基线升高（类型：内存）"
+    root = AllowedClaim(claim_id="c1", text=text, wording=Wording.DEFINITE,
+                        claim_type="root_cause", root_cause_kind="memory")  # fmt: skip
+    answer = f"**结论**\n\n根据本次取证，{text}。\n"
+    assert codes(answer, _input(claims=[root])) == ["kind_without_evidence"]
+
+
+AMBIGUOUS = (
+    "svc 自身处理变慢可能是本次故障的根因（类型：延迟或网络——这里没有能显示网络问题的计数器，"
+    "现有证据无法区分两者；能区分它们的是重传、丢包或往返时延等网络计数器）"
+)
+
+
+def _ambiguous(alternative_basis: str | None) -> ComposerInput:
+    lead = AllowedHypothesis(
+        text=AMBIGUOUS,
+        basis="p99 明显高于基线",
+        entity="svc",
+        root_cause_kind="latency",
+        root_cause_kind_alternative="network",
+    )
+    if alternative_basis is None:
+        return _input(hypotheses=[lead])
+    other = AllowedHypothesis(
+        text="svc 的故障也可能是网络而不是延迟",
+        basis=alternative_basis,
+        entity="svc",
+        root_cause_kind="network",
+        root_cause_kind_alternative="latency",
+    )
+    return _input(hypotheses=[lead, other])
+
+
+def test_two_kinds_the_evidence_cannot_tell_apart_are_no_contradiction():
+    answer = f"**结论**\n\n尚未能直接确认根因，最可能的方向是：{AMBIGUOUS}。\n"
+    basis = "svc 没有网络计数器（重传、丢包、往返时延），无法排除网络问题；p99 明显高于基线"
+    assert codes(answer, _ambiguous(basis)) == []
+
+
+def test_a_second_kind_needs_its_evidence_too():
+    """The second kind of "latency or network" is shown by a hypothesis of that kind on the
+    same service whose basis says why the network cannot be ruled out; without one (or with
+    a basis that shows no network at all), the second kind is a kind without evidence."""
+    answer = f"**结论**\n\n尚未能直接确认根因，最可能的方向是：{AMBIGUOUS}。\n"
+    assert codes(answer, _ambiguous(None)) == ["kind_without_evidence"]
+    assert codes(answer, _ambiguous("p99 明显高于基线")) == ["kind_without_evidence"] * 2
+
+
 @pytest.mark.parametrize("language", ["zh-CN", "en"])
 def test_a_coherent_answer_passes(language):
     answer = (

@@ -109,7 +109,8 @@ def test_busier_cpu_far_from_its_capacity_is_load_and_the_kind_is_latency():
             _series(*LATENCY),
         ]
     )
-    assert _kind(entry) == ("latency", "")
+    # no network counter here: a network delay would look the same (SHARED_KINDS)
+    assert _kind(entry) == ("latency", "network")
 
 
 def test_cpu_at_its_limit_series_is_a_cpu_fault():
@@ -203,7 +204,8 @@ def test_a_much_larger_symptom_is_told_apart():
     entry = _suspect(
         [_series(*LATENCY, score=4), _series("availability_percent", 100.0, 20.0, score=90)]
     )
-    assert _kind(entry) == ("errors", "")
+    # told apart from latency; not from a code fault that throws no exception
+    assert _kind(entry) == ("errors", "code")
 
 
 def test_a_service_with_no_shift_of_any_family_has_no_kind():
@@ -243,3 +245,53 @@ def test_a_collector_working_hard_is_memory():
     gc = _template("[gc] Pause Full (G1 Compaction Pause) 3900M->3800M(4096M) 812ms", level="WARN")
     failing = _series("rpc_server_failure_ratio", 0.001, 0.01, unit="ratio", at=LATER, score=5)
     assert _kind(_suspect([failing], [gc]))[0] == "memory"
+
+
+def test_latency_with_a_flat_network_counter_is_latency_alone():
+    """A network series of the service's own that stayed flat rules the network out; with
+    none, a network delay would look the same and both are named."""
+    slow = _series(*LATENCY)
+    assert _kind(_suspect([slow])) == ("latency", "network")
+    flat = _flat("node_network_tcp_retransmits_per_second", 1.0)
+    assert _kind(_suspect([slow, flat])) == ("latency", "")
+
+
+@pytest.mark.parametrize("lang", ["zh-CN", "en"])
+def test_the_shared_kind_is_a_hypothesis_of_its_own_on_the_same_evidence(lang):
+    from diagnosis.offline.hypotheses import alternative_hypothesis
+
+    entry = _suspect([_series(*LATENCY)])
+    entry.kind = "latency"
+    kinds_decide([entry], strength=_strength, slack_s=SLACK_S)
+    primary = hypothesis_build(entry, lang, None)
+    other = alternative_hypothesis(entry, lang)
+    assert (primary.root_cause_kind, primary.root_cause_kind_alternative) == ("latency", "network")
+    assert other is not None
+    assert (other.root_cause_kind, other.root_cause_kind_alternative) == ("network", "latency")
+    assert LATENCY[0] in primary.basis and LATENCY[0] in other.basis
+    what = {
+        "zh-CN": ("无法区分", "能区分它们的是", "重传"),
+        "en": ("cannot tell", "what would", "retransmits"),
+    }
+    assert all(w in primary.hypothesis_text for w in what[lang])
+
+
+def test_a_client_wait_over_a_flat_callee_is_network_or_the_client_pool():
+    from diagnosis.offline.kinds import client_gap_decide
+
+    wait = _series("rpc_client_duration_seconds", 0.2, 0.9, labels={"peer_service": "db"})
+    entry = _suspect([wait, _series(*LATENCY)])
+    kinds_decide([entry], strength=_strength, slack_s=SLACK_S)
+    client_gap_decide(entry, [entry.metrics[0]])
+    assert (entry.fault_kind, entry.fault_alternative) == ("network", "resource_exhaustion")
+    assert entry.fault_evidence is entry.metrics[0]
+    # a pool series of its own observed (flat): the pool is ruled out
+    pooled = _suspect([wait, _series(*LATENCY), _flat("hikaricp_connections_active", 3)])
+    kinds_decide([pooled], strength=_strength, slack_s=SLACK_S)
+    client_gap_decide(pooled, [pooled.metrics[0]])
+    assert (pooled.fault_kind, pooled.fault_alternative) == ("network", "")
+    # a saturated CPU of its own is its own mechanism, whatever it waits on
+    busy = _suspect([wait, _series("cpu_usage_rate_percent", 5, 88)])
+    kinds_decide([busy], strength=_strength, slack_s=SLACK_S)
+    client_gap_decide(busy, [busy.metrics[0]])
+    assert busy.fault_kind == "cpu"

@@ -46,6 +46,13 @@ def _mark(value: bool | None) -> str:
     return "-" if value is None else ("yes" if value else "no")
 
 
+def _kind_cell(r: PackResult) -> str:
+    if r.kind_ok is None:
+        return _mark(r.kind_ok)
+    pair = f"|{r.root_cause_kind_alternative}" if r.root_cause_kind_alternative else ""
+    return f"{_mark(r.kind_ok)} {r.root_cause_kind}{pair}"
+
+
 def _results_table(results: list[PackResult]) -> Table:
     table = Table(title="Rootproof evaluation")
     for column in COLUMNS:
@@ -57,7 +64,7 @@ def _results_table(results: list[PackResult]) -> Table:
             ", ".join(r.root_cause_candidates[:3]),
             _mark(r.hit_at_1),
             _mark(r.hit_at_3),
-            _mark(r.kind_ok) if r.kind_ok is None else f"{_mark(r.kind_ok)} {r.root_cause_kind}",
+            _kind_cell(r),
             _mark(r.abstained_ok),
             f"{r.must_mention_hits}/{r.confirmed_mention_hits}/{r.must_mention}",
             str(r.leaked),
@@ -85,7 +92,16 @@ def _confusion_table(report: EvaluationReport) -> Table:
 
 def _folders_table(report: EvaluationReport) -> Table:
     table = Table(title="Per folder")
-    columns = ("packs", "ac_at_1", "ac_at_3", "kind_accuracy", "abstained_ok", "leaks", "failed")
+    columns = (
+        "packs",
+        "ac_at_1",
+        "ac_at_3",
+        "kind_accuracy",
+        "kind_accuracy_strict",
+        "abstained_ok",
+        "leaks",
+        "failed",
+    )
     table.add_column("folder")
     for column in columns:
         table.add_column(column)
@@ -98,7 +114,8 @@ def _totals_line(report: EvaluationReport) -> str:
     totals = report.totals
     return (
         f"AC@1 {totals['ac_at_1']}  AC@3 {totals['ac_at_3']}  "
-        f"kind {totals['kind_accuracy']}  abstained-ok {totals['abstained_ok']}  "
+        f"kind {totals['kind_accuracy']} (first kind only {totals['kind_accuracy_strict']})  "
+        f"abstained-ok {totals['abstained_ok']}  "
         f"must-mention {totals['must_mention_rate']}  "
         f"confirmed-mention {totals['confirmed_mention_rate']}  leaks {totals['leaks']}  "
         f"unsupported {totals['unsupported_in_answer']}  decisions {totals['decisions']}  "
