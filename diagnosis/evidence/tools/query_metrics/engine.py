@@ -207,24 +207,25 @@ class _Family:
         span = self.ranges.window + self.ranges.baseline + int(LOOKBACK_SECONDS)
         return f"count_over_time({self.raw}[{span}s])"
 
-    def level(self, service: str, k: int) -> str:
-        """The top ``k`` services by level change: the window's mean against the baseline's
-        mean, in baseline spreads (a series with samples in both)."""
+    def _change(self) -> str:
+        """Every series' level change: the window's mean against the baseline's mean, in
+        baseline spreads (a series with samples in both)."""
         window_mean, baseline_mean, spread = self._levels()
         # No relative floor for a noise-free baseline (it would cost another pass over the
         # window): any change of one scores without bound and ranks first, within its family.
-        level = f"abs({window_mean} - {baseline_mean}) / ({spread} + {_EPSILON:g})"
-        return f"topk({k}, max by ({service}) ({level}))"
+        return f"abs({window_mean} - {baseline_mean}) / ({spread} + {_EPSILON:g})"
+
+    def level(self, service: str, k: int) -> str:
+        """The top ``k`` services by level change alone."""
+        return f"topk({k}, max by ({service}) ({self._change()}))"
 
     def screen(self, service: str) -> str:
-        """One expression and four passes over the family's series: every series' level change
-        (``level``), or +Inf for a series with baseline samples the change was not measured
-        on (it stopped in the window, or a counter kept one sample there); the top
-        ``_screen_top()`` services. The +Inf rows come first, then the largest changes."""
-        window_mean, baseline_mean, spread = self._levels()
-        level = f"abs({window_mean} - {baseline_mean}) / ({spread} + {_EPSILON:g})"
+        """One expression and four passes over the family's series: every series' level change,
+        or +Inf for a series with baseline samples the change was not measured on (it stopped
+        in the window, or a counter kept one sample there); the top ``_screen_top()``
+        services. The +Inf rows come first, then the largest changes."""
         reported = f"count_over_time({self._baseline()}) * 0 + Inf"
-        return f"topk({_screen_top()}, max by ({service}) ({level} or {reported}))"
+        return f"topk({_screen_top()}, max by ({service}) ({self._change()} or {reported}))"
 
 
 def _families(
