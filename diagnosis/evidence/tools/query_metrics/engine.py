@@ -39,6 +39,7 @@ ranking on generated fleets and the demo packs). Counters are screened as per-se
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
@@ -295,6 +296,46 @@ def _candidates_read(
     return sorted(flagged), [name for _, name in ranked], len(answer) >= _screen_top()
 
 
+def _family_screened(
+    family: _Family,
+    ask: Callable[[str], list[dict[str, object]] | None],
+    service: str,
+    *,
+    named_only: bool,
+) -> _Screened:
+    """One family's candidates: its screen, and the level changes alone when the flagged
+    services filled the answer."""
+    answer = ask(family.screen(service))
+    if answer is None:
+        return _Screened(family.name, None)
+    flagged, ranked, cut = _candidates_read(answer, service, keep_unnamed=not named_only)
+    if cut and len(ranked) < RANK_CANDIDATES:
+        # More flagged services than the answer left room for: the level changes alone.
+        alone = ask(family.level(service, RANK_CANDIDATES + 1))
+        if alone is None:
+            return _Screened(family.name, None)
+        _, ranked, _ = _candidates_read(alone, service, keep_unnamed=not named_only)
+    return _Screened(family.name, tuple(flagged[:RANK_CANDIDATES] + ranked[:RANK_CANDIDATES]))
+
+
+def _families_built(
+    names: list[str], selector: Selector, service: str, ranges: _Ranges, types: dict[str, str]
+) -> list[_Family]:
+    """The families' screens, without ``service!=""``: the series that name no service are
+    left out of the answers instead (_candidates_read, _totals), the same series without the
+    index-wide lookup."""
+    matchers = tuple(m for m in selector.matchers if m != Matcher(service, "!=", ""))
+    return [
+        _Family(
+            name,
+            matchers,
+            is_counter(RawSeries(name, {}, [], declared_type=declared_type_of(name, types))),
+            ranges,
+        )
+        for name in names
+    ]
+
+
 def fleet_screen(
     *,
     base_url: str,
@@ -341,18 +382,7 @@ def fleet_screen(
     types = metric_types(base_url=base_url, token_env=token_env, deadline=deadline, names=names)
     service = label_to_backend(SERVICE_LABEL, service_label)
     named_only = _service_required(backend_selector, service)
-    # The series that name no service are left out of the answers instead (_candidates_read,
-    # _totals): the same series, without the index-wide lookup.
-    matchers = tuple(m for m in backend_selector.matchers if m != Matcher(service, "!=", ""))
-    families = [
-        _Family(
-            name,
-            matchers,
-            is_counter(RawSeries(name, {}, [], declared_type=declared_type_of(name, types))),
-            ranges,
-        )
-        for name in names
-    ]
+    families = _families_built(names, backend_selector, service, ranges, types)
 
     def ask(query: str) -> list[dict[str, object]] | None:
         """The answer; None when the engine refused the query for its size (a gap, said)."""
@@ -363,24 +393,13 @@ def fleet_screen(
         except EngineRefusedSize:
             return None
 
-    def screened(family: _Family) -> _Screened:
-        answer = ask(family.screen(service))
-        if answer is None:
-            return _Screened(family.name, None)
-        flagged, ranked, cut = _candidates_read(answer, service, keep_unnamed=not named_only)
-        if cut and len(ranked) < RANK_CANDIDATES:
-            # More flagged services than the answer left room for: the level changes alone.
-            alone = ask(family.level(service, RANK_CANDIDATES + 1))
-            if alone is None:
-                return _Screened(family.name, None)
-            _, ranked, _ = _candidates_read(alone, service, keep_unnamed=not named_only)
-        return _Screened(family.name, tuple(flagged[:RANK_CANDIDATES] + ranked[:RANK_CANDIDATES]))
-
     # The totals and the families' screens are independent: the engine evaluates them side
     # by side, ENGINE_CONCURRENCY at once.
     with ThreadPoolExecutor(max_workers=min(ENGINE_CONCURRENCY, len(families) + 1)) as pool:
         counted_future = pool.submit(ask, _totals(families, service))
-        screens = list(pool.map(screened, families))
+        screens = list(
+            pool.map(lambda f: _family_screened(f, ask, service, named_only=named_only), families)
+        )
         counted = counted_future.result()
     services, series = _totals_read(counted, keep_unnamed=not named_only)
     refused = [s.name for s in screens if s.candidates is None]
