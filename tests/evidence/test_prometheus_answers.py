@@ -12,7 +12,7 @@ import httpx
 import pytest
 
 from diagnosis.evidence.common import Deadline, QueryWindow, ToolFailure
-from diagnosis.evidence.tools.query_metrics import prometheus
+from diagnosis.evidence.tools.query_metrics import engine, prometheus
 from diagnosis.evidence.tools.query_metrics.query import metrics_query
 
 WINDOW = QueryWindow.around(
@@ -219,19 +219,14 @@ def test_a_family_the_engine_refuses_to_screen_is_a_gap_the_fleet_view_names(mon
             body = {"status": "success", "data": {}}
         elif url.endswith("/query_range"):
             body = MATRIX
-        elif query.startswith("count(group by"):
-            body = {
-                "status": "success",
-                "data": {"resultType": "vector", "result": [{"metric": {}, "value": at}]},
-            }
+        elif query.startswith("count_values"):  # the totals: one service with one series
+            row = {"metric": {"rootproof_named": "1", "rootproof_series": "1"}, "value": at}
+            body = {"status": "success", "data": {"resultType": "vector", "result": [row]}}
         elif "queue_depth" in query:
             body = {"status": "error", "error": "query processing would load too many samples"}
             return httpx.Response(422, content=json.dumps(body).encode())
         else:
-            result = [
-                {"metric": {"service": "pay"}, "value": at},
-                {"metric": {"rootproof_family": "pool_active"}, "value": at},
-            ]
+            result = [{"metric": {"service": "pay"}, "value": at}]
             body = {"status": "success", "data": {"resultType": "vector", "result": result}}
         return httpx.Response(200, content=json.dumps(body).encode())
 
@@ -250,3 +245,52 @@ def test_a_family_the_engine_refuses_to_screen_is_a_gap_the_fleet_view_names(mon
     assert "the metrics engine refused to screen queue_depth for its size" in output.output
     assert output.summary["fleet"]["services"] == 1
     assert output.summary["series"][0]["service"] == "pay"
+
+
+def test_a_screen_filled_by_stopped_services_is_asked_again_for_the_changed_ones(monkeypatch):
+    """A family's screen lists the services whose series stopped (+Inf) before those ranked by
+    change: when the stopped ones fill the answer, the changes are asked for alone, so a
+    changed service is still read and ranked."""
+    at = 1772448000
+    stopped = [{"metric": {"service": f"gone-{i:02d}"}, "value": [at, "+Inf"]} for i in range(40)]
+    fetched: list[str] = []
+
+    def vector(rows: list[dict]) -> dict:
+        return {"status": "success", "data": {"resultType": "vector", "result": rows}}
+
+    def get(_client, url, **kwargs):
+        query = kwargs["params"].get("query", "")
+        if url.endswith("/label/__name__/values"):
+            body: dict = {"status": "success", "data": ["pool_active"]}
+        elif url.endswith("/metadata"):
+            body = {"status": "success", "data": {}}
+        elif url.endswith("/query_range"):
+            fetched.append(query)
+            body = MATRIX
+        elif query.startswith("count_values"):  # 41 services of one series each
+            body = vector(
+                [{"metric": {"rootproof_named": "1", "rootproof_series": "1"}, "value": [at, "41"]}]
+            )
+        elif query.startswith("count("):
+            body = vector([{"metric": {}, "value": [at, "41"]}])
+        elif query.startswith(f"topk({engine._screen_top()},"):
+            body = vector(stopped[: engine._screen_top()])
+        else:  # the level changes alone
+            body = vector([{"metric": {"service": "pay"}, "value": [at, "12"]}])
+        return httpx.Response(200, content=json.dumps(body).encode())
+
+    monkeypatch.setattr(httpx.Client, "get", get)
+    output = metrics_query(
+        service=None,
+        metric=None,
+        labels={},
+        window=WINDOW,
+        step=None,
+        deadline=Deadline.after(10),
+        prometheus_url="http://prometheus:9090",
+        rank_min_series=1,
+    )
+    assert output.status == "ok", output.output
+    assert any('"pay' in query or "|pay" in query for query in fetched), fetched
+    assert output.summary["series"][0]["service"] == "pay"
+    assert output.summary["fleet"]["services"] == 41

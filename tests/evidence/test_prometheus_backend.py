@@ -31,15 +31,19 @@ REPO = Path(__file__).resolve().parents[2]
 DEMO_PACK = REPO / "scenarios" / "payment-pool-saturation"
 
 
-def _with_serviceless_series(pack: Path) -> Path:
-    """The pack with a family whose series name no service (one of them shifts at 10:19)."""
+def _with_serviceless_series(pack: Path, *, named: str | None = None) -> Path:
+    """The pack with a family whose series name no service (one of them shifts at 10:19);
+    with ``named``, the family also has a series of that service (steady)."""
     start = 1_772_437_800  # 2026-03-02T07:50:00Z
     lines = ["# TYPE queue_depth gauge"]
-    for queue, shifted in (("a", False), ("b", True)):
+    queues = [("a", False, ""), ("b", True, "")]
+    if named:
+        queues.append(("c", False, f'service="{named}",'))
+    for queue, shifted, service in queues:
         for i in range(170):
             t = start + 60 * i
             level = 40 if shifted and t >= 1_772_446_740 else 4 + i % 3
-            lines.append(f'queue_depth{{queue="{queue}"}} {level} {t}')
+            lines.append(f'queue_depth{{{service}queue="{queue}"}} {level} {t}')
     (pack / "metrics" / "queues.om").write_text("\n".join([*lines, "# EOF"]) + "\n")
     return pack
 
@@ -65,6 +69,11 @@ def engine_packs(tmp_path_factory):
         "fleet": fleet_pack_write(root / "fleet", services=60, faulty=FLEET_FAULTY),
         "mixed": _with_serviceless_series(
             pack_write(root / "mixed"),
+        ),
+        # a family with series of a service and series of none: the fleet view has only the
+        # former (the engine is asked for the family whole and leaves the others out)
+        "mixed-fleet": _with_serviceless_series(
+            pack_write(root / "mixed-fleet", pack_id="mixed-fleet"), named="pay"
         ),
         # twice the services, other faults, other noise
         "fleet2": fleet_pack_write(
@@ -317,6 +326,7 @@ class _Requests:
 RANKED_CALLS = [
     ("mixed", {"metric": "queue_depth"}),
     ("mixed", {"metric": '{__name__=~"queue_depth|pool_active"}'}),
+    ("mixed-fleet", {}),
     ("fleet", {}),
     ("fleet", {"metric": "http_requests_total"}),
     ("fleet", {"step": "5m"}),

@@ -11,26 +11,35 @@ queries, so each answer is a few numbers, not a matrix):
 1. the metric families the selector matches (``/api/v1/label/__name__/values``);
 2. per family, one query (ENGINE_CONCURRENCY of them in flight): every series' window mean
    against its baseline mean in units of the baseline's spread (``avg_over_time`` and
-   ``stddev_over_time`` over the baseline range, with ``offset``), ``topk`` by service; the
-   ``topk`` services whose series stopped in the window; the family's series count;
-3. one count of the services over every family (the totals line);
+   ``stddev_over_time`` over the baseline range, with ``offset``), or +Inf for a series with
+   baseline samples that has none in the window (it stopped); ``topk`` by service, the +Inf
+   ones first (``_Family.screen``). Only when they fill the answer are the level changes
+   asked for alone (``_Family.level``);
+3. one query for the totals line over every family: ``count_values`` of the services' series
+   counts, a few rows whatever the fleet's size (``_totals``);
 4. the candidate services' series (``query_range``, FETCH_SERVICES_PER_QUERY services a
    query), on which the one change statistic (``statistics.shift_measure``) ranks as always.
 
 So the number of queries grows with the families (bounded by MAX_FAMILIES), never with the
-services, and the bytes received and the worker's CPU with the candidates. Each range
-function is written once per query: engines do not share repeated subexpressions, so each
-repetition is another pass over every series' samples. The screen is a filter, not the
-statistic: a level shift moves the window's mean, and a series that stopped reporting has
-baseline samples and none in the window, so what the statistic ranks high is among a screen's
-top RANK_CANDIDATES (a test checks that the output equals the all-series ranking on generated
-fleets and the demo packs). Counters are screened as per-second rates (``rate`` over each
-range; their spread as a subquery of ``rate`` on the grid's step).
+services, and the bytes received and the worker's CPU with the candidates. The engine's cost
+is its passes over the series: each selector in a query is one (engines share no repeated
+subexpression; each costs a lookup of the series, a read of their samples in the range and
+the garbage of both), so a family's screen makes four and the totals one a family, where
+each query once asked for what it needed (seven a family and the totals' one). A fleet-wide
+selector's ``service!=""`` is not sent with the families' passes (Prometheus answers it by
+merging every service's postings list, in every pass: a fifth of a screen's CPU at 10,000
+services); the series that name no service are left out of the answers instead. The screen is
+a filter, not the statistic: a level shift moves the window's mean, and a series that stopped
+reporting has baseline samples and none in the window, so what the statistic ranks high is
+among a screen's top RANK_CANDIDATES (a test checks that the output equals the all-series
+ranking on generated fleets and the demo packs). Counters are screened as per-second rates
+(``rate`` over each range; their spread as a subquery of ``rate`` on the grid's step).
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
@@ -59,7 +68,9 @@ FETCH_SERVICES_PER_QUERY = 200  # candidate services a range query names (about 
 ENGINE_CONCURRENCY = 4  # the families' screens in flight at once (one query each)
 MAX_FAMILIES = 64  # more families than this: the fleet view covers the first ones and says so
 _EPSILON = 1e-9  # keeps a noise-free baseline's ratio finite
-_COUNT_LABEL = "rootproof_family"  # tags each family's count in the one count answer
+_FAMILY_LABEL = "rootproof_family"  # tags each family's series in the totals
+_HAS_SERVICE_LABEL = "rootproof_named"  # tags, in the totals, the series that name a service
+_COUNT_LABEL = "rootproof_series"  # the totals' rows: services with that many series
 
 
 @dataclass(frozen=True)
@@ -79,11 +90,14 @@ class FleetScreen:
             self.candidates[i : i + FETCH_SERVICES_PER_QUERY]
             for i in range(0, len(self.candidates), FETCH_SERVICES_PER_QUERY)
         ]
+        named = Matcher(SERVICE_LABEL, "!=", "")
         return [
             Selector(
                 name=base.name,
                 matchers=(
-                    *base.matchers,
+                    # A regex of service names requires the label: ``service!=""`` would only
+                    # add an index-wide lookup.
+                    *(m for m in base.matchers if m != named or "" in chunk),
                     Matcher(SERVICE_LABEL, "=~", "|".join(_regex_literal(s) for s in chunk)),
                 ),
             )
@@ -105,6 +119,12 @@ class _Ranges:
         window = max(int(grid.end - window_start), int(grid.step))
         baseline = max(int(window_start - baseline_start), int(grid.step))
         return cls(at=grid.end, window=window, baseline=baseline, step=max(int(grid.step), 1))
+
+
+def _screen_top() -> int:
+    """The rows a family's screen asks for: room for RANK_CANDIDATES flagged services (stopped)
+    and as many ranked by level change, and one for the series that name no service."""
+    return 2 * RANK_CANDIDATES + 1
 
 
 def _regex_literal(text: str) -> str:
@@ -154,11 +174,11 @@ class _Family:
     """One metric family's screen: PromQL over its window and baseline, each range function
     written once (the engine does not share repeated subexpressions)."""
 
-    def __init__(self, name: str, selector: Selector, counter: bool, ranges: _Ranges) -> None:
+    def __init__(self, name: str, matchers: tuple[Matcher, ...], counter: bool, ranges: _Ranges):
         self.name = name
         # The family was listed as matching the selector: its own __name__ matchers hold.
-        matchers = tuple(m for m in selector.matchers if m.name != "__name__")
-        self.raw = Selector(name=name, matchers=matchers).render()
+        own = tuple(m for m in matchers if m.name != "__name__")
+        self.raw = Selector(name=name, matchers=own).render()
         self.counter = counter
         self.ranges = ranges
 
@@ -188,22 +208,25 @@ class _Family:
         span = self.ranges.window + self.ranges.baseline + int(LOOKBACK_SECONDS)
         return f"count_over_time({self.raw}[{span}s])"
 
-    def screen(self, service: str) -> str:
-        """One expression: the top services by level change, the top services whose series
-        stopped in the window, and the family's series count (tagged with its name)."""
+    def _change(self) -> str:
+        """Every series' level change: the window's mean against the baseline's mean, in
+        baseline spreads (a series with samples in both)."""
         window_mean, baseline_mean, spread = self._levels()
         # No relative floor for a noise-free baseline (it would cost another pass over the
         # window): any change of one scores without bound and ranks first, within its family.
-        level = f"abs({window_mean} - {baseline_mean}) / ({spread} + {_EPSILON:g})"
-        stopped = (
-            f"count_over_time({self._baseline()}) "
-            f"unless count_over_time({self.raw}[{self.ranges.window}s])"
-        )
-        count = f'label_replace(count({self.present()}), "{_COUNT_LABEL}", "{self.name}", "", "")'
-        return (
-            f"topk({RANK_CANDIDATES}, max by ({service}) ({level})) or "
-            f"topk({RANK_CANDIDATES}, max by ({service}) ({stopped})) or {count}"
-        )
+        return f"abs({window_mean} - {baseline_mean}) / ({spread} + {_EPSILON:g})"
+
+    def level(self, service: str, k: int) -> str:
+        """The top ``k`` services by level change alone."""
+        return f"topk({k}, max by ({service}) ({self._change()}))"
+
+    def screen(self, service: str) -> str:
+        """One expression and four passes over the family's series: every series' level change,
+        or +Inf for a series with baseline samples the change was not measured on (it stopped
+        in the window, or a counter kept one sample there); the top ``_screen_top()``
+        services. The +Inf rows come first, then the largest changes."""
+        reported = f"count_over_time({self._baseline()}) * 0 + Inf"
+        return f"topk({_screen_top()}, max by ({service}) ({self._change()} or {reported}))"
 
 
 def _families(
@@ -221,10 +244,96 @@ def _families(
     return sorted(name for name in data if isinstance(name, str))
 
 
-def _services_count(families: list[_Family], service: str) -> str:
-    """The services over every family (a service in several families counted once)."""
-    union = " or ".join(family.present() for family in families)
-    return f"count(group by ({service}) ({union}))"
+def _totals(families: list[_Family], service: str) -> str:
+    """One expression for the fleet's totals: how many services have each number of series
+    (``count_values`` of the per-service counts, a few rows whatever the fleet's size), over
+    every family (a service in several families counted once). Each family's series are
+    tagged with its name (range functions drop it, and ``or`` would merge equal label sets),
+    and those that name a service with _HAS_SERVICE_LABEL: the screens ask for the families
+    without a matcher on the service label (an index-wide lookup in each of their passes)."""
+    union = " or ".join(
+        f'label_replace({family.present()}, "{_FAMILY_LABEL}", "{family.name}", "", "")'
+        for family in families
+    )
+    tagged = f'label_replace({union}, "{_HAS_SERVICE_LABEL}", "1", "{service}", ".+")'
+    return (
+        f'count_values by ({_HAS_SERVICE_LABEL}) ("{_COUNT_LABEL}", '
+        f"count by ({service}, {_HAS_SERVICE_LABEL}) ({tagged}))"
+    )
+
+
+def _service_required(selector: Selector, service: str) -> bool:
+    """Whether ``selector`` asks for series that name a service (``service!=""``)."""
+    return Matcher(service, "!=", "") in selector.matchers
+
+
+@dataclass(frozen=True)
+class _Screened:
+    """One family's answer: its candidate services, or None when the engine refused it."""
+
+    name: str
+    candidates: tuple[str, ...] | None
+
+
+def _candidates_read(
+    answer: list[dict[str, object]], service: str, *, keep_unnamed: bool
+) -> tuple[list[str], list[str], bool]:
+    """A screen's rows as (services flagged +Inf, services by level change, best first), and
+    whether the answer may be cut (as many rows as asked for). Without ``keep_unnamed`` the
+    row of the series that name no service is left out (the fleet view needs a service)."""
+    flagged: list[str] = []
+    ranked: list[tuple[float, str]] = []
+    for item in answer:
+        name = _labels(item).get(service, "")
+        if not name and not keep_unnamed:
+            continue
+        value = _raw_value(item)
+        if value == math.inf:
+            flagged.append(name)
+        elif not math.isnan(value):
+            ranked.append((value, name))
+    ranked.sort(key=lambda pair: (-pair[0], pair[1]))
+    return sorted(flagged), [name for _, name in ranked], len(answer) >= _screen_top()
+
+
+def _family_screened(
+    family: _Family,
+    ask: Callable[[str], list[dict[str, object]] | None],
+    service: str,
+    *,
+    named_only: bool,
+) -> _Screened:
+    """One family's candidates: its screen, and the level changes alone when the flagged
+    services filled the answer."""
+    answer = ask(family.screen(service))
+    if answer is None:
+        return _Screened(family.name, None)
+    flagged, ranked, cut = _candidates_read(answer, service, keep_unnamed=not named_only)
+    if cut and len(ranked) < RANK_CANDIDATES:
+        # More flagged services than the answer left room for: the level changes alone.
+        alone = ask(family.level(service, RANK_CANDIDATES + 1))
+        if alone is None:
+            return _Screened(family.name, None)
+        _, ranked, _ = _candidates_read(alone, service, keep_unnamed=not named_only)
+    return _Screened(family.name, tuple(flagged[:RANK_CANDIDATES] + ranked[:RANK_CANDIDATES]))
+
+
+def _families_built(
+    names: list[str], selector: Selector, service: str, ranges: _Ranges, types: dict[str, str]
+) -> list[_Family]:
+    """The families' screens, without ``service!=""``: the series that name no service are
+    left out of the answers instead (_candidates_read, _totals), the same series without the
+    index-wide lookup."""
+    matchers = tuple(m for m in selector.matchers if m != Matcher(service, "!=", ""))
+    return [
+        _Family(
+            name,
+            matchers,
+            is_counter(RawSeries(name, {}, [], declared_type=declared_type_of(name, types))),
+            ranges,
+        )
+        for name in names
+    ]
 
 
 def fleet_screen(
@@ -271,17 +380,9 @@ def fleet_screen(
         names = names[:MAX_FAMILIES]
     ranges = _Ranges.of(grid, window_start, baseline_start)
     types = metric_types(base_url=base_url, token_env=token_env, deadline=deadline, names=names)
-    families = [
-        _Family(
-            name,
-            backend_selector,
-            is_counter(RawSeries(name, {}, [], declared_type=declared_type_of(name, types))),
-            ranges,
-        )
-        for name in names
-    ]
     service = label_to_backend(SERVICE_LABEL, service_label)
-    queries = [_services_count(families, service)] + [f.screen(service) for f in families]
+    named_only = _service_required(backend_selector, service)
+    families = _families_built(names, backend_selector, service, ranges, types)
 
     def ask(query: str) -> list[dict[str, object]] | None:
         """The answer; None when the engine refused the query for its size (a gap, said)."""
@@ -292,37 +393,41 @@ def fleet_screen(
         except EngineRefusedSize:
             return None
 
-    # The families' screens are independent: the engine evaluates them side by side.
-    with ThreadPoolExecutor(max_workers=min(ENGINE_CONCURRENCY, len(queries))) as pool:
-        counted, *answers = pool.map(ask, queries)
-    series, candidates, refused = _screens_read(families, answers, service)
+    # The totals and the families' screens are independent: the engine evaluates them side
+    # by side, ENGINE_CONCURRENCY at once.
+    with ThreadPoolExecutor(max_workers=min(ENGINE_CONCURRENCY, len(families) + 1)) as pool:
+        counted_future = pool.submit(ask, _totals(families, service))
+        screens = list(
+            pool.map(lambda f: _family_screened(f, ask, service, named_only=named_only), families)
+        )
+        counted = counted_future.result()
+    services, series = _totals_read(counted, keep_unnamed=not named_only)
+    refused = [s.name for s in screens if s.candidates is None]
+    candidates = tuple(sorted({c for s in screens for c in s.candidates or ()}))
     notes.extend(_gaps(refused, counted_refused=counted is None))
     if refused and not candidates:
         raise ToolFailure("; ".join(notes))
-    if series < rank_min_series and not refused:
+    if series < rank_min_series and not refused and counted is not None:
         return None
-    return FleetScreen(
-        services=int(sum(_value(item) for item in counted or [])),
-        series=series,
-        candidates=candidates,
-        notes=tuple(notes),
-    )
+    return FleetScreen(services=services, series=series, candidates=candidates, notes=tuple(notes))
 
 
-def _screens_read(
-    families: list[_Family], answers: list[list[dict[str, object]] | None], service: str
-) -> tuple[int, tuple[str, ...], list[str]]:
-    """The screens' answers: the series counted, the candidate services, the refused families."""
-    series = 0
-    candidates: dict[str, None] = {}
-    refused = [f.name for f, answer in zip(families, answers, strict=True) if answer is None]
-    for item in (item for answer in answers if answer is not None for item in answer):
+def _totals_read(answer: list[dict[str, object]] | None, *, keep_unnamed: bool) -> tuple[int, int]:
+    """(services, series) from the totals' answer (0, 0 when it was refused): each row is
+    how many services have that many series."""
+    services = series = 0
+    for item in answer or []:
         labels = _labels(item)
-        if _COUNT_LABEL in labels:
-            series += int(_value(item))
-        else:  # "": series without a service label (a metric asked for fleet-wide)
-            candidates[labels.get(service, "")] = None
-    return series, tuple(sorted(candidates)), refused
+        # VictoriaMetrics (1.79) writes the tag empty where it was not set.
+        if not keep_unnamed and labels.get(_HAS_SERVICE_LABEL) != "1":
+            continue
+        count = int(_value(item))
+        services += count
+        try:
+            series += count * int(float(labels.get(_COUNT_LABEL, "0")))
+        except ValueError:
+            continue
+    return services, series
 
 
 def _gaps(refused: list[str], *, counted_refused: bool) -> list[str]:
@@ -331,12 +436,12 @@ def _gaps(refused: list[str], *, counted_refused: bool) -> list[str]:
     if refused:
         gaps.append(
             f"the metrics engine refused to screen {', '.join(refused)} for its size: those "
-            f"families are not in the totals or the ranking; name one as metric to rank it"
+            f"families are not in the ranking; name one as metric to rank it"
         )
     if counted_refused:
         gaps.append(
-            "the metrics engine refused to count the services for the query's size: the "
-            "services count is of the candidates read"
+            "the metrics engine refused to count the fleet's services and series for the "
+            "query's size: the totals are of the candidates read"
         )
     return gaps
 
@@ -346,10 +451,16 @@ def _labels(item: dict[str, object]) -> dict[str, str]:
     return {str(k): str(v) for k, v in metric.items()} if isinstance(metric, dict) else {}
 
 
-def _value(item: dict[str, object]) -> float:
+def _raw_value(item: dict[str, object]) -> float:
+    """An answer row's value as the engine wrote it (``+Inf`` and ``NaN`` included); NaN when
+    it has none."""
     value = item.get("value")
     try:
-        number = float(value[1]) if isinstance(value, list) and len(value) == 2 else math.nan
+        return float(value[1]) if isinstance(value, list) and len(value) == 2 else math.nan
     except (TypeError, ValueError):
-        number = math.nan
+        return math.nan
+
+
+def _value(item: dict[str, object]) -> float:
+    number = _raw_value(item)
     return number if math.isfinite(number) else 0.0
