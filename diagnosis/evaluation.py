@@ -112,6 +112,19 @@ def _folder(p: PackResult) -> str:
     return str(Path(p.path).parent)
 
 
+# The headline rates each folder of packs is given (``EvaluationReport.folders``).
+FOLDER_RATES = (
+    "packs",
+    "ac_at_1",
+    "ac_at_3",
+    "kind_accuracy",
+    "kind_accuracy_strict",
+    "abstained_ok",
+    "leaks",
+    "failed",
+)
+
+
 @dataclass
 class EvaluationReport:
     packs: list[PackResult]
@@ -126,18 +139,8 @@ class EvaluationReport:
         groups: dict[str, list[PackResult]] = {}
         for p in self.packs:
             groups.setdefault(_folder(p), []).append(p)
-        keys = (
-            "packs",
-            "ac_at_1",
-            "ac_at_3",
-            "kind_accuracy",
-            "kind_accuracy_strict",
-            "abstained_ok",
-            "leaks",
-            "failed",
-        )
         return {
-            folder: {k: v for k, v in _totals(group).items() if k in keys}
+            folder: {k: v for k, v in _totals(group).items() if k in FOLDER_RATES}
             for folder, group in sorted(groups.items())
         }
 

@@ -7,7 +7,13 @@ from rich.console import Console
 from rich.progress import Progress
 from rich.table import Table
 
-from diagnosis.evaluation import EvaluationReport, PackResult, kind_confusion, pack_evaluate
+from diagnosis.evaluation import (
+    FOLDER_RATES,
+    EvaluationReport,
+    PackResult,
+    kind_confusion,
+    pack_evaluate,
+)
 from diagnosis.evidence.packs import pack_discover
 
 
@@ -92,16 +98,7 @@ def _confusion_table(report: EvaluationReport) -> Table:
 
 def _folders_table(report: EvaluationReport) -> Table:
     table = Table(title="Per folder")
-    columns = (
-        "packs",
-        "ac_at_1",
-        "ac_at_3",
-        "kind_accuracy",
-        "kind_accuracy_strict",
-        "abstained_ok",
-        "leaks",
-        "failed",
-    )
+    columns = FOLDER_RATES
     table.add_column("folder")
     for column in columns:
         table.add_column(column)
