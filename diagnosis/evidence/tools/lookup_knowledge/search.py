@@ -18,6 +18,9 @@ from diagnosis.evidence.common import BackendOutput
 from diagnosis.models import Environment, KnowledgeChunk, KnowledgeDocument
 
 jieba.setLogLevel(logging.WARNING)
+# bm25s sets its own logger to DEBUG on import (after LOGGING is applied), so every index
+# build would print a line; its debug lines say nothing an operator needs.
+logging.getLogger("bm25s").setLevel(logging.WARNING)
 
 DEFAULT_K = 5
 MAX_K = 20
