@@ -269,3 +269,41 @@ class Recorder:
 
     def __call__(self, **kwargs) -> None:
         self.calls.append(kwargs)
+
+
+def summary_series(
+    service: str,
+    metric: str,
+    *,
+    base: float,
+    level: float,
+    change: str | None,
+    score: float,
+    labels: dict[str, str] | None = None,
+    samples_every: int = 1,
+    baseline_points: int = 60,
+    now: str = "2026-03-02T10:40:00Z",
+) -> dict[str, Any]:
+    """One series as query_metrics summarises it (its summary row); ``samples_every`` grid points
+    per sample, ``now`` the window's end (the time of the max of a flat series)."""
+    direction = "flat" if change is None else ("up" if level > base else "down")
+    return {
+        "service": service,
+        "metric": metric,
+        "labels": {**(labels or {}), "service": service},
+        "baseline_mean": base,
+        "baseline_median": base,
+        "window_mean": level,
+        "window_level": level,
+        "window_max": max(base, level),
+        "window_max_at": change or now,
+        "window_min": min(base, level),
+        "ratio": level / base if base else None,
+        "change_point": change,
+        "direction": direction,
+        "anomaly_score": score,
+        "sustained_points": 0 if change is None else 6,
+        "baseline_points": baseline_points,
+        "baseline_samples": baseline_points // samples_every,
+        "line": f"{service} {metric} {labels or ''} level {level:g} since {change}",
+    }

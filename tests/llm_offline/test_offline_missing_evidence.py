@@ -22,33 +22,20 @@ from diagnosis.offline.analysis import Call, Suspect
 from diagnosis.offline.gather import Evidence, suspects_localise
 from diagnosis.offline.localise import topology_build
 
+from .fakes import summary_series
+
 NOW = "2026-03-02T10:40:00Z"
 ONSET = "2026-03-02T10:20:00Z"
 EARLY = "2026-03-02T10:05:00Z"
 
 
 def _item(service: str, metric: str, labels: dict[str, str], **figures: Any) -> dict[str, Any]:
-    base, level, change = figures["base"], figures["level"], figures.get("change")
-    return {
-        "service": service,
-        "metric": metric,
-        "labels": {**labels, "service": service},
-        "baseline_mean": base,
-        "baseline_median": base,
-        "window_mean": level,
-        "window_level": level,
-        "window_max": max(base, level),
-        "window_max_at": change or NOW,
-        "window_min": min(base, level),
-        "ratio": level / base if base else None,
-        "change_point": change,
-        "direction": "flat" if change is None else ("up" if level > base else "down"),
-        "anomaly_score": figures.get("score", 0 if change is None else 40),
-        "sustained_points": 0 if change is None else 6,
-        "baseline_points": 120,
-        "baseline_samples": 120,
-        "line": f"{service} {metric} level {level:g} since {change}",
-    }
+    change = figures.get("change")
+    return summary_series(
+        service, metric, base=figures["base"], level=figures["level"], change=change,
+        score=figures.get("score", 0 if change is None else 40), labels=labels,
+        baseline_points=120, now=NOW,
+    )  # fmt: skip
 
 
 def _latency(service: str, base: float, level: float, change: str | None, score: float = 40):

@@ -13,43 +13,10 @@ from diagnosis.offline.analysis import Call, Suspect
 from diagnosis.offline.gather import Evidence, suspects_localise
 from diagnosis.offline.localise import topology_build
 
+from .fakes import summary_series as _series
+
 NOW = "2026-03-02T10:40:00Z"
 QUESTION = "web 延迟在 2026-03-02 10:20 (UTC) 左右升高，请帮我定位根因服务。"
-
-
-def _series(
-    service: str,
-    metric: str,
-    *,
-    base: float,
-    level: float,
-    change: str | None,
-    score: float,
-    labels: dict[str, str] | None = None,
-    samples_every: int = 1,
-) -> dict[str, Any]:
-    """One series as query_metrics summarises it; ``samples_every`` grid points per sample."""
-    direction = "flat" if change is None else ("up" if level > base else "down")
-    return {
-        "service": service,
-        "metric": metric,
-        "labels": {**(labels or {}), "service": service},
-        "baseline_mean": base,
-        "baseline_median": base,
-        "window_mean": level,
-        "window_level": level,
-        "window_max": max(base, level),
-        "window_max_at": change or NOW,
-        "window_min": min(base, level),
-        "ratio": level / base if base else None,
-        "change_point": change,
-        "direction": direction,
-        "anomaly_score": score,
-        "sustained_points": 0 if change is None else 6,
-        "baseline_points": 60,
-        "baseline_samples": 60 // samples_every,
-        "line": f"{service} {metric} {labels or ''} level {level:g} since {change}",
-    }
 
 
 def _call(step: str, series: list[dict[str, Any]], service: str = "") -> Call:
