@@ -22,6 +22,8 @@ from diagnosis.offline.gather import Evidence, suspects_localise
 from diagnosis.offline.hypotheses import hypothesis_build
 from diagnosis.offline.localise import leaders_tied, topology_build
 
+from .fakes import summary_series
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scenarios" / "_generator"))
 from fleet import fleet_pack_write
 
@@ -33,26 +35,17 @@ def _series(
     service: str, *, base: float, level: float, change: str | None, score: float, every: int = 1
 ) -> dict[str, Any]:
     """A latency quantile as query_metrics summarises it; ``every`` grid points per sample."""
-    return {
-        "service": service,
-        "metric": "latency_seconds",
-        "labels": {"quantile": "0.99", "service": service},
-        "baseline_mean": base,
-        "baseline_median": base,
-        "window_mean": level,
-        "window_level": level,
-        "window_max": max(base, level),
-        "window_max_at": change or NOW,
-        "window_min": min(base, level),
-        "ratio": level / base,
-        "change_point": change,
-        "direction": "flat" if change is None else "up",
-        "anomaly_score": score,
-        "sustained_points": 0 if change is None else 6,
-        "baseline_points": 60,
-        "baseline_samples": 60 // every,
-        "line": f"{service} latency_seconds level {level:g} since {change}",
-    }
+    return summary_series(
+        service,
+        "latency_seconds",
+        base=base,
+        level=level,
+        change=change,
+        score=score,
+        labels={"quantile": "0.99"},
+        samples_every=every,
+        now=NOW,
+    )
 
 
 def _request(edges: list[tuple[str, str]], services: list[str]) -> ExecutorRequest:
