@@ -227,6 +227,21 @@ def _change_when(signal: MetricSignal | LogSignal, excerpts: list[str], t: dict[
     return t["change_when"].format(value=when) if when else ""
 
 
+def _inferred_root(
+    entry: Suspect, text: str, bindings: list[EvidenceBinding], alternative: str | None = None
+) -> Draft:
+    """A root cause worded as an inference (its support indirect), with the entry's kind."""
+    return Draft(
+        "root_cause",
+        text,
+        entry.service,
+        bindings,
+        support="indirect",
+        kind=entry.root_kind,
+        alternative=alternative,
+    )
+
+
 def change_root_claim(entry: Suspect, lang: str) -> Draft | None:
     """A change right before a service's new errors: a cause worded as an inference."""
     found = entry.change_before_errors
@@ -271,14 +286,7 @@ def change_root_claim(entry: Suspect, lang: str) -> Draft | None:
     bindings += [binding(error.call, e) for e in error_excerpts]
     if rate is not None:
         bindings.append(binding(rate.call, rate.line))
-    return Draft(
-        "root_cause",
-        text + t["end"],
-        entry.service,
-        bindings,
-        support="indirect",
-        kind=entry.root_kind,
-    )
+    return _inferred_root(entry, text + t["end"], bindings)
 
 
 def change_claim(entry: Suspect, lang: str) -> Draft | None:
@@ -384,12 +392,4 @@ def client_gap_claim(entry: Suspect, suspects: list[Suspect], lang: str) -> Draf
         return None
     text += kind_said(entry, lang)
     bindings = [binding(wait.call, wait.line), binding(flat[0].call, flat[0].line)]
-    return Draft(
-        "root_cause",
-        text + t["end"],
-        entry.service,
-        bindings,
-        support="indirect",
-        kind=entry.root_kind,
-        alternative=kind_alternative(entry),
-    )
+    return _inferred_root(entry, text + t["end"], bindings, alternative=kind_alternative(entry))
