@@ -9,14 +9,17 @@ written, not what happened in it, so a diagnosis that holds keeps its figures:
 ``time``, ``sparse`` (30 % of the samples dropped by default), ``noise`` (factors in
 [0.9, 1.1] by default), ``instances`` (the fault on one of three instances), ``step15s``
 and ``step5m`` (other sample intervals), ``resets`` (counter resets), ``latency_only``
-(the root's only changed series its latency), ``skew`` (one service's clock a sample off)
-and ``family`` (one metric family missing); tests/support/pack_transforms.py says what
-each one does.
+(the root's only changed series its latency), ``skew`` (one service's clock a sample off),
+``family`` (one metric family missing) and ``no_topology`` (no topology.json, traces or
+call-labelled series: nothing declares the calls); tests/support/pack_transforms.py says
+what each one does.
 
 Pack sets: ``demo`` (the five demo packs), ``petshop`` (the 20 PetShop train packs) and
 ``fleet`` (FLEETS generated systems, scenarios/_generator/fleet.py: 30 services, every
 fault kind, the root at depths 1–3, callers showing the fault at once or a sample per
-call later), generated into the run's temporary folder.
+call later), generated into the run's temporary folder; ``bare`` (BARE generated systems of
+46 services with no call graph at all: no topology.json, no traces, no callers' logs or
+client-side latency; every kind, depths 1–3, lag 0 and 1).
 
 The gate: every transform within GATE AC@1 of the set's ``none`` row; the rows that are
 not are marked and the exit status is 1.
@@ -71,8 +74,10 @@ SETS: dict[str, list[Path]] = {
         p.parent for p in (ROOT / "scenarios/public/petshop-train").glob("*/scenario.yaml")
     ),
     "fleet": [],  # generated at the start of a run (fleets_write)
+    "bare": [],  # generated at the start of a run (bare_fleets_write)
 }
 FLEETS = 12
+BARE = 18  # every kind twice, once with each lag
 GATE = 0.1  # the most AC@1 a rewrite may cost against the clean packs
 
 
@@ -94,6 +99,26 @@ def fleets_write(folder: Path) -> list[Path]:
         )
         packs.append(pack.path)
     return packs
+
+
+def bare_fleets_write(folder: Path) -> list[Path]:
+    """BARE generated systems with nothing that declares a call: seeds 1..BARE, 46 services,
+    each kind in turn (twice: once at lag 0, once at lag 1), depths 1-3."""
+    sys.path.insert(0, str(ROOT / "scenarios" / "_generator"))
+    from fleet import KINDS, fleet_pack_write
+
+    return [
+        fleet_pack_write(
+            out=folder / f"bare-{seed}",
+            services=46,
+            seed=seed,
+            kind=KINDS[seed % len(KINDS)],
+            depth=1 + seed % 3,
+            lag=seed % 2,
+            topology=False,
+        ).path
+        for seed in range(1, BARE + 1)
+    ]
 
 
 # --- running --------------------------------------------------------------------------
@@ -134,7 +159,9 @@ def _misses(report: dict) -> str:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--transforms", nargs="+", choices=list(TRANSFORMS), default=None)
-    parser.add_argument("--sets", nargs="+", choices=list(SETS), default=list(SETS))
+    parser.add_argument(
+        "--sets", nargs="+", choices=list(SETS), default=["demo", "petshop", "fleet"]
+    )
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument(
         "--drop", type=float, default=AMOUNTS["drop"], help="share of samples sparse drops"
@@ -154,6 +181,8 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="robustness-") as tmp:
         if "fleet" in args.sets:
             SETS["fleet"] = fleets_write(Path(tmp) / "generated")
+        if "bare" in args.sets:
+            SETS["bare"] = bare_fleets_write(Path(tmp) / "generated-bare")
         for name in args.sets:
             packs = SETS[name]
             clean: float | None = None

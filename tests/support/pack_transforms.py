@@ -29,7 +29,10 @@ bench/robustness.py (the figures per transform) and tests/llm_offline/test_offli
 - ``skew``: one service's clock (picked by the seed, the root cause or another) one of
   its sample intervals early or late, its metrics and its logs;
 - ``family``: one metric family (picked by the seed among those the root cause reports)
-  missing from the whole pack.
+  missing from the whole pack;
+- ``no_topology``: nothing declares the calls: no topology.json, no traces, and no series
+  whose labels name a call (a caller/callee pair, ``call_label_pairs``, or a client-side
+  series' peer, ``PEER_LABELS``); logs as they were.
 """
 
 from __future__ import annotations
@@ -54,6 +57,8 @@ from diagnosis.evidence.tools.query_metrics.series import (
     is_counter,
 )
 from diagnosis.evidence.tools.query_metrics.statistics import upper_bound
+from diagnosis.evidence.topology import call_label_pairs
+from diagnosis.offline.localise import PEER_LABELS
 from diagnosis.offline.vocab import metric_kind
 
 
@@ -641,6 +646,34 @@ def family_drop(*, pack: Path, rng: random.Random) -> None:
             path.unlink()
 
 
+_LABEL = re.compile(r'([A-Za-z_][A-Za-z0-9_.]*)="((?:[^"\\]|\\.)*)"')
+
+
+def _names_a_call(labels: str) -> bool:
+    """Whether a series' labels name a call: a caller/callee pair, or a client's peer."""
+    found = {k: v for k, v in _LABEL.findall(labels)}
+    peers = {k.lower().replace(".", "_") for k in found} & set(PEER_LABELS)
+    return bool(call_label_pairs(found)) or bool(peers)
+
+
+def calls_undeclared(*, pack: Path, rng: random.Random) -> None:
+    del rng  # nothing random: every declaration of a call goes
+    (pack / "topology.json").unlink(missing_ok=True)
+    if (pack / "traces").is_dir():
+        for path in sorted((pack / "traces").rglob("*"), reverse=True):
+            path.unlink() if path.is_file() else path.rmdir()
+        (pack / "traces").rmdir()
+    for path in sorted(pack.glob("metrics/*.om")):
+        order, series = _om_parse(path.read_text(encoding="utf-8"))
+        kept = {k: v for k, v in series.items() if not _names_a_call(v[0].labels)}
+        if len(kept) == len(series):
+            continue
+        if kept:
+            path.write_text(_om_write(order, kept), encoding="utf-8")
+        else:  # the file held call series alone
+            path.unlink()
+
+
 Transform = Callable[..., None]  # (pack=Path, rng=random.Random) -> None, in place
 TRANSFORMS: dict[str, Transform | None] = {
     "none": None,
@@ -656,6 +689,7 @@ TRANSFORMS: dict[str, Transform | None] = {
     "latency_only": latency_only,
     "skew": clock_skew,
     "family": family_drop,
+    "no_topology": calls_undeclared,
 }
 
 
