@@ -477,56 +477,6 @@ def _beyond(deviation: float | None, sign: int) -> bool:
     return deviation is not None and sign * deviation >= ANOMALY_THRESHOLD / 2
 
 
-def _joins(deviation: float | None, sign: int, size: float) -> bool:
-    """A point before the shift's strongest run belongs to the shift (``size``: the run's
-    median deviation, in robust scales).
-
-    Statistical (least squares, the two-segment change point): a point below the
-    baseline's reach (``ANOMALY_THRESHOLD``) may be the baseline's own noise; it is the
-    shift's only where it lies nearer the shift's level than the baseline's (at least
-    half of ``size``), and at least half the threshold away as before. A point beyond the
-    baseline's reach is the shift's, nearer its level or not (a ramp's first samples). So
-    next to a shift of 200 scales a noise sample at 1.8 no longer dates the onset a sample
-    early; next to one of 4 scales a sample at 2.5 still joins it.
-    """
-    if not _beyond(deviation, sign):
-        return False
-    moved = sign * (deviation or 0.0)
-    return moved >= ANOMALY_THRESHOLD or moved >= size / 2
-
-
-def _step_of(points: list[tuple[float, float]]) -> float:
-    """The shortest spacing of ``points`` (0 with fewer than two distinct times)."""
-    steps = [b[0] - a[0] for a, b in itertools.pairwise(points) if b[0] > a[0]]
-    return min(steps, default=0.0)
-
-
-def _ambiguous_before(deviations: list[float | None], index: int, sign: int, size: float) -> int:
-    """Points right before ``deviations[index]`` (the onset) that the shift may already
-    have held: the onset's confidence reaches back over them.
-
-    Statistical: moving the change point back over a point of deviation x (robust scales)
-    costs, in squared scales, (x − size)² − x² = size² − 2·x·size (Gaussian log-likelihood,
-    twice). A move is within the estimate's confidence while the points passed over cost
-    together at most ``ANOMALY_THRESHOLD``² — the evidence a single point needs to count
-    as shifted (leaving a point three scales away in the baseline costs 3²). So the
-    uncertainty depends on the shift's size against the noise: next to a shift of 4
-    scales a point at 1.2 may already be the shift's (cost 6.4), next to one of 100 no
-    point below 50 can be; a point that cannot be baseline noise was already joined.
-    """
-    budget = ANOMALY_THRESHOLD**2
-    count = 0
-    while index - count - 1 >= 0:
-        deviation = deviations[index - count - 1]
-        if deviation is None:
-            break
-        budget -= size * size - 2.0 * sign * deviation * size
-        if budget < 0:
-            break
-        count += 1
-    return count
-
-
 def baseline_samples(points: int, repeat: int) -> int:
     """The raw samples behind ``points`` baseline grid points."""
     return math.ceil(points / repeat) if points else 0
@@ -577,11 +527,9 @@ def shift_measure(
     first = 0
     last = len(window) - 1
     unseen = 0.0
-    size = ANOMALY_THRESHOLD  # the run's own size where there is one
     if strength >= ANOMALY_THRESHOLD:
         low, high = start, min(start + length, len(full))
-        size = sign * _median([d for d in deviations[low:high] if d is not None])
-        while low > 0 and _joins(deviations[low - 1], sign, size):
+        while low > 0 and _beyond(deviations[low - 1], sign):
             low -= 1
         while high < len(full) and _beyond(deviations[high], sign):
             high += 1
@@ -589,9 +537,7 @@ def shift_measure(
         segment = _sample_values(full[low:high], repeat)
         first = window.index(kept[0])
         last = first + len(kept) - 1
-        onset_at = full.index(kept[0])
-        unseen = _unseen_before(full, onset_at, repeat)
-        unseen += _ambiguous_before(deviations, onset_at, sign, size) * _step_of(window)
+        unseen = _unseen_before(full, full.index(kept[0]), repeat)
     level = _median(segment)
     # A noise-free baseline (constant, or mostly zero) has no noise to measure against: its
     # floor is 1 % of the larger of the two levels, so a change from a constant scores by
@@ -607,17 +553,14 @@ def shift_measure(
     onset = window[first][0]
     if first == 0:
         # The change may have begun before the window: walk back while the baseline's last
-        # points belong to the shift (``_joins``); its confidence reaches back further.
-        prior: list[float | None] = [(v - median) / scale for _, v in before]
-        back = 0
-        while back < len(prior) and _joins(prior[-1 - back], 1 if up else -1, size):
-            back += 1
-        if back:
-            onset = before[-back][0]
-            unseen = 0.0  # dated in the baseline's points, which have no gaps marked
-        ambiguous = _ambiguous_before(prior, len(prior) - back, 1 if up else -1, size)
-        unseen += ambiguous * _step_of(before)
+        # points stay away from its median.
+        for t, v in reversed(before):
+            if (1 if up else -1) * (v - median) / scale < ANOMALY_THRESHOLD / 2:
+                break
+            onset = t
     ended = window[last][0] if last < len(window) - 1 else None
+    if onset != window[first][0]:
+        unseen = 0.0  # dated in the baseline's points, which have no gaps marked
     return Shift(level, score, "up" if up else "down", onset, last - first + 1, ended, unseen)
 
 
