@@ -16,7 +16,9 @@ each one does.
 Pack sets: ``demo`` (the five demo packs), ``petshop`` (the 20 PetShop train packs) and
 ``fleet`` (FLEETS generated systems, scenarios/_generator/fleet.py: 30 services, every
 fault kind, the root at depths 1–3, callers showing the fault at once or a sample per
-call later), generated into the run's temporary folder.
+call later), generated into the run's temporary folder; ``spill`` (as many fleets, each
+fault spilling into the root's other families as faults physically do, named by the real
+schemes in turn: cAdvisor, node exporter, JVM/Micrometer, OpenTelemetry, Go, Python).
 
 The gate: every transform within GATE AC@1 of the set's ``none`` row; the rows that are
 not are marked and the exit status is 1.
@@ -71,6 +73,7 @@ SETS: dict[str, list[Path]] = {
         p.parent for p in (ROOT / "scenarios/public/petshop-train").glob("*/scenario.yaml")
     ),
     "fleet": [],  # generated at the start of a run (fleets_write)
+    "spill": [],  # generated at the start of a run (spill_fleets_write)
 }
 FLEETS = 12
 GATE = 0.1  # the most AC@1 a rewrite may cost against the clean packs
@@ -91,6 +94,30 @@ def fleets_write(folder: Path) -> list[Path]:
             kind=KINDS[seed % len(KINDS)],
             depth=1 + seed % 3,
             lag=seed % 2,
+        )
+        packs.append(pack.path)
+    return packs
+
+
+def spill_fleets_write(folder: Path) -> list[Path]:
+    """FLEETS generated systems like ``fleets_write``'s, each fault spilling into the root's
+    other families (``--spill``) and each named by one real scheme in turn (cAdvisor, node
+    exporter, JVM/Micrometer, OpenTelemetry, Go, Python: ``REAL_SCHEMES``)."""
+    sys.path.insert(0, str(ROOT / "scenarios" / "_generator"))
+    from fleet import KINDS, REAL_SCHEMES, fleet_pack_write
+
+    namings = sorted(REAL_SCHEMES)
+    packs = []
+    for seed in range(1, FLEETS + 1):
+        pack = fleet_pack_write(
+            out=folder / f"spill-{seed}",
+            services=30,
+            seed=seed,
+            kind=KINDS[seed % len(KINDS)],
+            depth=1 + seed % 3,
+            lag=seed % 2,
+            spill=True,
+            naming=namings[seed % len(namings)],
         )
         packs.append(pack.path)
     return packs
@@ -154,6 +181,8 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="robustness-") as tmp:
         if "fleet" in args.sets:
             SETS["fleet"] = fleets_write(Path(tmp) / "generated")
+        if "spill" in args.sets:
+            SETS["spill"] = spill_fleets_write(Path(tmp) / "generated-spill")
         for name in args.sets:
             packs = SETS[name]
             clean: float | None = None

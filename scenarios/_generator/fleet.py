@@ -333,7 +333,7 @@ def fleet_pack_write(
             if spill and on and name == root:
                 latency, errors, cpu, memory = _spill(
                     kind, t - onset, (latency, errors, cpu, memory),
-                    base=(base_latency, base_cpu, base_memory, cpu_limit, memory_limit),
+                    base=(base_cpu, base_memory, memory_limit),
                     added=added_latency, state=spilled,
                 )  # fmt: skip
             if stray and t == stray_at:
@@ -515,14 +515,15 @@ for _specs in REAL_SCHEMES.values():
         _TYPES[f"real:{_family}"] = _type
 
 
-def _real_families(specs: tuple[tuple[str, dict[str, str], str, str], ...]) -> list[tuple[str, str]]:
+_Spec = tuple[str, dict[str, str], str, str]
+
+
+def _real_families(specs: tuple[_Spec, ...]) -> list[tuple[str, str]]:
     """(lines key, family name for ``# TYPE``) of a real scheme, each family once."""
     seen: dict[str, str] = {}
     for family, _labels, kind, _quantity in specs:
         stem = family
-        if kind in {"histogram", "summary"}:
-            stem = family
-        elif kind == "counter" and family.endswith("_total"):
+        if kind == "counter" and family.endswith("_total"):
             stem = family[: -len("_total")]
         seen.setdefault(f"real:{family}", stem)
     return list(seen.items())
@@ -595,7 +596,7 @@ def _spill(
     since: int,
     values: tuple[float, float, float, float],
     *,
-    base: tuple[float, float, float, float, float],
+    base: tuple[float, float, float],
     added: float,
     state: dict[str, float],
 ) -> tuple[float, float, float, float]:
@@ -611,7 +612,7 @@ def _spill(
     shifted); a disk fault's retried writes add latency; a slow dependency holds in-flight
     memory, and failing requests are cheaper."""
     latency, errors, cpu, memory = values
-    base_latency, base_cpu, base_memory, cpu_limit, memory_limit = base
+    base_cpu, base_memory, memory_limit = base
     small_heap = base_memory < 0.1 * memory_limit
     progress = min(since / 600, 1.0)
     if kind == "cpu":
