@@ -106,7 +106,7 @@ def test_a_spilling_resource_fault_keeps_its_kind_under_any_real_naming(tmp_path
 
 
 @pytestmark_db
-@pytest.mark.parametrize("naming", ["cadvisor", "go", "python"])
+@pytest.mark.parametrize("naming", ["cadvisor", "node"])
 @pytest.mark.parametrize("kind", ["latency", "network"])
 def test_a_small_heap_holding_requests_in_flight_is_no_memory_fault(tmp_path, naming, kind):
     """Seeds that are multiples of three give the root a heap at 3-8 % of its limit, so the
