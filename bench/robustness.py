@@ -19,7 +19,9 @@ Pack sets: ``demo`` (the five demo packs), ``petshop`` (the 20 PetShop train pac
 fault kind, the root at depths 1–3, callers showing the fault at once or a sample per
 call later), generated into the run's temporary folder; ``bare`` (BARE generated systems of
 46 services with no call graph at all: no topology.json, no traces, no callers' logs or
-client-side latency; every kind, depths 1–3, lag 0 and 1).
+client-side latency; every kind, depths 1–3, lag 0 and 1); ``spill`` (as many fleets, each
+fault spilling into the root's other families as faults physically do, named by the real
+schemes in turn: cAdvisor, node exporter, JVM/Micrometer, OpenTelemetry, Go, Python).
 
 The gate: every transform within GATE AC@1 of the set's ``none`` row; the rows that are
 not are marked and the exit status is 1.
@@ -75,6 +77,7 @@ SETS: dict[str, list[Path]] = {
     ),
     "fleet": [],  # generated at the start of a run (fleets_write)
     "bare": [],  # generated at the start of a run (bare_fleets_write)
+    "spill": [],  # generated at the start of a run (spill_fleets_write)
 }
 FLEETS = 12
 BARE = 18  # every kind twice, once with each lag
@@ -119,6 +122,30 @@ def bare_fleets_write(folder: Path) -> list[Path]:
         ).path
         for seed in range(1, BARE + 1)
     ]
+
+
+def spill_fleets_write(folder: Path) -> list[Path]:
+    """FLEETS generated systems like ``fleets_write``'s, each fault spilling into the root's
+    other families (``--spill``) and each named by one real scheme in turn (cAdvisor, node
+    exporter, JVM/Micrometer, OpenTelemetry, Go, Python: ``REAL_SCHEMES``)."""
+    sys.path.insert(0, str(ROOT / "scenarios" / "_generator"))
+    from fleet import KINDS, REAL_SCHEMES, fleet_pack_write
+
+    namings = sorted(REAL_SCHEMES)
+    packs = []
+    for seed in range(1, FLEETS + 1):
+        pack = fleet_pack_write(
+            out=folder / f"spill-{seed}",
+            services=30,
+            seed=seed,
+            kind=KINDS[seed % len(KINDS)],
+            depth=1 + seed % 3,
+            lag=seed % 2,
+            spill=True,
+            naming=namings[seed % len(namings)],
+        )
+        packs.append(pack.path)
+    return packs
 
 
 # --- running --------------------------------------------------------------------------
@@ -183,6 +210,8 @@ def main() -> int:
             SETS["fleet"] = fleets_write(Path(tmp) / "generated")
         if "bare" in args.sets:
             SETS["bare"] = bare_fleets_write(Path(tmp) / "generated-bare")
+        if "spill" in args.sets:
+            SETS["spill"] = spill_fleets_write(Path(tmp) / "generated-spill")
         for name in args.sets:
             packs = SETS[name]
             clean: float | None = None

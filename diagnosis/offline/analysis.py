@@ -157,7 +157,7 @@ class MetricSignal:
     @property
     def bad_direction(self) -> bool:
         """For resources: usage up, or free/idle capacity down."""
-        if vocab.is_free_metric(self.metric):
+        if vocab.is_free_metric(self.metric, self.labels):
             return self.direction == "down"
         return self.direction == "up"
 
@@ -479,7 +479,7 @@ def _mark_limits(signals: list[MetricSignal]) -> None:
         base = _float(signal.baseline_mean)
         if peak is None:
             continue
-        if vocab.is_free_metric(signal.metric):
+        if vocab.is_free_metric(signal.metric, signal.labels):
             low = _float(signal.window_min)
             if low is not None and base and base > 0 and low <= 0.05 * base:
                 signal.at_limit = True

@@ -187,12 +187,35 @@ def _level(signal: MetricSignal) -> float | None:
     return level if level is not None else _number(signal.window_max)
 
 
+def _mode_share(signal: MetricSignal, metrics: list[MetricSignal]) -> float | None:
+    """The busy share of a CPU counted per mode (node exporter's ``node_cpu_seconds_total``
+    by ``mode``): the modes of one counter add up to the CPUs there are, so its use is one
+    minus the idle modes' share of their sum. None where no mode's sibling is observed."""
+    if not any(k in signal.labels for k in vocab.MODE_LABELS):
+        return None
+    siblings = [m for m in metrics if m.metric == signal.metric]
+    levels = [(m, _level(m)) for m in siblings]
+    total = sum(level for _m, level in levels if level is not None and level > 0)
+    idle = sum(
+        level
+        for m, level in levels
+        if level is not None and level > 0 and vocab.is_free_metric(m.metric, m.labels)
+    )
+    if total <= 0 or len(siblings) < 2 or idle == total:
+        return None
+    return 1.0 - idle / total
+
+
 def cpu_saturated(signal: MetricSignal, metrics: list[MetricSignal]) -> bool:
     """CPU use near its capacity: at its limit, throttled, or at SATURATED of its range
-    (a share) or of its limit series. Unknown capacity: not shown to be saturated."""
+    (a share), of its limit series or of the CPUs its per-mode counter counts. Unknown
+    capacity: not shown to be saturated."""
     name = signal.metric.lower()
     if signal.at_limit or "throttl" in name:
         return True
+    share = _mode_share(signal, metrics)
+    if share is not None:
+        return share >= SATURATED
     level = _level(signal)
     if level is None:
         return False
@@ -205,6 +228,37 @@ def cpu_saturated(signal: MetricSignal, metrics: list[MetricSignal]) -> bool:
         if m is not signal and vocab.is_limit_metric(m.metric) and metric_family(m) == "cpu"
     ]
     return any(cap is not None and cap > 0 and level >= SATURATED * cap for cap in limits)
+
+
+def near_capacity(signal: MetricSignal, family: str, metrics: list[MetricSignal]) -> bool | None:
+    """Whether a memory or disk use came within SATURATED of its capacity, where a limit
+    series of the same family and unit is observed (None: no capacity known).
+
+    Physical: memory fails (an allocation, the OOM killer) or slows (a collector's work per
+    allocated byte grows as 1 / (1 - occupancy): at 0.8 full it collects five times as often
+    as at empty) only near its limit, and a disk fails writes only when full; far from its
+    limit a use that grew by half (a small heap holding more requests in flight) is load,
+    not a fault, however large its relative change. The use is judged at its peak (an
+    allocation fails at the peak, not on average); free capacity by its low point."""
+    if not vocab.is_level_metric(signal.metric):
+        return None
+    caps = [
+        cap
+        for m in metrics
+        if m is not signal
+        and vocab.is_limit_metric(m.metric)
+        and metric_family(m) == family
+        and m.unit == signal.unit
+        and (cap := _number(m.window_max)) is not None
+        and cap > 0
+    ]
+    if not caps:
+        return None
+    if vocab.is_free_metric(signal.metric, signal.labels):
+        low = _number(signal.window_min)
+        return low is not None and any(low <= (1.0 - SATURATED) * cap for cap in caps)
+    peak = _number(signal.window_max)
+    return peak is not None and any(peak >= SATURATED * cap for cap in caps)
 
 
 def _harmful(signal: MetricSignal, family: str, metrics: list[MetricSignal]) -> bool:
@@ -223,12 +277,24 @@ def _harmful(signal: MetricSignal, family: str, metrics: list[MetricSignal]) -> 
             return False  # a capacity, not a use of it
         if family == "cpu" and not cpu_saturated(signal, metrics):
             return False
+        if family in {"memory", "disk"} and near_capacity(signal, family, metrics) is False:
+            return False
+        if signal.subkind == "threads" and not signal.at_limit and _in_flight(signal):
+            return False
         return signal.bad_direction and (
             signal.at_limit or signal.strong or signal.anomaly >= RESOURCE_MIN
         )
     if family == "errors":
         return signal.direction == ("down" if signal.subkind == "health" else "up")
     return signal.direction == "up"  # latency, and network failures, losses and delays
+
+
+def _in_flight(signal: MetricSignal) -> bool:
+    """A count of threads or goroutines with no capacity reached: by Little's law the work
+    in flight is arrival rate times time in the system, so at the same traffic slower
+    requests alone raise it — what a slowdown shows, not a pool running out (a waiting
+    line, ``pending``/``queued``/``waiting``, is one: work waits only when all are busy)."""
+    return not re.search(r"pending|queued|waiting|rejected", signal.metric.lower())
 
 
 def log_family(lg: LogSignal) -> str:

@@ -29,7 +29,9 @@ RESOURCE_METRIC = {
         "threads_connected",
     ),
     "memory": ("memory", "heap", "rss", "working_set", "oom", "gc_", "_gc", "swap", "jvm_mem"),
-    "disk": ("disk", "filesystem", "fs_", "_fs", "inode", "volume", "storage", "binlog"),
+    # "_fs_" a word of its own (the name is matched between underscores): cAdvisor's
+    # ``container_cpu_cfs_throttled_*`` is the CPU's Completely Fair Scheduler, not a disk
+    "disk": ("disk", "filesystem", "_fs_", "inode", "volume", "storage", "binlog"),
     "cpu": ("cpu", "throttl", "load1", "load5", "load15"),
     "threads": ("thread", "goroutine", "worker_busy", "workers_busy", "executor_active"),
     "fd": ("file_descriptor", "open_fds", "open_files", "_fds"),
@@ -72,6 +74,11 @@ CHANGE_METRIC = (
 )
 LIMIT_WORDS = ("max", "limit", "capacity", "size", "total_bytes", "spec_", "allocatable")
 FREE_WORDS = ("free", "avail", "idle", "remaining")
+# Labels whose value says which share of a resource a series counts (node exporter's
+# ``node_cpu_seconds_total{mode="idle"}``) or which resource it is the limit of
+# (kube-state-metrics' ``kube_pod_container_resource_limits{resource="cpu"}``).
+MODE_LABELS = ("mode", "state")
+RESOURCE_LABELS = ("resource",)
 
 # What a second, narrower query asks for when a service's first answer was cut short.
 RESOURCE_SELECTOR = (
@@ -269,10 +276,15 @@ def metric_kind(metric: str, labels: dict[str, str] | None = None) -> tuple[str,
         return "restart", sub
     if _has_any(name, CHANGE_METRIC):
         return "change", ""
+    padded = f"_{name}_"  # so a fragment's underscores also match at the name's ends
     for sub, words in RESOURCE_METRIC.items():
-        if _has_any(name, words):
+        if _has_any(padded, words):
             # "pool" latency (connection acquire time) is still a pool signal
             return "resource", sub
+    named = " ".join((labels or {}).get(k, "") for k in RESOURCE_LABELS).lower()
+    for sub, words in RESOURCE_METRIC.items():
+        if named and _has_any(f"_{named}_", words):
+            return "resource", sub  # a series of several resources, told by its label
     if _has_any(name, HEALTH_METRIC):
         return "errors", "health"
     if _has_any(name, ERROR_METRIC) or re.search(r'(?:status|code)="?5\d\d', label_text):
@@ -311,21 +323,31 @@ def is_level_metric(metric: str) -> bool:
     )
 
 
-def is_free_metric(metric: str) -> bool:
+def is_free_metric(metric: str, labels: dict[str, str] | None = None) -> bool:
+    """Capacity still available (it falls as use rises): by the name, or by a mode label
+    (the idle CPU seconds of a per-mode counter)."""
     name = (metric or "").lower()
-    return _has_any(name, FREE_WORDS)
+    modes = " ".join((labels or {}).get(k, "") for k in MODE_LABELS).lower()
+    return _has_any(name, FREE_WORDS) or (bool(modes) and _has_any(modes, FREE_WORDS))
+
+
+# Micrometer's ``process_cpu_usage``/``system_cpu_usage``: "the recent CPU usage", a
+# share in [0, 1] that carries no unit word.
+_SHARE_SUFFIXES = ("cpu_usage",)
 
 
 def is_ratio_metric(metric: str) -> bool:
+    """A share of a whole (0..1 or a percentage), by its unit word. Matched as words:
+    "duration" contains "ratio" and is not one."""
     name = (metric or "").lower()
+    if name.endswith(_SHARE_SUFFIXES):
+        return True
+    words = set(re.split(r"[^a-z0-9]+", name))
+    if words & {"ratio", "utilization", "utilisation", "percent", "percentage", "pct", "fraction"}:
+        return True
     return _has_any(
         name,
         (
-            "ratio",
-            "utilization",
-            "utilisation",
-            "percent",
-            "_pct",
             "usage_rate",
             "saturation",
             "fraction",

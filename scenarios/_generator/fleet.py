@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import random
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -237,6 +238,8 @@ def fleet_pack_write(
     caller_logs: bool = False,
     client_latency: bool = False,
     network_counters: bool = True,
+    spill: bool = False,
+    naming: str = "",
 ) -> FleetPack:
     """``lag``: samples each call hop adds before a caller shows its callee's fault (0: at
     once, as latency added to the same requests shows; queues and retries take longer).
@@ -250,7 +253,13 @@ def fleet_pack_write(
     (its client wait on it rises, that callee's own side stays flat).
     ``network_counters``: False writes no network series for any service and no network
     log lines, so a ``network`` root's delay shows only in its latency (as on a system
-    that exports no retransmits or round-trip times)."""
+    that exports no retransmits or round-trip times).
+    ``spill``: the root's fault also moves its other families as faults physically do
+    (``_spill``): a CPU hog queues requests and holds a little more memory, a leak makes
+    the collector burn CPU and slows requests later (or the container is OOM-killed and
+    restarts), a code fault does less work... ``naming``: one of ``REAL_SCHEMES`` (cAdvisor,
+    node exporter, JVM/Micrometer, OpenTelemetry, Go and Python client defaults: counters of
+    CPU seconds, free memory, latency histograms) instead of the seed's ``SCHEMES``."""
     rng = random.Random(seed)
     names = _names(max(services, 3), rng)
     level, edges = _graph(names, rng)
@@ -280,6 +289,11 @@ def fleet_pack_write(
         base_cpu = cpu_limit * srng.uniform(0.15, 0.4)
         memory_limit = float(srng.choice((1, 2, 4)) * 1024**3)
         base_memory = memory_limit * srng.uniform(0.3, 0.5)
+        spilled: dict[str, float] = {"restarts": 0.0, "gc": 0.0, "oom": float(seed % 2)}
+        if spill and name == root and seed % 3 == 0:
+            # a small heap in a large limit: its in-flight share moves it by a large
+            # *relative* amount while it stays far from the limit
+            base_memory = memory_limit * srng.uniform(0.03, 0.08)
         stray = srng.random() < 0.05  # one spike sample in an unrelated service
         stray_at = srng.randrange(end - WINDOW_S, end, STEP)
         keys = ("lat", "err", "cpu", "cpul", "mem", "meml", "cli")
@@ -316,6 +330,12 @@ def fleet_pack_write(
                 else:
                     progress = 1.0 if kind == "errors" else min((t - onset) / 600, 1.0)
                     errors = base_errors + error_rate * 0.6 * progress
+            if spill and on and name == root:
+                latency, errors, cpu, memory = _spill(
+                    kind, t - onset, (latency, errors, cpu, memory),
+                    base=(base_cpu, base_memory, memory_limit),
+                    added=added_latency, state=spilled,
+                )  # fmt: skip
             if stray and t == stray_at:
                 latency *= 4
             if kind in EXTENDED_KINDS:
@@ -331,7 +351,8 @@ def fleet_pack_write(
             labels = ",".join(
                 [f'service="{name}"', *(f'{k}="{v}"' for k, v in latency_labels.items())]
             )
-            lines["lat"].append(f"{latency_name}{{{labels}}} {latency:.6g} {t}")
+            if not naming:
+                lines["lat"].append(f"{latency_name}{{{labels}}} {latency:.6g} {t}")
             if client_latency:
                 for callee in sorted(b for a, b in edges if a == name):
                     wait = _client_wait(seed, callee, srng)
@@ -341,6 +362,13 @@ def fleet_pack_write(
                         wait += added_latency
                     peer = f'service="{name}",{client_label}="{callee}"'
                     lines["cli"].append(f"{client_name}{{{peer}}} {wait:.6g} {t}")
+            if naming:
+                _real_sample(
+                    lines, REAL_SCHEMES[naming], name, t,
+                    values=(latency, errors, cpu, memory, cpu_limit, memory_limit),
+                    state=spilled, kind=kind, root=on and name == root,
+                )  # fmt: skip
+                continue
             lines["err"].append(f'{scheme["errors"]}{{service="{name}"}} {errors:.6g} {t}')
             lines["cpu"].append(f'{scheme["cpu"]}{{service="{name}"}} {cpu:.6g} {t}')
             lines["cpul"].append(f'{scheme["cpu_limit"]}{{service="{name}"}} {cpu_limit:g} {t}')
@@ -356,6 +384,8 @@ def fleet_pack_write(
             ("mem", scheme["memory"]),
             ("meml", scheme["memory_limit"]),
         ]
+        if naming:
+            families = [f for f in _real_families(REAL_SCHEMES[naming]) if lines.get(f[0])]
         if lines["cli"]:
             families.append(("cli", client_name))
         if kind in EXTENDED_KINDS:
@@ -366,7 +396,7 @@ def fleet_pack_write(
             ]
         text = []
         for key, family in families:
-            text.append(f"# TYPE {family} gauge")
+            text.append(f"# TYPE {family} {_TYPES.get(key, 'gauge')}")
             text.extend(lines[key])
         text.append("# EOF")
         if not (unobserved_root and name == root):
@@ -418,6 +448,195 @@ def fleet_pack_write(
         calls=tuple(edges),
     )
 
+
+
+# Real naming schemes: (family, labels, type, quantity) per series of every service. The
+# quantities: ``cpu_seconds`` (a counter of CPU seconds: its rate is cores in use),
+# ``idle_seconds`` (node exporter's idle mode: the cores not in use), ``cpu_share`` (use
+# over the CPUs available, 0..1), ``throttled`` (CFS periods throttled, a counter),
+# ``memory``/``memory_free`` (bytes in use / still available), ``*_limit``, ``latency``
+# (a quantile, seconds), ``latency_hist`` (an OpenTelemetry/Prometheus histogram),
+# ``errors`` (a share), ``gc`` (collector pause seconds: _sum and _count), ``restarts``,
+# ``goroutines`` (in flight: rate × latency, Little's law), ``net_errors`` (a counter).
+_KUBE_LIMITS = "kube_pod_container_resource_limits"
+_HIST = ("http_server_request_duration_seconds", {}, "histogram", "latency_hist")
+_ERR = ("http_server_request_error_ratio", {}, "gauge", "errors")
+REAL_SCHEMES: dict[str, tuple[tuple[str, dict[str, str], str, str], ...]] = {
+    "cadvisor": (
+        _HIST, _ERR,
+        ("container_cpu_usage_seconds_total", {}, "counter", "cpu_seconds"),
+        ("container_cpu_cfs_throttled_periods_total", {}, "counter", "throttled"),
+        (_KUBE_LIMITS, {"resource": "cpu", "unit": "core"}, "gauge", "cpu_limit"),
+        ("container_memory_working_set_bytes", {}, "gauge", "memory"),
+        (_KUBE_LIMITS, {"resource": "memory", "unit": "byte"}, "gauge", "memory_limit"),
+        ("kube_pod_container_status_restarts_total", {}, "counter", "restarts"),
+    ),
+    "node": (
+        ("http_request_duration_seconds", {"quantile": "0.99"}, "summary", "latency"), _ERR,
+        ("node_cpu_seconds_total", {"mode": "user"}, "counter", "cpu_seconds"),
+        ("node_cpu_seconds_total", {"mode": "idle"}, "counter", "idle_seconds"),
+        ("node_memory_MemAvailable_bytes", {}, "gauge", "memory_free"),
+        ("node_memory_MemTotal_bytes", {}, "gauge", "memory_limit"),
+    ),
+    "jvm": (
+        ("http_server_requests_seconds", {}, "histogram", "latency_hist"), _ERR,
+        ("process_cpu_usage", {}, "gauge", "cpu_share"),
+        ("jvm_memory_used_bytes", {"area": "heap"}, "gauge", "memory"),
+        ("jvm_memory_max_bytes", {"area": "heap"}, "gauge", "memory_limit"),
+        ("jvm_gc_pause_seconds", {}, "summary", "gc"),
+    ),
+    "otel": (
+        _HIST, _ERR,
+        ("process_cpu_utilization_ratio", {}, "gauge", "cpu_share"),
+        ("process_memory_usage_bytes", {}, "gauge", "memory"),
+        ("k8s_container_memory_limit_bytes", {}, "gauge", "memory_limit"),
+        ("system_network_errors_total", {}, "counter", "net_errors"),
+    ),
+    "go": (
+        _HIST, _ERR,
+        ("process_cpu_seconds_total", {}, "counter", "cpu_seconds"),
+        (_KUBE_LIMITS, {"resource": "cpu", "unit": "core"}, "gauge", "cpu_limit"),
+        ("go_memstats_heap_inuse_bytes", {}, "gauge", "memory"),
+        (_KUBE_LIMITS, {"resource": "memory", "unit": "byte"}, "gauge", "memory_limit"),
+        ("go_goroutines", {}, "gauge", "goroutines"),
+    ),
+    "python": (
+        ("http_request_duration_seconds", {}, "histogram", "latency_hist"), _ERR,
+        ("process_cpu_seconds_total", {}, "counter", "cpu_seconds"),
+        (_KUBE_LIMITS, {"resource": "cpu", "unit": "core"}, "gauge", "cpu_limit"),
+        ("process_resident_memory_bytes", {}, "gauge", "memory"),
+        (_KUBE_LIMITS, {"resource": "memory", "unit": "byte"}, "gauge", "memory_limit"),
+    ),
+}  # fmt: skip
+_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, math.inf)
+_TYPES: dict[str, str] = {}
+for _specs in REAL_SCHEMES.values():
+    for _family, _labels, _type, _quantity in _specs:
+        _TYPES[f"real:{_family}"] = _type
+
+
+_Spec = tuple[str, dict[str, str], str, str]
+
+
+def _real_families(specs: tuple[_Spec, ...]) -> list[tuple[str, str]]:
+    """(lines key, family name for ``# TYPE``) of a real scheme, each family once."""
+    seen: dict[str, str] = {}
+    for family, _labels, kind, _quantity in specs:
+        stem = family
+        if kind == "counter" and family.endswith("_total"):
+            stem = family[: -len("_total")]
+        seen.setdefault(f"real:{family}", stem)
+    return list(seen.items())
+
+
+def _real_sample(
+    lines: dict[str, list[str]],
+    specs: tuple[tuple[str, dict[str, str], str, str], ...],
+    name: str,
+    t: int,
+    *,
+    values: tuple[float, float, float, float, float, float],
+    state: dict[str, float],
+    kind: str,
+    root: bool,
+) -> None:
+    """One sample of every series of a real scheme; counters accumulate in ``state``."""
+    latency, errors, cpu, memory, cpu_limit, memory_limit = values
+    rps = 20.0
+    now = {
+        "cpu_seconds": cpu * STEP, "idle_seconds": max(cpu_limit - cpu, 0.0) * STEP,
+        "throttled": 10.0 * STEP * max(cpu / cpu_limit - 0.95, 0.0) * 20,
+        "net_errors": STEP * (30.0 if root and kind == "network" else 0.05),
+        "restarts": 0.0,
+    }  # fmt: skip
+    gauges = {
+        "cpu_share": cpu / cpu_limit, "cpu_limit": cpu_limit, "memory": memory,
+        "memory_free": memory_limit - memory, "memory_limit": memory_limit,
+        "latency": latency, "errors": errors, "goroutines": 8 + rps * latency,
+    }  # fmt: skip
+    for family, labels, _type, quantity in specs:
+        key = f"real:{family}"
+        series = ",".join([f'service="{name}"', *(f'{k}="{v}"' for k, v in labels.items())])
+        out = lines.setdefault(key, [])
+        if quantity in gauges:
+            out.append(f"{family}{{{series}}} {gauges[quantity]:.6g} {t}")
+        elif quantity == "restarts":
+            out.append(f"{family}{{{series}}} {state['restarts']:g} {t}")
+        elif quantity in now:
+            total = state[quantity] = state.get(quantity, 0.0) + now[quantity]
+            out.append(f"{family}{{{series}}} {total:.6g} {t}")
+        elif quantity == "gc":
+            count = state["gc_count"] = state.get("gc_count", 0.0) + STEP * (0.2 + state["gc"])
+            pause = state["gc_sum"] = state.get("gc_sum", 0.0) + STEP * (0.001 + state["gc"] / 4)
+            out.append(f"{family}_sum{{{series}}} {pause:.6g} {t}")
+            out.append(f"{family}_count{{{series}}} {count:.6g} {t}")
+        elif quantity == "latency_hist":
+            _histogram_sample(out, family, series, t, latency, rps, state)
+
+
+def _histogram_sample(
+    out: list[str], family: str, series: str, t: int, latency: float, rps: float, state: dict
+) -> None:
+    """Cumulative buckets of requests whose durations are exponential with mean ``latency``."""
+    served = rps * STEP
+    for le in _BUCKETS:
+        share = 1.0 if math.isinf(le) else 1.0 - math.exp(-le / max(latency, 1e-9))
+        key = f"bucket-{le}"
+        total = state[key] = state.get(key, 0.0) + served * share
+        bound = "+Inf" if math.isinf(le) else f"{le:g}"
+        out.append(f'{family}_bucket{{{series},le="{bound}"}} {total:.6g} {t}')
+    state["h_sum"] = state.get("h_sum", 0.0) + served * latency
+    state["h_count"] = state.get("h_count", 0.0) + served
+    out.append(f"{family}_sum{{{series}}} {state['h_sum']:.6g} {t}")
+    out.append(f"{family}_count{{{series}}} {state['h_count']:.6g} {t}")
+
+
+def _spill(
+    kind: str,
+    since: int,
+    values: tuple[float, float, float, float],
+    *,
+    base: tuple[float, float, float],
+    added: float,
+    state: dict[str, float],
+) -> tuple[float, float, float, float]:
+    """The root's other families, moved as its fault physically moves them (``since``:
+    seconds after the onset). Each spill is smaller, in its own family's terms, than the
+    fault's own change: a CPU hog at its limit queues requests (the added latency, as now)
+    and holds the queued requests' memory (a few percent, or +30-50 % of a small heap); a
+    leak makes the collector run (CPU up by half its baseline once the heap is half full,
+    pauses rising) and requests slow later; at its limit an OOM-killed container drops to
+    its baseline and restarts (``state['oom']``); an exhausted pool leaves threads waiting
+    (CPU a little down); a network delay holds requests in flight longer (memory up a few
+    percent); a code fault or a configuration change fails requests early (less CPU, memory
+    shifted); a disk fault's retried writes add latency; a slow dependency holds in-flight
+    memory, and failing requests are cheaper."""
+    latency, errors, cpu, memory = values
+    base_cpu, base_memory, memory_limit = base
+    small_heap = base_memory < 0.1 * memory_limit
+    progress = min(since / 600, 1.0)
+    if kind == "cpu":
+        memory *= 1.4 if small_heap else 1.06
+    elif kind == "memory":
+        full = 0.5 <= progress
+        state["gc"] = 0.3 * max(progress - 0.5, 0.0)
+        cpu += base_cpu * (0.5 if full else 0.0)
+        latency += added * 0.5 * max(progress - 0.7, 0.0) / 0.3
+        if state["oom"] and since >= 600:
+            cycle = (since - 600) % 600
+            if cycle == 0:
+                state["restarts"] += 1
+            memory = base_memory + (memory_limit - base_memory) * cycle / 600
+    elif kind == "resource_exhaustion":
+        cpu *= 0.85
+    elif kind in {"network", "latency"}:
+        memory *= 1.35 if small_heap else 1.04
+    elif kind in {"code", "configuration", "errors"}:
+        cpu *= 0.7 if kind == "code" else 0.85
+        memory *= 0.92
+    elif kind == "disk":
+        latency += added * 0.3 * progress
+    return latency, errors, cpu, memory
 
 # A caller's client-side latency to a callee, in the namings clients use: OpenTelemetry's
 # http.client.request.duration with server.address, rpc.client.duration with peer.service
@@ -594,6 +813,8 @@ def main() -> None:
     parser.add_argument(
         "--no-network-counters", action="store_true", help="no network series or log lines"
     )
+    parser.add_argument("--spill", action="store_true", help="the fault spills into other families")
+    parser.add_argument("--naming", choices=sorted(REAL_SCHEMES), default="", help="real names")
     args = parser.parse_args()
     pack = fleet_pack_write(
         out=args.out,
@@ -608,6 +829,8 @@ def main() -> None:
         caller_logs=args.caller_logs,
         client_latency=args.client_latency,
         network_counters=not args.no_network_counters,
+        spill=args.spill,
+        naming=args.naming,
     )
     size = len(pack.services)
     print(f"{pack.path}: {size} services, root {pack.root} ({pack.kind}, depth {pack.depth})")
