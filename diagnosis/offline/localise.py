@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from . import vocab
-from .analysis import Call, MetricSignal, Suspect, metric_signals
+from .analysis import Call, MetricSignal, Suspect, in_flight_load, metric_signals
 from .kinds import client_gap_decide, kinds_decide
 
 # Each kind of own symptom, and the callee kinds that can pass it up to a caller. Causal:
@@ -37,6 +37,9 @@ INHERITS = {
     "resource": set(),  # a service's own saturation is its own, whoever it calls
 }
 MAX_PATH = 6  # services shown along a propagation path; longer paths are cut, not lost
+# What a service passes on to the services that call it: a caller sees its callee only
+# through its answers, slower or failed; a resource shift that stays inside it does not.
+PROPAGATING = frozenset(k for k, passed in INHERITS.items() if passed)
 
 
 @dataclass(frozen=True)
@@ -189,8 +192,11 @@ def harmful(signal: MetricSignal) -> bool:
         return signal.direction == ("down" if signal.subkind == "health" else "up")
     if signal.kind == "latency":
         return signal.direction == "up"
-    if signal.kind in {"resource", "restart"}:
-        return signal.bad_direction or signal.kind == "restart"
+    if signal.kind == "restart":
+        return True
+    if signal.kind == "resource":
+        # work in flight below capacity is the slowdown's echo, not a resource of its own
+        return signal.bad_direction and not in_flight_load(signal)
     return False
 
 
@@ -599,7 +605,7 @@ def localise(
     # the kind each service's own evidence shows, with or without call edges
     kinds_decide(suspects, strength=_strength, slack_s=slack_s)
     if not topology.known:
-        return suspects
+        return without_calls(suspects, service_states(suspects))
     states = service_states(suspects)
     by_name = {s.service: s for s in suspects}
     anomalous = {name for name, state in states.items() if state.anomalous}
@@ -641,6 +647,57 @@ def localise(
     return sorted(suspects, key=lambda s: (*rank_key(s, states.get(s.service)), s.service))
 
 
+def follows_earlier(state: ServiceState, other: ServiceState) -> bool:
+    """Whether every shift of ``state``'s service began a full resolution after ``other``'s
+    first slowdown or failure.
+
+    Causal, for services whose calls are unknown: an effect does not precede its cause, and
+    a service reaches the services that call it only through its answers (``PROPAGATING``:
+    its latency and errors). A service whose every symptom, resources included, began after
+    another's slowdown or failures, each by a full resolution of the coarser of the two
+    series (``_resolution``) and past any samples missing right before it (the change may
+    lie that much earlier, ``_unseen``), may be that one's effect; the earlier one cannot be
+    the later one's. It proves no call between them, so it orders (effects after causes) and
+    links nothing: the answer says the calls were unknown. No constant beyond the series'
+    own resolutions."""
+    leads = [s for k, s in other.symptoms.items() if k in PROPAGATING and s.onset is not None]
+    mine = list(state.symptoms.values())
+    if not leads or not mine:
+        return False
+    first = min(leads, key=_onset_of)
+    for symptom in mine:
+        if symptom.onset is None:
+            return False
+        gap = (symptom.onset - _onset_of(first)).total_seconds() - _unseen(symptom)
+        if gap < _resolution(symptom, first):
+            return False
+    return True
+
+
+def _onset_of(symptom: Symptom) -> datetime:
+    assert symptom.onset is not None
+    return symptom.onset
+
+
+def without_calls(suspects: list[Suspect], states: dict[str, ServiceState]) -> list[Suspect]:
+    """The ranking when no call between the services is known: the order of their own
+    evidence (``analysis.suspects_rank``), with every candidate that began only after another's
+    slowdown or failures (``follows_earlier``) after every one that did not.
+
+    Tiers, not factors, as with calls (``rank_key``): no strength of its own makes a later
+    service the cause of an earlier one's trouble. Within a tier the own evidence decides:
+    shifts of different units (a failure share, a latency) compare by nothing else."""
+    anomalous = [s for s in suspects if s.service in states and states[s.service].anomalous]
+    for entry in anomalous:
+        state = states[entry.service]
+        entry.follows = sorted(
+            other.service
+            for other in anomalous
+            if other is not entry and follows_earlier(state, states[other.service])
+        )
+    return sorted(suspects, key=lambda s: bool(s.follows))
+
+
 def unobserved_callees(state: ServiceState, topology: Topology, unobserved: set[str]) -> list[str]:
     """The callees of ``state``'s service that were looked at and showed no data at all, where its
     symptoms are of a kind a callee passes on (``INHERITS``: latency and errors; a service's
@@ -678,7 +735,7 @@ def rank_key(entry: Suspect, state: ServiceState | None) -> tuple[float, ...]:
 
 def _evidence(entry: Suspect) -> tuple[object, ...]:
     """What orders two candidates, the name left out."""
-    tier = bool(entry.inherited_from) + entry.mistimed
+    tier = bool(entry.inherited_from) + entry.mistimed + bool(entry.follows)
     return (
         tier,
         round(entry.graph_score, 6),
