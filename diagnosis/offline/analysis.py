@@ -740,9 +740,7 @@ def _score(entry: Suspect) -> None:
     # A pure victim: every error it logs is a failed call to someone else, named. A failed
     # connection that names no service of the environment (an address, a timeout on its
     # own socket) blames nobody: it is the service's own network path's failure.
-    dependency_only = (
-        bool(logs) and kinds == {"dependency"} and all(lg.mentions for lg in logs)
-    )
+    dependency_only = bool(logs) and kinds == {"dependency"} and all(lg.mentions for lg in logs)
     if dependency_only and not resources and not entry.blamed_by:
         entry.victim = True
         score *= 0.5

@@ -289,7 +289,6 @@ def _harmful(signal: MetricSignal, family: str, metrics: list[MetricSignal]) -> 
     return signal.direction == "up"  # latency, and network failures, losses and delays
 
 
-
 def log_family(lg: LogSignal) -> str:
     """What a log template reports, by its words: the same families as the series."""
     text = " ".join([lg.template, *lg.samples]).lower()
