@@ -669,10 +669,13 @@ def suspects_rank(
     _earliness(list(suspects.values()))
     _cascade(suspects)
     del focus  # the question's wording orders nothing: equal scores go to the earlier onset
-    return sorted(
-        suspects.values(),
-        key=lambda s: (-round(s.score, 6), (s.onset or _END).timestamp(), s.service),
-    )
+    return sorted(suspects.values(), key=own_evidence_key)
+
+
+def own_evidence_key(entry: Suspect) -> tuple[float, float, str]:
+    """The order of the services' own evidence: score, then the earlier onset; the name
+    last, only so that the order is stable (``localise.leaders_tied`` reports such ties)."""
+    return (-round(entry.score, 6), (entry.onset or _END).timestamp(), entry.service)
 
 
 def measure_of(signal: MetricSignal) -> tuple[str, tuple[tuple[str, str], ...]]:

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from . import vocab
-from .analysis import Call, MetricSignal, Suspect, in_flight_load, metric_signals
+from .analysis import ONSET_MIN, Call, MetricSignal, Suspect, in_flight_load, metric_signals
 from .kinds import client_gap_decide, kinds_decide
 
 # Each kind of own symptom, and the callee kinds that can pass it up to a caller. Causal:
@@ -213,6 +213,7 @@ class ServiceState:
     service: str
     symptoms: dict[str, Symptom] = field(default_factory=dict)
     all_latency: list[Symptom] = field(default_factory=list)
+    shifts: list[Symptom] = field(default_factory=list)  # every harmful shift, dated or not
     traffic: float | None = None  # its usual request rate (baseline), when it reports one
     served: float | None = None  # the requests it served in the window (same series' level)
 
@@ -330,6 +331,7 @@ def service_states(suspects: list[Suspect]) -> dict[str, ServiceState]:
                 continue
             kind = "resource" if signal.kind == "restart" else signal.kind
             found = Symptom(kind, _strength(signal), signal.onset, signal)
+            state.shifts.append(found)
             if kind == "latency":
                 state.all_latency.append(found)
             current = state.symptoms.get(kind)
@@ -340,8 +342,10 @@ def service_states(suspects: list[Suspect]) -> dict[str, ServiceState]:
             if lg.kind == "dependency" or lg.injected:
                 continue
             kind = "resource" if lg.kind == "resource" else "errors"
+            logged = Symptom(kind, 3.0, lg.onset, None)  # type: ignore[arg-type]
+            state.shifts.append(logged)
             if kind not in state.symptoms:
-                state.symptoms[kind] = Symptom(kind, 3.0, lg.onset, None)  # type: ignore[arg-type]
+                state.symptoms[kind] = logged
         states[entry.service] = state
     return states
 
@@ -653,15 +657,20 @@ def follows_earlier(state: ServiceState, other: ServiceState) -> bool:
 
     Causal, for services whose calls are unknown: an effect does not precede its cause, and
     a service reaches the services that call it only through its answers (``PROPAGATING``:
-    its latency and errors). A service whose every symptom, resources included, began after
-    another's slowdown or failures, each by a full resolution of the coarser of the two
+    its latency and errors). A service whose every harmful shift (each series and log
+    template, not only the strongest of each kind; resources included) began after another's
+    first dated slowdown or failure (``_dates_a_start``), each by a full resolution of the coarser of the two
     series (``_resolution``) and past any samples missing right before it (the change may
     lie that much earlier, ``_unseen``), may be that one's effect; the earlier one cannot be
     the later one's. It proves no call between them, so it orders (effects after causes) and
     links nothing: the answer says the calls were unknown. No constant beyond the series'
     own resolutions."""
-    leads = [s for k, s in other.symptoms.items() if k in PROPAGATING and s.onset is not None]
-    mine = list(state.symptoms.values())
+    leads = [
+        s
+        for s in other.shifts
+        if s.kind in PROPAGATING and s.onset is not None and _dates_a_start(s)
+    ]
+    mine = state.shifts
     if not leads or not mine:
         return False
     first = min(leads, key=_onset_of)
@@ -672,6 +681,13 @@ def follows_earlier(state: ServiceState, other: ServiceState) -> bool:
         if gap < _resolution(symptom, first):
             return False
     return True
+
+
+def _dates_a_start(symptom: Symptom) -> bool:
+    """Statistical: only a shift beyond its baseline's reach (``ONSET_MIN`` robust scales, as
+    for ``Suspect.onset``) dates when another service's trouble began; a log line's first
+    time does (it is a new template or a surge the log tool has tested)."""
+    return symptom.signal is None or symptom.signal.anomaly >= ONSET_MIN
 
 
 def _onset_of(symptom: Symptom) -> datetime:
