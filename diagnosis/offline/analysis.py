@@ -253,8 +253,8 @@ class Suspect:
     fault_alternative_evidence: MetricSignal | LogSignal | None = None
     fault_ambiguity: str = ""  # kinds.Ambiguity's value: why the two cannot be told apart
     mistimed: bool = False  # its own symptoms began at another time than the trouble asked about
-    # with no call known: the candidates whose slowdown or failures began a full resolution
-    # before every shift of its own (localise.follows_earlier): it may be their effect
+    # with no call known: the leading candidate, when its slowdown or failures began before
+    # every shift of this one's (localise.without_calls): this one may be its effect
     follows: list[str] = field(default_factory=list)
 
     @property

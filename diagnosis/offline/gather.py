@@ -14,7 +14,6 @@ from .analysis import (
     Call,
     Suspect,
     mentioned_services,
-    own_evidence_key,
     sample_interval,
     step_seconds,
     suspects_rank,
@@ -160,11 +159,6 @@ def evidence_gather(request: ExecutorRequest, tools: ToolRunner) -> Evidence:
 def _drill_list(planned: list[str], ranked: list[Suspect]) -> list[str]:
     """The planned services, then the preliminary suspects: at most MAX_DRILL."""
     preliminary = [s for s in ranked if s.score > 0 or s.graph_score > 0]
-    if any(s.follows for s in preliminary):
-        # With no call known the order of onsets ranks (localise.without_calls), but it does
-        # not choose what to look at: the fleet view shows a few series a service, and a
-        # service that looks later may have its earliest shift in one it left out.
-        preliminary.sort(key=own_evidence_key)
     drill: list[str] = []
     for name in [*planned, *(s.service for s in preliminary)]:
         if name not in drill and len(drill) < MAX_DRILL:

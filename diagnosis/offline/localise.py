@@ -652,19 +652,19 @@ def localise(
 
 
 def follows_earlier(state: ServiceState, other: ServiceState) -> bool:
-    """Whether every shift of ``state``'s service began a full resolution after ``other``'s
-    first slowdown or failure.
+    """Whether every shift of ``state``'s service began after ``other``'s first slowdown or
+    failure by more than the two onsets can be misdated.
 
     Causal, for services whose calls are unknown: an effect does not precede its cause, and
     a service reaches the services that call it only through its answers (``PROPAGATING``:
     its latency and errors). A service whose every harmful shift (each series and log
     template, not only the strongest of each kind; resources included) began after another's
-    first dated slowdown or failure (``_dates_a_start``), each by a full resolution of the coarser of the two
-    series (``_resolution``) and past any samples missing right before it (the change may
-    lie that much earlier, ``_unseen``), may be that one's effect; the earlier one cannot be
-    the later one's. It proves no call between them, so it orders (effects after causes) and
-    links nothing: the answer says the calls were unknown. No constant beyond the series'
-    own resolutions."""
+    first dated slowdown or failure (``_dates_a_start``) may be that one's effect, and the
+    earlier one cannot be the later one's. Statistical: each onset may be a resolution off
+    either way (``_dating``), so the order is known only past both together, and past any
+    samples missing right before the later one (its change may lie that much earlier,
+    ``_unseen``). It proves no call between them, so it orders and links nothing; the answer
+    says the calls were unknown. No constant beyond the series' own resolutions."""
     leads = [
         s
         for s in other.shifts
@@ -678,9 +678,16 @@ def follows_earlier(state: ServiceState, other: ServiceState) -> bool:
         if symptom.onset is None:
             return False
         gap = (symptom.onset - _onset_of(first)).total_seconds() - _unseen(symptom)
-        if gap < _resolution(symptom, first):
+        if gap < _dating(symptom) + _dating(first):
             return False
     return True
+
+
+def _dating(symptom: Symptom) -> float:
+    """How far a symptom's onset may lie from where it is dated, either way: its series'
+    resolution (the change lies between two samples, and under noise the change statistic
+    may place it a sample early or late); a log line's first time to the second."""
+    return symptom.signal.resolution_s if symptom.signal is not None else 1.0
 
 
 def _dates_a_start(symptom: Symptom) -> bool:
@@ -697,21 +704,24 @@ def _onset_of(symptom: Symptom) -> datetime:
 
 def without_calls(suspects: list[Suspect], states: dict[str, ServiceState]) -> list[Suspect]:
     """The ranking when no call between the services is known: the order of their own
-    evidence (``analysis.suspects_rank``), with every candidate that began only after another's
-    slowdown or failures (``follows_earlier``) after every one that did not.
+    evidence (``analysis.suspects_rank``), unchanged; the candidates that began only after the
+    leader's slowdown or failures (``follows_earlier``) are marked as possibly its effects.
 
-    Tiers, not factors, as with calls (``rank_key``): no strength of its own makes a later
-    service the cause of an earlier one's trouble. Within a tier the own evidence decides:
-    shifts of different units (a failure share, a latency) compare by nothing else."""
-    anomalous = [s for s in suspects if s.service in states and states[s.service].anomalous]
-    for entry in anomalous:
-        state = states[entry.service]
-        entry.follows = sorted(
-            other.service
-            for other in anomalous
-            if other is not entry and follows_earlier(state, states[other.service])
-        )
-    return sorted(suspects, key=lambda s: bool(s.follows))
+    The order of onsets is not made a ranking rule here: tried as one (a later service never
+    above an earlier one), it moved no root on the generated systems and demoted real roots
+    whose own shift was dated after unrelated services' (PetShop without its call graph),
+    where a service's onset is no evidence of a call. It only words the answer: what began
+    after the leader may be its effect, and the calls that would settle it are unknown."""
+    ranked = [s for s in suspects if s.score > 0 or s.graph_score > 0]
+    leader = ranked[0] if ranked else None
+    if leader is None or leader.service not in states or not states[leader.service].anomalous:
+        return suspects
+    for entry in ranked[1:]:
+        state = states.get(entry.service)
+        if state is not None and state.anomalous:
+            if follows_earlier(state, states[leader.service]):
+                entry.follows = [leader.service]
+    return suspects
 
 
 def unobserved_callees(state: ServiceState, topology: Topology, unobserved: set[str]) -> list[str]:
