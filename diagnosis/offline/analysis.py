@@ -43,6 +43,26 @@ SUSTAINED_MIN = 0.15
 # A shift of at least half again (or a third less) is one an SRE calls real; a robust
 # score alone flags a few percent on a flat series (a hand choice, for wording only).
 STRONG_FACTOR = 1.5
+# Subkinds whose series count work in flight (busy threads, goroutines, connections in use).
+IN_FLIGHT_SUBKINDS = frozenset({"threads", "pool"})
+_WAITING = re.compile(r"pending|queued|waiting|rejected|timeout")
+
+
+def in_flight_load(signal: MetricSignal) -> bool:
+    """A count of work in flight (threads, goroutines, connections in use) that reached no
+    capacity: load, not a resource running out.
+
+    Physical (Little's law): the work in flight is its arrival rate times its time in the
+    system, so at the same traffic slower requests alone raise it (a slow callee holds its
+    caller's threads and connections longer): what a slowdown shows, wherever it began, not
+    a pool running out. A waiting line (``pending``, ``queued``, ``waiting``), refusals or
+    acquire timeouts are the exception: work waits or is refused only when every unit is
+    busy. No constant: at its limit (``at_limit``) the count is exhaustion whatever it is."""
+    return (
+        signal.subkind in IN_FLIGHT_SUBKINDS
+        and not signal.at_limit
+        and not _WAITING.search(signal.metric.lower())
+    )
 
 
 @dataclass
@@ -233,6 +253,9 @@ class Suspect:
     fault_alternative_evidence: MetricSignal | LogSignal | None = None
     fault_ambiguity: str = ""  # kinds.Ambiguity's value: why the two cannot be told apart
     mistimed: bool = False  # its own symptoms began at another time than the trouble asked about
+    # with no call known: the leading candidate, when its slowdown or failures began before
+    # every shift of this one's (localise.without_calls): this one may be its effect
+    follows: list[str] = field(default_factory=list)
 
     @property
     def root_kind(self) -> str:
@@ -269,6 +292,7 @@ class Suspect:
             and (m.anomaly >= RESOURCE_MIN or m.at_limit)
             # busy CPU is load, not exhaustion, unless it hit its limit or got throttled
             and (m.subkind != "cpu" or m.at_limit or "throttl" in m.metric.lower())
+            and not in_flight_load(m)
         ]
         return strong + [m for m in self.metrics if m.at_limit and m not in strong]
 
@@ -311,7 +335,11 @@ class Suspect:
 
     @property
     def onset(self) -> datetime | None:
-        times = [m.onset for m in self.abnormal_metrics if m.onset and m.anomaly >= ONSET_MIN]
+        times = [
+            m.onset
+            for m in self.abnormal_metrics
+            if m.onset and m.anomaly >= ONSET_MIN and not in_flight_load(m)
+        ]
         times += [lg.onset for lg in self.abnormal_logs if lg.onset]
         return min(times) if times else None
 
@@ -641,10 +669,13 @@ def suspects_rank(
     _earliness(list(suspects.values()))
     _cascade(suspects)
     del focus  # the question's wording orders nothing: equal scores go to the earlier onset
-    return sorted(
-        suspects.values(),
-        key=lambda s: (-round(s.score, 6), (s.onset or _END).timestamp(), s.service),
-    )
+    return sorted(suspects.values(), key=own_evidence_key)
+
+
+def own_evidence_key(entry: Suspect) -> tuple[float, float, str]:
+    """The order of the services' own evidence: score, then the earlier onset; the name
+    last, only so that the order is stable (``localise.leaders_tied`` reports such ties)."""
+    return (-round(entry.score, 6), (entry.onset or _END).timestamp(), entry.service)
 
 
 def measure_of(signal: MetricSignal) -> tuple[str, tuple[tuple[str, str], ...]]:
@@ -683,7 +714,8 @@ def _score(entry: Suspect) -> None:
     adds more than evidence any victim shows too (errors, failed calls).
     """
     score = 0.0
-    metrics = entry.abnormal_metrics
+    # work in flight below capacity is load (in_flight_load): evidence of nothing on its own
+    metrics = [m for m in entry.abnormal_metrics if not in_flight_load(m)]
     if metrics:
         score += min(metrics[0].anomaly, 30.0) / 3.0
         measures = {measure_of(m) for m in metrics}
@@ -708,8 +740,10 @@ def _score(entry: Suspect) -> None:
     if entry.blamed_by:
         own = 2.0 if entry.anomalous else 1.0
         score += own * min(len(entry.blamed_by), 3)
-    # A pure victim: every error it logs is a failed call to someone else.
-    dependency_only = bool(logs) and kinds == {"dependency"}
+    # A pure victim: every error it logs is a failed call to someone else, named. A failed
+    # connection that names no service of the environment (an address, a timeout on its
+    # own socket) blames nobody: it is the service's own network path's failure.
+    dependency_only = bool(logs) and kinds == {"dependency"} and all(lg.mentions for lg in logs)
     if dependency_only and not resources and not entry.blamed_by:
         entry.victim = True
         score *= 0.5

@@ -7,6 +7,8 @@ from .gather import Evidence
 from .texts import texts
 from .wording import list_join, short_text
 
+MAX_NAMED = 4  # services a missing-info line names (the ranking lists them all)
+
 
 def missing_write(
     evidence: Evidence,
@@ -37,6 +39,11 @@ def missing_write(
         missing.append(t["miss_unobserved"].format(svc=top.service, services=names))
     elif root is None:
         missing.append(t["miss_no_root"])
+    followers = [s.service for s in ranked if top is not None and top.service in s.follows]
+    if followers and not tied:
+        # no call was known: the later services are ordered after it, not linked to it
+        names = list_join(followers[:MAX_NAMED], lang)
+        missing.append(t["miss_calls_unknown"].format(svc=top.service, services=names))
     if weak and (top is None or not top.notable):
         # Only small drifts anywhere: say what was seen, in one line.
         missing.append(t["miss_weak"].format(services=list_join(weak, lang)))

@@ -120,7 +120,8 @@ def _basis(entry: Suspect, lang: str) -> str:
         parts.append(t["basis_victim"])
     if not parts:
         parts.append(t["basis_none"])
-    return t["basis_sep"].join(parts)
+    # the evidence that decided the kind may be the log the logs' line quotes: said once
+    return t["basis_sep"].join(dict.fromkeys(parts))
 
 
 def _needed(entry: Suspect, lang: str) -> list[str]:
@@ -152,7 +153,7 @@ def is_secondary(entry: Suspect, root: str | None) -> bool:
     """The service only suffers from another one: downstream of it (by its logs or along the
     calls), or beside a found root."""
     own_cause = bool(entry.resource_metrics) or entry.kind in {"change", "code"}
-    inherits = bool(entry.downstream_of or entry.inherited_from)
+    inherits = bool(entry.downstream_of or entry.inherited_from or entry.follows)
     return inherits or bool(root and entry.service != root and not own_cause)
 
 
@@ -164,6 +165,8 @@ def hypothesis_build(entry: Suspect, lang: str, root: str | None) -> Hypothesis:
         text = t["hyp_secondary"].format(svc=svc, root=list_join(entry.downstream_of, lang))
     elif entry.inherited_from:
         text = t["hyp_secondary"].format(svc=svc, root=list_join(entry.inherited_from, lang))
+    elif entry.follows:  # no call known: it began only after these (localise.without_calls)
+        text = t["hyp_secondary"].format(svc=svc, root=list_join(entry.follows, lang))
     elif is_secondary(entry, root):
         text = t["hyp_secondary"].format(svc=svc, root=root)
     elif entry.kind == "resource":

@@ -39,7 +39,7 @@ from datetime import datetime
 from enum import StrEnum
 
 from . import vocab
-from .analysis import RESOURCE_MIN, LogSignal, MetricSignal, Suspect
+from .analysis import RESOURCE_MIN, LogSignal, MetricSignal, Suspect, in_flight_load
 
 Signal = MetricSignal | LogSignal
 
@@ -279,7 +279,7 @@ def _harmful(signal: MetricSignal, family: str, metrics: list[MetricSignal]) -> 
             return False
         if family in {"memory", "disk"} and near_capacity(signal, family, metrics) is False:
             return False
-        if signal.subkind == "threads" and not signal.at_limit and _in_flight(signal):
+        if in_flight_load(signal):
             return False
         return signal.bad_direction and (
             signal.at_limit or signal.strong or signal.anomaly >= RESOURCE_MIN
@@ -287,14 +287,6 @@ def _harmful(signal: MetricSignal, family: str, metrics: list[MetricSignal]) -> 
     if family == "errors":
         return signal.direction == ("down" if signal.subkind == "health" else "up")
     return signal.direction == "up"  # latency, and network failures, losses and delays
-
-
-def _in_flight(signal: MetricSignal) -> bool:
-    """A count of threads or goroutines with no capacity reached: by Little's law the work
-    in flight is arrival rate times time in the system, so at the same traffic slower
-    requests alone raise it — what a slowdown shows, not a pool running out (a waiting
-    line, ``pending``/``queued``/``waiting``, is one: work waits only when all are busy)."""
-    return not re.search(r"pending|queued|waiting|rejected", signal.metric.lower())
 
 
 def log_family(lg: LogSignal) -> str:

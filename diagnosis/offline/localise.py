@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from . import vocab
-from .analysis import Call, MetricSignal, Suspect, metric_signals
+from .analysis import ONSET_MIN, Call, MetricSignal, Suspect, in_flight_load, metric_signals
 from .kinds import client_gap_decide, kinds_decide
 
 # Each kind of own symptom, and the callee kinds that can pass it up to a caller. Causal:
@@ -37,6 +37,9 @@ INHERITS = {
     "resource": set(),  # a service's own saturation is its own, whoever it calls
 }
 MAX_PATH = 6  # services shown along a propagation path; longer paths are cut, not lost
+# What a service passes on to the services that call it: a caller sees its callee only
+# through its answers, slower or failed; a resource shift that stays inside it does not.
+PROPAGATING = frozenset(k for k, passed in INHERITS.items() if passed)
 
 
 @dataclass(frozen=True)
@@ -189,8 +192,11 @@ def harmful(signal: MetricSignal) -> bool:
         return signal.direction == ("down" if signal.subkind == "health" else "up")
     if signal.kind == "latency":
         return signal.direction == "up"
-    if signal.kind in {"resource", "restart"}:
-        return signal.bad_direction or signal.kind == "restart"
+    if signal.kind == "restart":
+        return True
+    if signal.kind == "resource":
+        # work in flight below capacity is the slowdown's echo, not a resource of its own
+        return signal.bad_direction and not in_flight_load(signal)
     return False
 
 
@@ -207,6 +213,7 @@ class ServiceState:
     service: str
     symptoms: dict[str, Symptom] = field(default_factory=dict)
     all_latency: list[Symptom] = field(default_factory=list)
+    shifts: list[Symptom] = field(default_factory=list)  # every harmful shift, dated or not
     traffic: float | None = None  # its usual request rate (baseline), when it reports one
     served: float | None = None  # the requests it served in the window (same series' level)
 
@@ -324,6 +331,7 @@ def service_states(suspects: list[Suspect]) -> dict[str, ServiceState]:
                 continue
             kind = "resource" if signal.kind == "restart" else signal.kind
             found = Symptom(kind, _strength(signal), signal.onset, signal)
+            state.shifts.append(found)
             if kind == "latency":
                 state.all_latency.append(found)
             current = state.symptoms.get(kind)
@@ -334,8 +342,10 @@ def service_states(suspects: list[Suspect]) -> dict[str, ServiceState]:
             if lg.kind == "dependency" or lg.injected:
                 continue
             kind = "resource" if lg.kind == "resource" else "errors"
+            logged = Symptom(kind, 3.0, lg.onset, None)  # type: ignore[arg-type]
+            state.shifts.append(logged)
             if kind not in state.symptoms:
-                state.symptoms[kind] = Symptom(kind, 3.0, lg.onset, None)  # type: ignore[arg-type]
+                state.symptoms[kind] = logged
         states[entry.service] = state
     return states
 
@@ -599,7 +609,7 @@ def localise(
     # the kind each service's own evidence shows, with or without call edges
     kinds_decide(suspects, strength=_strength, slack_s=slack_s)
     if not topology.known:
-        return suspects
+        return without_calls(suspects, service_states(suspects))
     states = service_states(suspects)
     by_name = {s.service: s for s in suspects}
     anomalous = {name for name, state in states.items() if state.anomalous}
@@ -641,6 +651,79 @@ def localise(
     return sorted(suspects, key=lambda s: (*rank_key(s, states.get(s.service)), s.service))
 
 
+def follows_earlier(state: ServiceState, other: ServiceState) -> bool:
+    """Whether every shift of ``state``'s service began after ``other``'s first slowdown or
+    failure by more than the two onsets can be misdated.
+
+    Causal, for services whose calls are unknown: an effect does not precede its cause, and
+    a service reaches the services that call it only through its answers (``PROPAGATING``:
+    its latency and errors). A service whose every harmful shift (each series and log
+    template, not only the strongest of each kind; resources included) began after another's
+    first dated slowdown or failure (``_dates_a_start``) may be that one's effect, and the
+    earlier one cannot be the later one's. Statistical: each onset may be a resolution off
+    either way (``_dating``), so the order is known only past both together, and past any
+    samples missing right before the later one (its change may lie that much earlier,
+    ``_unseen``). It proves no call between them, so it orders and links nothing; the answer
+    says the calls were unknown. No constant beyond the series' own resolutions."""
+    leads = [
+        s
+        for s in other.shifts
+        if s.kind in PROPAGATING and s.onset is not None and _dates_a_start(s)
+    ]
+    mine = state.shifts
+    if not leads or not mine:
+        return False
+    first = min(leads, key=_onset_of)
+    for symptom in mine:
+        if symptom.onset is None:
+            return False
+        gap = (symptom.onset - _onset_of(first)).total_seconds() - _unseen(symptom)
+        if gap < _dating(symptom) + _dating(first):
+            return False
+    return True
+
+
+def _dating(symptom: Symptom) -> float:
+    """How far a symptom's onset may lie from where it is dated, either way: its series'
+    resolution (the change lies between two samples, and under noise the change statistic
+    may place it a sample early or late); a log line's first time to the second."""
+    return symptom.signal.resolution_s if symptom.signal is not None else 1.0
+
+
+def _dates_a_start(symptom: Symptom) -> bool:
+    """Statistical: only a shift beyond its baseline's reach (``ONSET_MIN`` robust scales, as
+    for ``Suspect.onset``) dates when another service's trouble began; a log line's first
+    time does (it is a new template or a surge the log tool has tested)."""
+    return symptom.signal is None or symptom.signal.anomaly >= ONSET_MIN
+
+
+def _onset_of(symptom: Symptom) -> datetime:
+    assert symptom.onset is not None
+    return symptom.onset
+
+
+def without_calls(suspects: list[Suspect], states: dict[str, ServiceState]) -> list[Suspect]:
+    """The ranking when no call between the services is known: the order of their own
+    evidence (``analysis.suspects_rank``), unchanged; the candidates that began only after the
+    leader's slowdown or failures (``follows_earlier``) are marked as possibly its effects.
+
+    The order of onsets is not made a ranking rule here: tried as one (a later service never
+    above an earlier one), it moved no root on the generated systems and demoted real roots
+    whose own shift was dated after unrelated services' (PetShop without its call graph),
+    where a service's onset is no evidence of a call. It only words the answer: what began
+    after the leader may be its effect, and the calls that would settle it are unknown."""
+    ranked = [s for s in suspects if s.score > 0 or s.graph_score > 0]
+    leader = ranked[0] if ranked else None
+    if leader is None or leader.service not in states or not states[leader.service].anomalous:
+        return suspects
+    for entry in ranked[1:]:
+        state = states.get(entry.service)
+        if state is not None and state.anomalous:
+            if follows_earlier(state, states[leader.service]):
+                entry.follows = [leader.service]
+    return suspects
+
+
 def unobserved_callees(state: ServiceState, topology: Topology, unobserved: set[str]) -> list[str]:
     """The callees of ``state``'s service that were looked at and showed no data at all, where its
     symptoms are of a kind a callee passes on (``INHERITS``: latency and errors; a service's
@@ -678,7 +761,7 @@ def rank_key(entry: Suspect, state: ServiceState | None) -> tuple[float, ...]:
 
 def _evidence(entry: Suspect) -> tuple[object, ...]:
     """What orders two candidates, the name left out."""
-    tier = bool(entry.inherited_from) + entry.mistimed
+    tier = bool(entry.inherited_from) + entry.mistimed + bool(entry.follows)
     return (
         tier,
         round(entry.graph_score, 6),
