@@ -16,7 +16,8 @@ queries, so each answer is a few numbers, not a matrix):
    ones first (``_Family.screen``). Only when they fill the answer are the level changes
    asked for alone (``_Family.level``);
 3. one query for the totals line over every family: ``count_values`` of the services' series
-   counts, a few rows whatever the fleet's size (``_totals``);
+   counts, a few rows whatever the fleet's size, from one selector over every family's
+   series (``_totals``);
 4. the candidate services' series (``query_range``, FETCH_SERVICES_PER_QUERY services a
    query), on which the one change statistic (``statistics.shift_measure``) ranks as always.
 
@@ -24,8 +25,12 @@ So the number of queries grows with the families (bounded by MAX_FAMILIES), neve
 services, and the bytes received and the worker's CPU with the candidates. The engine's cost
 is its passes over the series: each selector in a query is one (engines share no repeated
 subexpression; each costs a lookup of the series, a read of their samples in the range and
-the garbage of both), so a family's screen makes four and the totals one a family, where
-each query once asked for what it needed (seven a family and the totals' one). A fleet-wide
+the garbage of both), so a family's screen makes four and the totals one in all, where
+each query once asked for what it needed (seven a family and the totals' one). What a pass
+reads matters as much as how many there are: on a TSDB cut into time blocks (Prometheus: 2 h),
+a range reading two blocks costs about twice one (a lookup and merge of each series in each),
+so the baseline's ranges end 1 ms before the window starts, as the statistic's baseline does,
+rather than reaching the next block for the one sample at the window's start. A fleet-wide
 selector's ``service!=""`` is not sent with the families' passes (Prometheus answers it by
 merging every service's postings list, in every pass: a fifth of a screen's CPU at 10,000
 services); the series that name no service are left out of the answers instead. The screen is
