@@ -10,15 +10,17 @@ from __future__ import annotations
 
 import shutil
 from contextlib import ExitStack
+from datetime import UTC, datetime
 from pathlib import Path
 
 import httpx
 import pytest
 
-from diagnosis.evidence.common import Deadline
+from diagnosis.evidence.common import Deadline, QueryWindow
 from diagnosis.evidence.invoke import tool_invoke
 from diagnosis.evidence.tools.query_metrics import engine
 from diagnosis.evidence.tools.query_metrics import prometheus as prometheus_backend
+from diagnosis.evidence.tools.query_metrics.query import _grid
 from diagnosis.models import DiagnosisSession, Environment, ToolInvocation
 from tests.evidence.packbuilder import fleet_pack_write, fleet_service_name, pack_write
 from tests.support.binaries import require_binary
@@ -45,6 +47,24 @@ def _with_serviceless_series(pack: Path, *, named: str | None = None) -> Path:
             level = 40 if shifted and t >= 1_772_446_740 else 4 + i % 3
             lines.append(f'queue_depth{{{service}queue="{queue}"}} {level} {t}')
     (pack / "metrics" / "queues.om").write_text("\n".join([*lines, "# EOF"]) + "\n")
+    return pack
+
+
+WINDOW_START = 1_772_445_600  # 2026-03-02T10:00:00Z, CONTEXT's window start
+
+
+def _with_steps_at_the_window_start(pack: Path) -> Path:
+    """The pack with a gauge at 1 and a counter rising 1 a second, each 100 times that from
+    the sample at the window's start on: their baseline is constant, their window is not."""
+    start = 1_772_437_800  # 2026-03-02T07:50:00Z
+    gauge, counter, total = ["# TYPE step_level gauge"], ["# TYPE step_events counter"], 0
+    for i in range(171):
+        t = start + 60 * i
+        factor = 100 if t >= WINDOW_START else 1
+        total += 60 * factor if i else 0
+        gauge.append(f'step_level{{service="pay"}} {factor} {t}')
+        counter.append(f'step_events_total{{service="pay"}} {total} {t}')
+    (pack / "metrics" / "steps.om").write_text("\n".join([*gauge, *counter, "# EOF"]) + "\n")
     return pack
 
 
@@ -75,6 +95,7 @@ def engine_packs(tmp_path_factory):
         "mixed-fleet": _with_serviceless_series(
             pack_write(root / "mixed-fleet", pack_id="mixed-fleet"), named="pay"
         ),
+        "steps": _with_steps_at_the_window_start(pack_write(root / "steps", pack_id="steps")),
         # twice the services, other faults, other noise
         "fleet2": fleet_pack_write(
             root / "fleet2", services=120, faulty=(3, 77, 101), pack_id="fleet2", seed=29
@@ -441,3 +462,59 @@ def test_ranked_in_the_engine_many_candidates_are_fetched_a_few_services_a_query
     from_files, from_engine = _both(files_session, live_session, {})
     assert requests.paths.count("query_range") > 1
     assert from_files.output == from_engine.output
+
+
+def _screen_levels(url: str, name: str, *, counter: bool) -> list[float]:
+    """The window's level, the baseline's level and its spread, as a family's screen asks the
+    engine for them over CONTEXT's window, for the one series of ``name``."""
+    window = QueryWindow.around(
+        start=datetime.fromtimestamp(WINDOW_START, UTC),
+        end=datetime.fromtimestamp(WINDOW_START + 2400, UTC),
+    )
+    grid = _grid(window=window, step=None, sweep=True, clamps=None)
+    ranges = engine._Ranges.of(grid, window.start.timestamp(), window.baseline_start.timestamp())
+    family = engine._Family(name, (), counter, ranges)
+    levels = []
+    for expression in family._levels():
+        (row,) = engine._instant(
+            base_url=url, token_env="", query=expression, at=ranges.at, deadline=Deadline.after(10)
+        )
+        levels.append(engine._value(row))
+    return levels
+
+
+@pytest.mark.parametrize(("name", "counter"), [("step_level", False), ("step_events_total", True)])
+def test_the_screens_baseline_holds_no_sample_of_the_window(engine_servers, name, counter):
+    """The statistic's baseline ends where the window starts (half-open): the engine's screen
+    reads the same baseline, so a series that changes at the window's first sample has the
+    baseline it had before (its level, no spread), on either engine."""
+    _, url = engine_servers["steps"]
+    window_level, baseline_level, spread = _screen_levels(url, name, counter=counter)
+    assert window_level == pytest.approx(100, rel=0.05)
+    assert baseline_level == pytest.approx(1, rel=0.05)
+    assert spread == pytest.approx(0, abs=1e-9)
+
+
+@pytest.mark.django_db
+def test_ranked_in_the_engine_the_totals_read_every_family_in_one_pass(
+    engine_servers, owner, settings, monkeypatch
+):
+    """The totals count a service in several families once and each of its series, from one
+    selector over every family (a selector is a pass over its series, the engine's cost)."""
+    settings.METRICS_ENGINE_RANK_MIN_SERIES = 1
+    pack, url = engine_servers["fleet"]
+    files_session, live_session = _sessions(owner, pack, url)
+    totals: list[str] = []
+    real = engine._instant
+
+    def instant(**kwargs):
+        if kwargs["query"].startswith("count_values"):
+            totals.append(kwargs["query"])
+        return real(**kwargs)
+
+    monkeypatch.setattr(engine, "_instant", instant)
+    from_files, from_engine = _both(files_session, live_session, {})
+    (query,) = totals
+    assert query.count("[") == 1  # one range selector, five families
+    assert from_engine.summary["fleet"] == from_files.summary["fleet"]
+    assert from_engine.summary["fleet"]["services"] == 60

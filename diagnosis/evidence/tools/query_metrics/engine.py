@@ -16,7 +16,8 @@ queries, so each answer is a few numbers, not a matrix):
    ones first (``_Family.screen``). Only when they fill the answer are the level changes
    asked for alone (``_Family.level``);
 3. one query for the totals line over every family: ``count_values`` of the services' series
-   counts, a few rows whatever the fleet's size (``_totals``);
+   counts, a few rows whatever the fleet's size, from one selector over every family's
+   series (``_totals``);
 4. the candidate services' series (``query_range``, FETCH_SERVICES_PER_QUERY services a
    query), on which the one change statistic (``statistics.shift_measure``) ranks as always.
 
@@ -24,8 +25,12 @@ So the number of queries grows with the families (bounded by MAX_FAMILIES), neve
 services, and the bytes received and the worker's CPU with the candidates. The engine's cost
 is its passes over the series: each selector in a query is one (engines share no repeated
 subexpression; each costs a lookup of the series, a read of their samples in the range and
-the garbage of both), so a family's screen makes four and the totals one a family, where
-each query once asked for what it needed (seven a family and the totals' one). A fleet-wide
+the garbage of both), so a family's screen makes four and the totals one in all, where
+each query once asked for what it needed (seven a family and the totals' one). What a pass
+reads matters as much as how many there are: on a TSDB cut into time blocks (Prometheus: 2 h),
+a range reading two blocks costs about twice one (a lookup and merge of each series in each),
+so the baseline's ranges end 1 ms before the window starts, as the statistic's baseline does,
+rather than reaching the next block for the one sample at the window's start. A fleet-wide
 selector's ``service!=""`` is not sent with the families' passes (Prometheus answers it by
 merging every service's postings list, in every pass: a fifth of a screen's CPU at 10,000
 services); the series that name no service are left out of the answers instead. The screen is
@@ -68,7 +73,6 @@ FETCH_SERVICES_PER_QUERY = 200  # candidate services a range query names (about 
 ENGINE_CONCURRENCY = 4  # the families' screens in flight at once (one query each)
 MAX_FAMILIES = 64  # more families than this: the fleet view covers the first ones and says so
 _EPSILON = 1e-9  # keeps a noise-free baseline's ratio finite
-_FAMILY_LABEL = "rootproof_family"  # tags each family's series in the totals
 _HAS_SERVICE_LABEL = "rootproof_named"  # tags, in the totals, the series that name a service
 _COUNT_LABEL = "rootproof_series"  # the totals' rows: services with that many series
 
@@ -177,13 +181,20 @@ class _Family:
     def __init__(self, name: str, matchers: tuple[Matcher, ...], counter: bool, ranges: _Ranges):
         self.name = name
         # The family was listed as matching the selector: its own __name__ matchers hold.
-        own = tuple(m for m in matchers if m.name != "__name__")
-        self.raw = Selector(name=name, matchers=own).render()
+        self.matchers = tuple(m for m in matchers if m.name != "__name__")
+        self.raw = Selector(name=name, matchers=self.matchers).render()
         self.counter = counter
         self.ranges = ranges
 
-    def _baseline(self, seconds: int | None = None) -> str:
-        return f"{self.raw}[{seconds or self.ranges.baseline}s] offset {self.ranges.window}s"
+    def _baseline(self) -> str:
+        """The baseline's samples: the range ends 1 ms before the window starts (the
+        statistic's baseline is half-open, ``[baseline_start, window_start)``: a sample at the
+        window's start is the window's). On a TSDB cut into blocks at round hours (2 h in
+        Prometheus) the closed range that reached the window's first instant also read the
+        next block for that one sample: a second series lookup and merge, about 40 % of the
+        pass's CPU at 10,000 services."""
+        length, offset = self.ranges.baseline * 1000 - 1, self.ranges.window * 1000 + 1
+        return f"{self.raw}[{length}ms] offset {offset}ms"
 
     def _levels(self) -> tuple[str, str, str]:
         """The window's mean, the baseline's mean and the baseline's spread (a counter's as
@@ -196,17 +207,22 @@ class _Family:
                 f"avg_over_time({baseline})",
                 f"stddev_over_time({baseline})",
             )
+        # The rates the spread is taken of read baseline samples only: each reads the two
+        # steps before it, so the first is two steps into the baseline and the last before
+        # the window (the same half-open baseline as the means; the rates that reached over
+        # its ends also read the blocks before and after it).
         step = self.ranges.step
+        span = max(self.ranges.baseline - 2 * step, step)
         rates = (
-            f"rate({self.raw}[{2 * step}s])[{self.ranges.baseline}s:{step}s] "
-            f"offset {self.ranges.window}s"
+            f"rate({self.raw}[{2 * step}s])[{span * 1000 - 1}ms:{step}s] "
+            f"offset {self.ranges.window * 1000 + 1}ms"
         )
         return f"rate({window})", f"rate({baseline})", f"stddev_over_time({rates})"
 
-    def present(self) -> str:
-        """Its series with a sample in the range the fleet view reads (baseline, window)."""
-        span = self.ranges.window + self.ranges.baseline + int(LOOKBACK_SECONDS)
-        return f"count_over_time({self.raw}[{span}s])"
+    def span(self) -> int:
+        """The seconds back from the window's end the fleet view reads a series' samples
+        over (baseline, window and the lookback before the first grid point)."""
+        return self.ranges.window + self.ranges.baseline + int(LOOKBACK_SECONDS)
 
     def _change(self) -> str:
         """Every series' level change: the window's mean against the baseline's mean, in
@@ -247,15 +263,16 @@ def _families(
 def _totals(families: list[_Family], service: str) -> str:
     """One expression for the fleet's totals: how many services have each number of series
     (``count_values`` of the per-service counts, a few rows whatever the fleet's size), over
-    every family (a service in several families counted once). Each family's series are
-    tagged with its name (range functions drop it, and ``or`` would merge equal label sets),
-    and those that name a service with _HAS_SERVICE_LABEL: the screens ask for the families
-    without a matcher on the service label (an index-wide lookup in each of their passes)."""
-    union = " or ".join(
-        f'label_replace({family.present()}, "{_FAMILY_LABEL}", "{family.name}", "", "")'
-        for family in families
-    )
-    tagged = f'label_replace({union}, "{_HAS_SERVICE_LABEL}", "1", "{service}", ".+")'
+    every family (a service in several families counted once), those that name a service
+    tagged with _HAS_SERVICE_LABEL (the screens ask for the families without a matcher on the
+    service label: an index-wide lookup in each of their passes). One selector reads every
+    family's series (``__name__`` one of theirs): ``last_over_time`` keeps the metric name,
+    so the families' series stay apart without a tag a family and an ``or`` of them."""
+    first = families[0]
+    names = "|".join(_regex_literal(family.name) for family in families)
+    union = Selector(name=None, matchers=(Matcher("__name__", "=~", names), *first.matchers))
+    present = f"last_over_time({union.render()}[{first.span()}s])"
+    tagged = f'label_replace({present}, "{_HAS_SERVICE_LABEL}", "1", "{service}", ".+")'
     return (
         f'count_values by ({_HAS_SERVICE_LABEL}) ("{_COUNT_LABEL}", '
         f"count by ({service}, {_HAS_SERVICE_LABEL}) ({tagged}))"
