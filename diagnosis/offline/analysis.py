@@ -587,6 +587,14 @@ def _metric_key(signal: MetricSignal) -> Hashable:
     return (signal.service, f"{signal.metric}{sorted(signal.labels.items())}")
 
 
+def _reading_resolution(call: Call) -> float:
+    """The grid step a metrics call read its series on (0 for any other call)."""
+    if call.tool_name != "query_metrics":
+        return 0.0
+    step = step_seconds(call.summary)
+    return step if step is not None else math.inf
+
+
 def _log_key(signal: LogSignal) -> Hashable:
     return (signal.service, signal.template, signal.level)
 
@@ -604,7 +612,7 @@ def suspects_rank(
     # read it gives its ratio, baseline, peak and onset to every section that states them
     seen_metrics: set[Hashable] = set()
     seen_logs: set[Hashable] = set()
-    for call in calls:
+    for call in sorted(calls, key=_reading_resolution):
         service_arg = str(call.arguments.get("service") or "")
         if call.tool_name == "query_metrics":
             for signal in _first_per_key(metric_signals(call), _metric_key, seen_metrics):
