@@ -52,7 +52,6 @@ class Evidence:
     extra_edges: list[tuple[str, str]] = field(default_factory=list)
     buckets: bool = False  # some answer showed a latency histogram's buckets
 
-
     def room(self, reserve: int = 1) -> bool:
         return len(self.calls) + reserve < MAX_TOOL_CALLS
 
