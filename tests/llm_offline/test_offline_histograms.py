@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scenarios" / "_gen
 from fleet import REAL_SCHEMES, fleet_pack_write
 
 HISTOGRAM_FAMILIES = sorted(
-    {family for specs in REAL_SCHEMES.values() for family, _l, _t, q in specs if q == "latency_hist"}
+    {f for specs in REAL_SCHEMES.values() for f, _l, _t, q in specs if q == "latency_hist"}
 )
 HISTOGRAM_NAMINGS = sorted(
     name
@@ -149,9 +149,7 @@ def _evaluated(path: Path) -> PackResult:
 
 @pytestmark_db
 @pytest.mark.parametrize("naming", HISTOGRAM_NAMINGS)
-def test_a_root_whose_histogram_latency_rises_is_ranked_first_and_named_latency(
-    tmp_path, naming
-):
+def test_a_root_whose_histogram_latency_rises_is_ranked_first_and_named_latency(tmp_path, naming):
     pack = fleet_pack_write(
         out=tmp_path / "p", services=SERVICES, seed=SEED, kind="latency", spill=True, naming=naming
     )
