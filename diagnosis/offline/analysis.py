@@ -654,7 +654,16 @@ def _metric_key(signal: MetricSignal) -> Hashable:
 
 
 def _reading_resolution(call: Call) -> float:
-    """The grid step a metrics call read its series on (0 for any other call)."""
+    """The grid step a metrics call read its series on (0 for any other call): of the
+    readings of one series, the finest dates its change best.
+
+    Physical: the fleet view reads every series on a coarser grid than a service's own
+    query (2 minutes against 1 on a 30-minute window). A counter's rate on a grid step
+    averages the samples of that step, so the step that holds an onset is shifted only in
+    part, and a noisy step before it can take the onset: a caller then looks a step earlier
+    than the callee it waits on, which causally cannot explain it. A finer grid has
+    nothing to lose: what the coarse reading shows, the fine one shows too.
+    """
     if call.tool_name != "query_metrics":
         return 0.0
     step = step_seconds(call.summary)
@@ -674,8 +683,9 @@ def suspects_rank(
     def suspect(name: str) -> Suspect:
         return suspects.setdefault(name, Suspect(service=name))
 
-    # one series (or log template), one set of figures per session: the first call that
-    # read it gives its ratio, baseline, peak and onset to every section that states them
+    # one series (or log template), one set of figures per session: the call that read it
+    # on the finest grid (the first of those) gives its ratio, baseline, peak and onset to
+    # every section that states them (``_reading_resolution``)
     seen_metrics: set[Hashable] = set()
     seen_logs: set[Hashable] = set()
     for call in sorted(calls, key=_reading_resolution):
