@@ -661,8 +661,9 @@ def _reading_resolution(call: Call) -> float:
     query (2 minutes against 1 on a 30-minute window). A counter's rate on a grid step
     averages the samples of that step, so the step that holds an onset is shifted only in
     part, and a noisy step before it can take the onset: a caller then looks a step earlier
-    than the callee it waits on, which causally cannot explain it. A finer grid has
-    nothing to lose: what the coarse reading shows, the fine one shows too.
+    than the callee it waits on, which causally cannot explain it. The finer reading's
+    points are noisier one by one, but the tool scores a shift over its sustained points
+    either way, and its resolution (``resolution_seconds``) is the finer one.
     """
     if call.tool_name != "query_metrics":
         return 0.0
