@@ -519,8 +519,7 @@ def _mean_of(total: MetricSignal, count: MetricSignal) -> MetricSignal:
         shift_peak=_quotient(total.shift_peak, usual),
         ratio=ratio,
         anomaly=anomaly,
-        direction=direction,
-        rate=False,
+        direction=direction,  # still read from counters' rates (``_finer_rate``)
     )
 
 
@@ -653,22 +652,19 @@ def _metric_key(signal: MetricSignal) -> Hashable:
     return (signal.service, f"{signal.metric}{sorted(signal.labels.items())}")
 
 
-def _reading_resolution(call: Call) -> float:
-    """The grid step a metrics call read its series on (0 for any other call): of the
-    readings of one series, the finest dates its change best.
+def _finer_rate(new: MetricSignal, held: MetricSignal) -> bool:
+    """Whether a counter's rate read again on a finer grid takes the place of the reading
+    held: of the readings of one counter, the finest dates its change best.
 
     Physical: the fleet view reads every series on a coarser grid than a service's own
-    query (2 minutes against 1 on a 30-minute window). A counter's rate on a grid step
-    averages the samples of that step, so the step that holds an onset is shifted only in
-    part, and a noisy step before it can take the onset: a caller then looks a step earlier
-    than the callee it waits on, which causally cannot explain it. The finer reading's
-    points are noisier one by one, but the tool scores a shift over its sustained points
-    either way, and its resolution (``resolution_seconds``) is the finer one.
+    query (2 minutes against 1 on a 30-minute window), and a counter's rate on a grid step
+    averages the samples of that step: the step that holds an onset is shifted only in
+    part, and a noisy step before it can take the onset, so a caller looks a step earlier
+    than the callee it waits on, which causally cannot explain it. A gauge on a coarse grid
+    is sampled, not averaged: its first reading stays (a finer one has noisier points and
+    nothing averaged to undo).
     """
-    if call.tool_name != "query_metrics":
-        return 0.0
-    step = step_seconds(call.summary)
-    return step if step is not None else math.inf
+    return new.rate and held.rate and new.resolution_s < held.resolution_s
 
 
 def _log_key(signal: LogSignal) -> Hashable:
@@ -684,19 +680,18 @@ def suspects_rank(
     def suspect(name: str) -> Suspect:
         return suspects.setdefault(name, Suspect(service=name))
 
-    # one series (or log template), one set of figures per session: the call that read it
-    # on the finest grid (the first of those) gives its ratio, baseline, peak and onset to
-    # every section that states them (``_reading_resolution``)
-    seen_metrics: set[Hashable] = set()
+    # one series (or log template), one set of figures per session: the first call that
+    # read it (for a counter's rate, the finest grid's: ``_finer_rate``) gives its ratio,
+    # baseline, peak and onset to every section that states them
+    readings: dict[Hashable, MetricSignal] = {}
     seen_logs: set[Hashable] = set()
-    for call in sorted(calls, key=_reading_resolution):
+    for call in calls:
         service_arg = str(call.arguments.get("service") or "")
         if call.tool_name == "query_metrics":
-            for signal in _first_per_key(metric_signals(call), _metric_key, seen_metrics):
-                if signal.service:
-                    entry = suspect(signal.service)
-                    entry.metrics.append(signal)
-                    entry.has_data = True
+            for signal in metric_signals(call):
+                held = readings.get(_metric_key(signal))
+                if held is None or _finer_rate(signal, held):
+                    readings[_metric_key(signal)] = signal
             listed = call.summary.get("series")
         elif call.tool_name == "query_logs":
             found = log_signals(call, sorted({*known, *suspects}))
@@ -710,6 +705,11 @@ def suspects_rank(
             continue
         if service_arg and call.ok and listed:
             suspect(service_arg).has_data = True
+    for signal in readings.values():
+        if signal.service:
+            entry = suspect(signal.service)
+            entry.metrics.append(signal)
+            entry.has_data = True
 
     # Dependency edges: A's error logs name B while reporting a failed call.
     for entry in list(suspects.values()):
