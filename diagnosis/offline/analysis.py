@@ -519,7 +519,7 @@ def _mean_of(total: MetricSignal, count: MetricSignal) -> MetricSignal:
         shift_peak=_quotient(total.shift_peak, usual),
         ratio=ratio,
         anomaly=anomaly,
-        direction=direction,  # still read from counters' rates (``_finer_rate``)
+        direction=direction,  # still read from counters' rates (``_later_rate``)
     )
 
 
@@ -652,19 +652,23 @@ def _metric_key(signal: MetricSignal) -> Hashable:
     return (signal.service, f"{signal.metric}{sorted(signal.labels.items())}")
 
 
-def _finer_rate(new: MetricSignal, held: MetricSignal) -> bool:
-    """Whether a counter's rate read again on a finer grid takes the place of the reading
-    held: of the readings of one counter, the finest dates its change best.
+def _later_rate(new: MetricSignal, held: MetricSignal) -> bool:
+    """Whether a counter's rate read again, on another grid, takes the place of the reading
+    held: of two readings of one counter that date its change differently, the later date.
 
-    Physical: the fleet view reads every series on a coarser grid than a service's own
-    query (2 minutes against 1 on a 30-minute window), and a counter's rate on a grid step
-    averages the samples of that step: the step that holds an onset is shifted only in
-    part, and a noisy step before it can take the onset, so a caller looks a step earlier
-    than the callee it waits on, which causally cannot explain it. A gauge on a coarse grid
-    is sampled, not averaged: its first reading stays (a finer one has noisier points and
-    nothing averaged to undo).
+    Statistical: the fleet view reads every series on a coarser grid than a service's own
+    query (2 minutes against 1 on a 30-minute window); each grid's points carry their own
+    noise, and a noisy point right before a shift is taken into it, so a change point errs
+    early far more than late (a shift is not dated before its first shifted point). Where
+    two readings of the same samples disagree, the shift had begun by the later date on
+    both: a caller dated a step early on one grid would otherwise look earlier than the
+    callee it waits on, which causally cannot explain it. A gauge keeps its first reading
+    (its coarse grid samples it, nothing is averaged or re-dated).
     """
-    return new.rate and held.rate and new.resolution_s < held.resolution_s
+    if not (new.rate and held.rate):
+        return False
+    mine, theirs = new.onset, held.onset
+    return mine is not None and theirs is not None and mine > theirs
 
 
 def _log_key(signal: LogSignal) -> Hashable:
@@ -681,8 +685,8 @@ def suspects_rank(
         return suspects.setdefault(name, Suspect(service=name))
 
     # one series (or log template), one set of figures per session: the first call that
-    # read it (for a counter's rate, the finest grid's: ``_finer_rate``) gives its ratio,
-    # baseline, peak and onset to every section that states them
+    # read it (for a counter's rate, the one that dates its change later: ``_later_rate``)
+    # gives its ratio, baseline, peak and onset to every section that states them
     readings: dict[Hashable, MetricSignal] = {}
     seen_logs: set[Hashable] = set()
     for call in calls:
@@ -690,7 +694,7 @@ def suspects_rank(
         if call.tool_name == "query_metrics":
             for signal in metric_signals(call):
                 held = readings.get(_metric_key(signal))
-                if held is None or _finer_rate(signal, held):
+                if held is None or _later_rate(signal, held):
                     readings[_metric_key(signal)] = signal
             listed = call.summary.get("series")
         elif call.tool_name == "query_logs":
