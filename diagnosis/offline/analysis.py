@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable, Hashable, Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
@@ -483,7 +483,72 @@ def metric_signals(call: Call) -> list[MetricSignal]:
                 subkind=subkind,
             )
         )
-    return signals
+    return histogram_means(signals)
+
+
+def histogram_means(signals: list[MetricSignal]) -> list[MetricSignal]:
+    """A latency histogram's ``_sum`` read as the mean latency, where its ``_count`` (same
+    service and labels) is in the same answer.
+
+    Definitional: the ``_sum``'s rate is seconds of work per second, the ``_count``'s the
+    requests per second, and their quotient the mean duration of a request. Each of the
+    ``_sum``'s figures (baseline median and mean, level, mean, peak) is divided by the
+    ``_count``'s, so a surge of traffic at an unchanged latency, which doubles both, is no
+    latency rise, and a latency shift is in seconds, comparable along the calls whatever
+    each service's traffic. The quotient's shift is the ``_sum``'s less the ``_count``'s on
+    a log scale; its significance is the ``_sum``'s score times the share of the ``_sum``'s
+    log-shift left after the traffic's (the part of its departure from baseline that the
+    traffic does not account for); with a steady ``_count`` that is the ``_sum``'s own.
+    The signal keeps the ``_sum``'s line, the evidence it is read from.
+    """
+    counts = {
+        (m.service, vocab.histogram_part(m.metric)[0], tuple(sorted(m.labels.items()))): m
+        for m in signals
+        if m.subkind == vocab.HISTOGRAM_COUNT
+    }
+    out = []
+    for signal in signals:
+        family, suffix = vocab.histogram_part(signal.metric)
+        count = counts.get((signal.service, family, tuple(sorted(signal.labels.items()))))
+        if suffix != "_sum" or signal.kind != "latency" or count is None:
+            out.append(signal)
+            continue
+        out.append(_mean_of(signal, count))
+    return out
+
+
+def _quotient(a: Any, b: Any) -> float | None:
+    x, y = _float(a), _float(b)
+    return x / y if x is not None and y is not None and y > 0 else None
+
+
+def _mean_of(total: MetricSignal, count: MetricSignal) -> MetricSignal:
+    base = _quotient(total.baseline_median, count.baseline_median)
+    level = _quotient(total.window_level, count.window_level)
+    base_mean = _quotient(total.baseline_mean, count.baseline_mean)
+    mean = _quotient(total.window_mean, count.window_mean)
+    pair = (base, level) if base and level else (base_mean, mean)
+    ratio = pair[1] / pair[0] if pair[0] and pair[1] is not None else None
+    anomaly, direction = total.anomaly, total.direction
+    if count.abnormal and ratio is not None:
+        shift = abs(math.log(total.ratio)) if total.ratio and total.ratio > 0 else 0.0
+        left = abs(math.log(ratio)) if ratio > 0 else shift
+        anomaly = total.anomaly * min(left / shift, 1.0) if shift > 0 else 0.0
+        direction = "up" if ratio > 1 else "down" if ratio < 1 else "flat"
+    usual = _float(count.window_level) or _float(count.window_mean)
+    return replace(
+        total,
+        baseline_median=base,
+        baseline_mean=base_mean,
+        window_level=level,
+        window_mean=mean,
+        window_max=_quotient(total.window_max, usual),
+        window_min=_quotient(total.window_min, usual),
+        shift_peak=_quotient(total.shift_peak, usual),
+        ratio=ratio,
+        anomaly=anomaly,
+        direction=direction,  # still read from counters' rates (``_later_rate``)
+    )
 
 
 def _tokens(metric: str) -> set[str]:
@@ -615,6 +680,25 @@ def _metric_key(signal: MetricSignal) -> Hashable:
     return (signal.service, f"{signal.metric}{sorted(signal.labels.items())}")
 
 
+def _later_rate(new: MetricSignal, held: MetricSignal) -> bool:
+    """Whether a counter's rate read again, on another grid, takes the place of the reading
+    held: of two readings of one counter that date its change differently, the later date.
+
+    Statistical: the fleet view reads every series on a coarser grid than a service's own
+    query (2 minutes against 1 on a 30-minute window); each grid's points carry their own
+    noise, and a noisy point right before a shift is taken into it, so a change point errs
+    early far more than late (a shift is not dated before its first shifted point). Where
+    two readings of the same samples disagree, the shift had begun by the later date on
+    both: a caller dated a step early on one grid would otherwise look earlier than the
+    callee it waits on, which causally cannot explain it. A gauge keeps its first reading
+    (its coarse grid samples it, nothing is averaged or re-dated).
+    """
+    if not (new.rate and held.rate):
+        return False
+    mine, theirs = new.onset, held.onset
+    return mine is not None and theirs is not None and mine > theirs
+
+
 def _log_key(signal: LogSignal) -> Hashable:
     return (signal.service, signal.template, signal.level)
 
@@ -629,17 +713,17 @@ def suspects_rank(
         return suspects.setdefault(name, Suspect(service=name))
 
     # one series (or log template), one set of figures per session: the first call that
-    # read it gives its ratio, baseline, peak and onset to every section that states them
-    seen_metrics: set[Hashable] = set()
+    # read it (for a counter's rate, the one that dates its change later: ``_later_rate``)
+    # gives its ratio, baseline, peak and onset to every section that states them
+    readings: dict[Hashable, MetricSignal] = {}
     seen_logs: set[Hashable] = set()
     for call in calls:
         service_arg = str(call.arguments.get("service") or "")
         if call.tool_name == "query_metrics":
-            for signal in _first_per_key(metric_signals(call), _metric_key, seen_metrics):
-                if signal.service:
-                    entry = suspect(signal.service)
-                    entry.metrics.append(signal)
-                    entry.has_data = True
+            for signal in metric_signals(call):
+                held = readings.get(_metric_key(signal))
+                if held is None or _later_rate(signal, held):
+                    readings[_metric_key(signal)] = signal
             listed = call.summary.get("series")
         elif call.tool_name == "query_logs":
             found = log_signals(call, sorted({*known, *suspects}))
@@ -653,6 +737,11 @@ def suspects_rank(
             continue
         if service_arg and call.ok and listed:
             suspect(service_arg).has_data = True
+    for signal in readings.values():
+        if signal.service:
+            entry = suspect(signal.service)
+            entry.metrics.append(signal)
+            entry.has_data = True
 
     # Dependency edges: A's error logs name B while reporting a failed call.
     for entry in list(suspects.values()):

@@ -35,6 +35,9 @@ MAX_TOOL_CALLS = 38  # the whole first attempt, one lookup_knowledge included
 # The fleet view on a metrics backend that still wants a service or a metric: every series
 # that carries a service label (the same ranking, one query).
 FLEET_SELECTOR = '{service=~".+"}'
+# A service's series but its histograms' buckets, once the environment shows it has
+# histograms (``_buckets_seen``).
+NO_BUCKETS_SELECTOR = '{__name__!~".+_bucket"}'
 
 
 @dataclass
@@ -47,6 +50,7 @@ class Evidence:
     # call edges found other than declared or on metric labels (traces, say), caller first:
     # merged into the call graph with the declared ones
     extra_edges: list[tuple[str, str]] = field(default_factory=list)
+    buckets: bool = False  # some answer showed a latency histogram's buckets
 
     def room(self, reserve: int = 1) -> bool:
         return len(self.calls) + reserve < MAX_TOOL_CALLS
@@ -73,7 +77,15 @@ def _service_round(tools: ToolRunner, evidence: Evidence, service: str) -> None:
     if service in evidence.queried or not evidence.room(reserve=2):
         return
     evidence.queried.append(service)
-    tool_call(tools, evidence, "query_metrics", {"service": service})
+    arguments = {"service": service}
+    if evidence.buckets:
+        arguments["metric"] = NO_BUCKETS_SELECTOR
+    call = tool_call(tools, evidence, "query_metrics", arguments)
+    if call.status == "error" and evidence.buckets:  # a backend that refuses the selector
+        fallback = tool_call(tools, evidence, "query_metrics", {"service": service})
+        if fallback.status != "error":
+            evidence.superseded.append(call)
+    evidence.buckets = evidence.buckets or _buckets_seen(evidence.calls[-1:])
     if evidence.logs_available:
         # every level: ERROR, WARN, and the FATAL/PANIC/CRITICAL some systems log instead
         tool_call(tools, evidence, "query_logs", {"service": service})
@@ -87,12 +99,33 @@ def _fleet_view(tools: ToolRunner, evidence: Evidence) -> None:
         fallback = tool_call(tools, evidence, "query_metrics", {"metric": FLEET_SELECTOR})
         if fallback.status != "error":
             evidence.superseded.append(first)
+    evidence.buckets = _buckets_seen(evidence.calls)
     every = tool_call(tools, evidence, "query_logs", {})
     if not every.summary.get("templates"):
         # no log source, or nothing logged at all: no per-service log query can find more
         evidence.logs_available = False
         return
     tool_call(tools, evidence, "query_logs", {"level": "ERROR"})
+
+
+def _buckets_seen(calls: list[Call]) -> bool:
+    """Whether the environment has latency histograms: some answer shows their buckets.
+
+    A histogram's buckets count the same requests as its ``_count``, split by duration
+    (``vocab.metric_kind``): one slowdown moves them all at once, and with the ``_sum`` and
+    ``_count`` beside them they add the shape of the tail only. In an answer that shows a
+    service's most anomalous series up to a cap, a dozen buckets take the places of its
+    other families — its CPU, memory or errors, the evidence that tells a fault's kind
+    and whether it is the service's own. A service is then asked for its series without
+    them: one series per measure.
+    """
+    return any(
+        isinstance(item, dict)
+        and vocab.metric_kind(str(item.get("metric") or ""))[1] == vocab.HISTOGRAM_BUCKET
+        for call in calls
+        if call.tool_name == "query_metrics" and call.ok
+        for item in call.summary.get("series") or []
+    )
 
 
 def _planned(request: ExecutorRequest) -> list[str]:

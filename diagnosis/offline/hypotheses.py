@@ -240,9 +240,23 @@ def alternative_hypothesis(entry: Suspect, lang: str) -> Hypothesis | None:
     )
 
 
+# The fault kinds whose action is what an SRE does about that kind whatever the cause's
+# wording: the kind the answer gives decides what to check (texts ``act_<kind>``).
+# A code fault that came with a deploy keeps the deploy's action (roll it back).
+_KIND_ACTIONS = ("cpu", "memory", "disk", "network", "configuration", "code")
+
+
 def action_build(entry: Suspect, lang: str, reason_key: str) -> RecommendedAction:
+    """What to do about the cause: the action of the kind its own evidence shows where that
+    kind has one of its own (``_KIND_ACTIONS``: a network root's network path, a
+    configuration root's change), else the action of what made it the cause (the resource
+    that ran out, its change, its code, its callees)."""
     t = texts(lang)
-    if entry.kind == "resource":
+    if entry.fault_kind in _KIND_ACTIONS and not (
+        entry.fault_kind == "code" and entry.kind == "change"
+    ):
+        key = f"act_{entry.fault_kind}"
+    elif entry.kind == "resource":
         key = (
             f"act_{entry.subkind}"
             if entry.subkind and f"act_{entry.subkind}" in t

@@ -206,6 +206,10 @@ def _action_texts() -> dict[str, str]:
         "act_queue": _("检查 {svc} 的队列积压与消费速度，必要时扩容消费者"),
         "act_resource": _("检查 {svc} 的资源使用与上限，必要时扩容"),
         "act_change": _("核对 {svc} 最近的发布或配置变更，考虑回滚"),
+        "act_network": _(
+            "检查 {svc} 的网络路径：重传、DNS 解析、连接错误，以及它与上下游之间的链路"
+        ),
+        "act_configuration": _("对比 {svc} 在故障开始时的配置或发布变更，并回滚该变更"),
         "act_code": _("查看 {svc} 新出现异常的堆栈与最近的代码变更，考虑回滚"),
         "act_latency": _("排查 {svc} 的慢调用（数据库、外部依赖），必要时扩容或降级"),
         "act_errors": _("查看 {svc} 错误日志的详细上下文，确认错误来源"),

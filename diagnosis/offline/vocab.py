@@ -267,8 +267,38 @@ def _has_any(text: str, words: tuple[str, ...]) -> bool:
     return any(w in text for w in words)
 
 
+# The series of a histogram or summary (OpenMetrics, Prometheus, OpenTelemetry): ``_bucket``
+# counts the requests that took at most ``le``, ``_count`` every request, ``_sum`` their
+# total duration.
+HISTOGRAM_SUFFIXES = ("_bucket", "_count", "_sum")
+# The subkind of a latency histogram's counting series, read as traffic.
+HISTOGRAM_COUNT = "histogram_count"
+HISTOGRAM_BUCKET = "histogram_bucket"
+
+
+def histogram_part(metric: str) -> tuple[str, str]:
+    """(family, suffix) of a histogram's or summary's series, ("", "") for any other name."""
+    name = metric or ""
+    for suffix in HISTOGRAM_SUFFIXES:
+        if name.endswith(suffix) and len(name) > len(suffix):
+            return name[: -len(suffix)], suffix
+    return "", ""
+
+
 def metric_kind(metric: str, labels: dict[str, str] | None = None) -> tuple[str, str]:
-    """(kind, subkind) of a metric: resource/restart/change/errors/latency/traffic/other."""
+    """(kind, subkind) of a metric: resource/restart/change/errors/latency/traffic/other.
+
+    A latency histogram's ``_count`` and ``_bucket`` are counts of requests (definitional):
+    their rates are requests per second, all of them or those at or below a bound, so they
+    are traffic (subkinds ``HISTOGRAM_COUNT``, ``HISTOGRAM_BUCKET``), never a latency,
+    whatever "duration" or "seconds" their name carries. A slowdown moves requests out of
+    the low buckets and a surge of traffic raises every bucket: neither is a latency read
+    from one bucket. Its ``_sum`` (seconds of work per second) stays latency: with its
+    ``_count`` it gives the mean (``analysis.histogram_means``).
+    """
+    family, suffix = histogram_part(metric)
+    if suffix in {"_count", "_bucket"} and metric_kind(family, labels) == ("latency", ""):
+        return "traffic", HISTOGRAM_COUNT if suffix == "_count" else HISTOGRAM_BUCKET
     name = (metric or "").lower()
     label_text = " ".join(f"{k}={v}" for k, v in sorted((labels or {}).items())).lower()
     if _has_any(name, RESTART_METRIC):
