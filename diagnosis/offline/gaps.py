@@ -40,8 +40,8 @@ def missing_write(
     elif root is None:
         missing.append(t["miss_no_root"])
     followers = [s.service for s in ranked if top is not None and top.service in s.follows]
-    if followers and not tied:
-        # no call was known: the later services are ordered after it, not linked to it
+    if top is not None and followers and not tied:
+        # no call was known: the later services began after it, nothing links them to it
         names = list_join(followers[:MAX_NAMED], lang)
         missing.append(t["miss_calls_unknown"].format(svc=top.service, services=names))
     if weak and (top is None or not top.notable):
