@@ -666,18 +666,18 @@ def follows_earlier(state: ServiceState, other: ServiceState) -> bool:
     ``_unseen``). It proves no call between them, so it orders and links nothing; the answer
     says the calls were unknown. No constant beyond the series' own resolutions."""
     leads = [
-        s
+        (s.onset, s)
         for s in other.shifts
         if s.kind in PROPAGATING and s.onset is not None and _dates_a_start(s)
     ]
     mine = state.shifts
     if not leads or not mine:
         return False
-    first = min(leads, key=_onset_of)
+    began, first = min(leads, key=lambda pair: pair[0])
     for symptom in mine:
         if symptom.onset is None:
             return False
-        gap = (symptom.onset - _onset_of(first)).total_seconds() - _unseen(symptom)
+        gap = (symptom.onset - began).total_seconds() - _unseen(symptom)
         if gap < _dating(symptom) + _dating(first):
             return False
     return True
@@ -695,11 +695,6 @@ def _dates_a_start(symptom: Symptom) -> bool:
     for ``Suspect.onset``) dates when another service's trouble began; a log line's first
     time does (it is a new template or a surge the log tool has tested)."""
     return symptom.signal is None or symptom.signal.anomaly >= ONSET_MIN
-
-
-def _onset_of(symptom: Symptom) -> datetime:
-    assert symptom.onset is not None
-    return symptom.onset
 
 
 def without_calls(suspects: list[Suspect], states: dict[str, ServiceState]) -> list[Suspect]:
