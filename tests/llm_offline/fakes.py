@@ -7,8 +7,13 @@ calling it; mysql is quiet; the runbook carries an injected instruction.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
+
+from diagnosis.offline.analysis import Call
+from diagnosis.offline.gather import Evidence
+from diagnosis.offline.localise import topology_build
 
 WINDOW = {"start": "2026-03-02T10:10:00Z", "end": "2026-03-02T10:40:00Z"}
 BASELINE = {"start": "2026-03-02T08:10:00Z", "end": "2026-03-02T10:10:00Z"}
@@ -307,3 +312,28 @@ def summary_series(
         "baseline_samples": baseline_points // samples_every,
         "line": f"{service} {metric} {labels or ''} level {level:g} since {change}",
     }
+
+
+def metrics_call(
+    series: list[dict[str, Any]], *, step: str = "1m", arguments: dict[str, Any] | None = None
+) -> Call:
+    """One query_metrics call answering with ``series`` (rows as ``summary_series`` writes them)."""
+    return Call(
+        tool_name="query_metrics",
+        arguments=arguments or {},
+        invocation_id=1,
+        trace_ref="trace-1",
+        status="ok",
+        output="\n".join(item["line"] for item in series),
+        summary={"step": step, "series": series},
+    )
+
+
+def metrics_evidence(
+    series: list[dict[str, Any]], edges: Iterable[tuple[str, str]] = (), step: str = "1m"
+) -> Evidence:
+    """The evidence of that one call, with ``edges`` declared beside what its labels name."""
+    call = metrics_call(series, step=step)
+    evidence = Evidence(calls=[call])
+    evidence.topology = topology_build(declared=edges, calls=[call])
+    return evidence

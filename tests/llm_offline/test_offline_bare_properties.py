@@ -19,12 +19,12 @@ import pytest
 
 from diagnosis.evaluation import pack_evaluate
 from diagnosis.llm.base import ExecutorRequest
-from diagnosis.offline.analysis import Call, Suspect
+from diagnosis.offline.analysis import Suspect
 from diagnosis.offline.executor import evidence_write
 from diagnosis.offline.gather import Evidence, suspects_localise
-from diagnosis.offline.localise import leaders_tied, topology_build
+from diagnosis.offline.localise import leaders_tied
 
-from .fakes import summary_series
+from .fakes import metrics_evidence, summary_series
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scenarios" / "_generator"))
 from fleet import fleet_pack_write
@@ -93,17 +93,7 @@ def _request(services: list[str], named: str) -> ExecutorRequest:
 
 
 def _evidence(series: list[dict[str, Any]]) -> Evidence:
-    call = Call(
-        tool_name="query_metrics",
-        arguments={},
-        invocation_id=1,
-        trace_ref="trace-1",
-        status="ok",
-        output="\n".join(item["line"] for item in series),
-        summary={"step": "1m", "series": series},
-    )
-    evidence = Evidence(calls=[call])
-    evidence.topology = topology_build(calls=[call])
+    evidence = metrics_evidence(series)
     assert not evidence.topology.known
     return evidence
 

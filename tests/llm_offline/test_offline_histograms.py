@@ -20,9 +20,11 @@ import pytest
 
 from diagnosis.evaluation import PackResult, pack_evaluate
 from diagnosis.offline import vocab
-from diagnosis.offline.analysis import Call, metric_signals
+from diagnosis.offline.analysis import metric_signals
 from diagnosis.offline.localise import harmful
 from tests.support.pack_transforms import services_rename
+
+from .fakes import metrics_call
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scenarios" / "_generator"))
 from fleet import REAL_SCHEMES, fleet_pack_write
@@ -87,15 +89,7 @@ def _signals(family: str, *, rps: tuple[float, float], latency: tuple[float, flo
         _item(f"{family}_count", r0, r1, count_score),
         _item(f"{family}_bucket", r0 * 0.9, r1 * 0.9, count_score, le="0.5"),
     ]
-    call = Call(
-        tool_name="query_metrics",
-        arguments={"service": "svc-a"},
-        invocation_id=1,
-        trace_ref="trace-1",
-        status="ok",
-        output="\n".join(i["line"] for i in items),
-        summary={"step": "1m", "series": items},
-    )
+    call = metrics_call(items, arguments={"service": "svc-a"})
     return {s.metric.rsplit("_", 1)[1]: s for s in metric_signals(call)}
 
 

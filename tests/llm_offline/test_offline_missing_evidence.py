@@ -18,11 +18,10 @@ from typing import Any
 import pytest
 
 from diagnosis.llm.base import ExecutorRequest
-from diagnosis.offline.analysis import Call, Suspect
-from diagnosis.offline.gather import Evidence, suspects_localise
-from diagnosis.offline.localise import topology_build
+from diagnosis.offline.analysis import Suspect
+from diagnosis.offline.gather import suspects_localise
 
-from .fakes import summary_series
+from .fakes import metrics_evidence, summary_series
 
 NOW = "2026-03-02T10:40:00Z"
 ONSET = "2026-03-02T10:20:00Z"
@@ -53,17 +52,7 @@ def _ranked(
     series: list[dict[str, Any]], edges: list[tuple[str, str]], named: str
 ) -> list[Suspect]:
     services = sorted({s["service"] for s in series} | {s for e in edges for s in e})
-    call = Call(
-        tool_name="query_metrics",
-        arguments={},
-        invocation_id=1,
-        trace_ref="trace-1",
-        status="ok",
-        output="\n".join(item["line"] for item in series),
-        summary={"step": "1m", "series": series},
-    )
-    evidence = Evidence(calls=[call])
-    evidence.topology = topology_build(declared=edges, calls=[call])
+    evidence = metrics_evidence(series, edges)
     request = ExecutorRequest(
         question=f"{named} 在 2026-03-02 10:20 (UTC) 左右出问题，请帮我定位根因服务。",
         language="zh-CN",

@@ -16,13 +16,13 @@ import pytest
 
 from diagnosis.evaluation import pack_evaluate
 from diagnosis.llm.base import ExecutorRequest
-from diagnosis.offline.analysis import Call, Suspect
+from diagnosis.offline.analysis import Suspect
 from diagnosis.offline.executor import evidence_write
 from diagnosis.offline.gather import Evidence, suspects_localise
 from diagnosis.offline.hypotheses import hypothesis_build
-from diagnosis.offline.localise import leaders_tied, topology_build
+from diagnosis.offline.localise import leaders_tied
 
-from .fakes import summary_series
+from .fakes import metrics_evidence, summary_series
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scenarios" / "_generator"))
 from fleet import fleet_pack_write
@@ -62,17 +62,7 @@ def _request(edges: list[tuple[str, str]], services: list[str]) -> ExecutorReque
 
 
 def _evidence(series: list[dict[str, Any]], edges: list[tuple[str, str]], step: str) -> Evidence:
-    call = Call(
-        tool_name="query_metrics",
-        arguments={},
-        invocation_id=1,
-        trace_ref="trace-1",
-        status="ok",
-        output="\n".join(item["line"] for item in series),
-        summary={"step": step, "series": series},
-    )
-    evidence = Evidence(calls=[call])
-    evidence.topology = topology_build(declared=edges, calls=[call])
+    evidence = metrics_evidence(series, edges, step)
     return evidence
 
 
