@@ -702,11 +702,11 @@ def without_calls(suspects: list[Suspect], states: dict[str, ServiceState]) -> l
     evidence (``analysis.suspects_rank``), unchanged; the candidates that began only after the
     leader's slowdown or failures (``follows_earlier``) are marked as possibly its effects.
 
-    The order of onsets is not made a ranking rule here: tried as one (a later service never
-    above an earlier one), it moved no root on the generated systems and demoted real roots
-    whose own shift was dated after unrelated services' (PetShop without its call graph),
-    where a service's onset is no evidence of a call. It only words the answer: what began
-    after the leader may be its effect, and the calls that would settle it are unknown."""
+    The order of onsets is not made a ranking rule: without calls, a service that began
+    later than another need not depend on it (unrelated services shift too, and on coarse
+    samples their shifts may be dated before the root's), so an onset is no evidence of a
+    call. It only words the answer: what began after the leader may be its effect, and the
+    calls that would settle it are unknown (CHANGELOG, session 11: what was tried)."""
     ranked = [s for s in suspects if s.score > 0 or s.graph_score > 0]
     leader = ranked[0] if ranked else None
     if leader is None or leader.service not in states or not states[leader.service].anomalous:
