@@ -80,11 +80,8 @@ def _service_round(tools: ToolRunner, evidence: Evidence, service: str) -> None:
     arguments = {"service": service}
     if evidence.buckets:
         arguments["metric"] = NO_BUCKETS_SELECTOR
-    call = tool_call(tools, evidence, "query_metrics", arguments)
-    if call.status == "error" and evidence.buckets:  # a backend that refuses the selector
-        fallback = tool_call(tools, evidence, "query_metrics", {"service": service})
-        if fallback.status != "error":
-            evidence.superseded.append(call)
+    # a backend that refuses the selector is asked for the service alone
+    _metrics_ask(tools, evidence, arguments, {"service": service})
     evidence.buckets = evidence.buckets or _buckets_seen(evidence.calls[-1:])
     if evidence.logs_available:
         # every level: ERROR, WARN, and the FATAL/PANIC/CRITICAL some systems log instead
@@ -94,11 +91,7 @@ def _service_round(tools: ToolRunner, evidence: Evidence, service: str) -> None:
 def _fleet_view(tools: ToolRunner, evidence: Evidence) -> None:
     """The whole environment at once: the most anomalous series and log templates of all
     services (the tools rank across the fleet when no service is given)."""
-    first = tool_call(tools, evidence, "query_metrics", {})
-    if first.status == "error":
-        fallback = tool_call(tools, evidence, "query_metrics", {"metric": FLEET_SELECTOR})
-        if fallback.status != "error":
-            evidence.superseded.append(first)
+    _metrics_ask(tools, evidence, {}, {"metric": FLEET_SELECTOR})
     evidence.buckets = _buckets_seen(evidence.calls)
     every = tool_call(tools, evidence, "query_logs", {})
     if not every.summary.get("templates"):
@@ -106,6 +99,18 @@ def _fleet_view(tools: ToolRunner, evidence: Evidence) -> None:
         evidence.logs_available = False
         return
     tool_call(tools, evidence, "query_logs", {"level": "ERROR"})
+
+
+def _metrics_ask(
+    tools: ToolRunner, evidence: Evidence, arguments: dict[str, Any], fallback: dict[str, Any]
+) -> None:
+    """``query_metrics`` with ``arguments``; on an error, once more with ``fallback`` (a
+    backend that wants other arguments), the failed call superseded if that one answers."""
+    first = tool_call(tools, evidence, "query_metrics", arguments)
+    if first.status == "error" and arguments != fallback:
+        again = tool_call(tools, evidence, "query_metrics", fallback)
+        if again.status != "error":
+            evidence.superseded.append(first)
 
 
 def _buckets_seen(calls: list[Call]) -> bool:
