@@ -106,6 +106,8 @@ class FindingCode(StrEnum):
     CLAIM_FACT_UNBOUND = "claim_fact_unbound"
     CLAIM_NOT_SPECIFIC = "claim_not_specific"
     EXCERPT_IS_INSTRUCTION = "excerpt_is_instruction"
+    # Rootproof additions (claim-level): a stated root_cause_kind none of its excerpts shows
+    KIND_UNBOUND = "kind_unbound"
     # Rootproof additions (report-level, see diagnosis.flow.parsing / diagnosis.flow.gatekeeper)
     UNKNOWN_ANSWER_VERSION = "unknown_answer_version"
     UNUSABLE_OUTPUT = "unusable_output"

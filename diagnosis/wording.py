@@ -133,6 +133,10 @@ FINDING_DETAILS: dict[str, Promise] = {
     "claim_not_specific": _(
         "论断没有指明证据可以绑定的服务、数字、时间或标识符；确认的论断必须指明具体对象"
     ),
+    "kind_unbound": _(
+        "论断给出的根因类型“%(kind)s”在它所引用的关于 %(entity)s 的指标或日志摘录中都看不到"
+        "（%(bindings)s）"
+    ),
     "no_bindings": _("论断没有任何证据绑定"),
     "unknown_claim_type": _("论断类型“%(claim_type)s”"),
     "duplicate_claim_id": _("前面已有一条论断的编号是 %(claim_id)s；这一条被降级"),

@@ -33,14 +33,18 @@ from __future__ import annotations
 import itertools
 import re
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 from diagnosis.contracts import (
     CAUSE_CLAIM_TYPES,
+    AllowedClaim,
+    AllowedHypothesis,
     Certainty,
     CoherenceCode,
     CoherenceFinding,
     ComposerInput,
 )
+from diagnosis.evidence.vocab import kind_shown
 from diagnosis.facts import Fact, FactKind, facts_extract, text_normalize
 
 # hedge markers: words that say a statement is not established
@@ -99,31 +103,6 @@ _PEAK = re.compile(
 )
 _ONSET = re.compile(r"(?:变化始于|changing from) ?(?:\d{4}-\d{2}-\d{2} )?(\d{1,2}:\d{2})")
 _PEAK_FIRST = ("早于变化", "before the change")
-# the evidence a cause's kind names: at least one of these in its own text or basis
-KIND_EVIDENCE = {
-    "memory": ("memory", "mem", "oom", "heap", "rss", "working_set", "内存", "堆"),
-    "cpu": ("cpu", "throttl", "load average", "处理器"),
-    "disk": ("disk", "filesystem", "inode", "volume", "磁盘", "存储", "fs_", "no space"),
-    "network": (
-        "network", "packet", "tcp", "udp", "dns", "retrans", "connection reset", "socket",
-        "网络", "丢包", "重传",
-    ),
-    "latency": ("latency", "p99", "p95", "p90", "duration", "slow", "timeout", "延迟", "耗时"),
-    # a health series (availability, success rate) falling is the error share rising
-    "errors": (
-        "error", "5xx", "exception", "fail", "availability", "success", "错误", "异常", "失败",
-        "可用", "成功率",
-    ),
-    "code": ("exception", "error", "panic", "traceback", "stack", "异常", "错误"),
-    "configuration": (
-        "config", "setting", "flag", "deploy", "rollout", "release", "revision", "version",
-        "配置", "变更", "发布",
-    ),
-    "resource_exhaustion": (
-        "pool", "thread", "queue", "connection", "limit", "exhaust", "max", "descriptor",
-        "open files", "连接", "线程", "队列", "耗尽", "上限",
-    ),
-}  # fmt: skip
 _STATEMENT_END = re.compile(r"[。\n]|[;；](?=\s)|\.(?=\s|$)")
 _SECTION = re.compile(r"^\*\*[^*\n]+\*\*\s*$", re.MULTILINE)
 
@@ -342,53 +321,66 @@ def _onset_findings(lines: list[str]) -> list[CoherenceFinding]:
     return findings
 
 
-# the kind a statement names ("（类型：延迟或网络——…）" / " (kind: latency or network — …)"):
-# what it concludes, never evidence of itself
-_KIND_NAMED = re.compile(r"[(（]\s*(?:类型|kind)\s*[:：][^()（）]*[)）]", re.IGNORECASE)
+@dataclass(frozen=True)
+class StatedKind:
+    """A cause's kinds as an answer states them, with the text that is its evidence."""
+
+    entity: str | None
+    kind: str | None
+    alternative: str | None
+    evidence: str
 
 
-def _shows(kind: str | None, text: str) -> bool:
-    """Whether ``text`` names evidence of ``kind`` (a kind it has no words for: yes)."""
-    words = KIND_EVIDENCE.get(kind or "")
-    if words is None:
-        return True
-    normalized = text_normalize(_KIND_NAMED.sub("", text))
-    return any(w in normalized for w in words)
-
-
-def _kind_findings(composer_input: ComposerInput) -> list[CoherenceFinding]:
-    """A cause the answer states whose kind (or second kind) its evidence does not show."""
-    # (entity, kind, the other kind it names, its evidence)
-    stated: list[tuple[str | None, str | None, str | None, str]] = [
-        (c.entity, c.root_cause_kind, c.root_cause_kind_alternative, c.text)
-        for c in composer_input.allowed_claims
+def stated_kinds(
+    claims: Iterable[AllowedClaim], hypotheses: Iterable[AllowedHypothesis]
+) -> list[StatedKind]:
+    """The kinds the cause claims and the hypotheses state, claims first."""
+    stated = [
+        StatedKind(c.entity, c.root_cause_kind, c.root_cause_kind_alternative, c.text)
+        for c in claims
         if c.claim_type in CAUSE_CLAIM_TYPES
     ]
     # a hypothesis's text is often worded from its kind: its basis is what shows the kind
-    stated += [
-        (
+    return stated + [
+        StatedKind(
             h.entity,
             h.root_cause_kind,
             h.root_cause_kind_alternative,
             h.basis if h.basis.strip() else h.text,
         )
-        for h in composer_input.allowed_hypotheses
+        for h in hypotheses
     ]
-    findings = []
-    for entity, kind, alternative, text in stated:
-        missing = [kind] if not _shows(kind, text) else []
-        if alternative and not _shows(alternative, text):
-            # shown where the answer puts that kind as a hypothesis of its own
-            others = [t for e, k, _a, t in stated if e == entity and k == alternative]
-            if not any(_shows(alternative, other) for other in others):
-                missing.append(alternative)
-        findings += [
-            CoherenceFinding(
-                code=CoherenceCode.KIND_WITHOUT_EVIDENCE, excerpt=f"{shown}: {text}"[:200]
-            )
-            for shown in missing
-        ]
-    return findings
+
+
+def kinds_unshown(stated: list[StatedKind]) -> list[list[str]]:
+    """For each stated cause, the kinds it names that its evidence does not show.
+
+    The second kind is shown too where the answer puts it as a hypothesis of its own about
+    the same service (the basis of "…or network" says what would tell the two apart).
+    """
+    missing_all = []
+    for item in stated:
+        missing = [item.kind] if item.kind and not kind_shown(item.kind, item.evidence) else []
+        if item.alternative and not kind_shown(item.alternative, item.evidence):
+            others = [
+                o.evidence for o in stated if o.entity == item.entity and o.kind == item.alternative
+            ]
+            if not any(kind_shown(item.alternative, other) for other in others):
+                missing.append(item.alternative)
+        missing_all.append(missing)
+    return missing_all
+
+
+def _kind_findings(composer_input: ComposerInput) -> list[CoherenceFinding]:
+    """A cause the answer states whose kind (or second kind) its evidence does not show."""
+    stated = stated_kinds(composer_input.allowed_claims, composer_input.allowed_hypotheses)
+    return [
+        CoherenceFinding(
+            code=CoherenceCode.KIND_WITHOUT_EVIDENCE, excerpt=f"{shown}: {item.evidence}"[:200]
+        )
+        for item, missing in zip(stated, kinds_unshown(stated), strict=True)
+        for shown in missing
+    ]
 
 
 def answer_coherence_check(

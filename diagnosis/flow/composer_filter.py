@@ -57,7 +57,13 @@ from diagnosis.contracts import (
     VerifierOutput,
     Wording,
 )
-from diagnosis.flow.coherence import series_figures_conflict, series_ratios
+from diagnosis.evidence.vocab import KIND_NAMED
+from diagnosis.flow.coherence import (
+    kinds_unshown,
+    series_figures_conflict,
+    series_ratios,
+    stated_kinds,
+)
 from diagnosis.i18n import language_override
 
 P = ParamSpec("P")
@@ -201,14 +207,18 @@ def _claim_place(
         placed.gaps.append(evidence_gap(claim_type=claim.claim_type, codes=codes))
         placed.placements[claim.claim_id] = "evidence_gap"
     elif classification == Classification.OVERSTATED and decision != Decision.REJECT:
+        # a kind none of its excerpts shows is no hypothesis either: the claim stays, unkinded
+        kind_unbound = FindingCode.KIND_UNBOUND in codes
         placed.hypotheses.append(
             AllowedHypothesis(
-                text=text,
+                text=KIND_NAMED.sub("", text).strip() if kind_unbound else text,
                 basis=_basis(claim, result),
                 entity=claim.entity,
                 claim_id=claim.claim_id,
-                root_cause_kind=claim.root_cause_kind,
-                root_cause_kind_alternative=claim.root_cause_kind_alternative,
+                root_cause_kind=None if kind_unbound else claim.root_cause_kind,
+                root_cause_kind_alternative=(
+                    None if kind_unbound else claim.root_cause_kind_alternative
+                ),
             )
         )
         placed.placements[claim.claim_id] = "hypothesis"
@@ -365,7 +375,9 @@ def composer_input_build(
         question=question,
         allowed_claims=placed.claims,
         # the Executor's own hypotheses first: they are what a conclusion may lead with
-        allowed_hypotheses=_own_hypotheses(output, decision) + placed.hypotheses,
+        allowed_hypotheses=_kinds_evidenced(
+            placed.claims, _own_hypotheses(output, decision) + placed.hypotheses
+        ),
         missing_info=_dedupe(placed.gaps + missing),
         recommended_actions=actions,
     )
@@ -375,6 +387,30 @@ def composer_input_build(
         disagreements=placed.disagreements,
         superseded=placed.superseded,
     )
+
+
+def _kinds_evidenced(
+    claims: list[AllowedClaim], hypotheses: list[AllowedHypothesis]
+) -> list[AllowedHypothesis]:
+    """The hypotheses with only the kinds their basis shows (``coherence.kinds_unshown``).
+
+    A hypothesis carries no binding, so its basis is all that can show its kind; a kind it
+    does not show is the conclusion without its reason (a memory fault on a basis of CPU
+    use), and the answer would state it. The kind goes, the hypothesis stays; a second kind
+    goes alone when only it is unshown.
+    """
+    stated = stated_kinds(claims, hypotheses)
+    unshown = kinds_unshown(stated)[len(stated) - len(hypotheses) :]
+    kept = []
+    for hypothesis, missing in zip(hypotheses, unshown, strict=True):
+        if hypothesis.root_cause_kind in missing:
+            hypothesis = hypothesis.model_copy(
+                update={"root_cause_kind": None, "root_cause_kind_alternative": None}
+            )
+        elif hypothesis.root_cause_kind_alternative in missing:
+            hypothesis = hypothesis.model_copy(update={"root_cause_kind_alternative": None})
+        kept.append(hypothesis)
+    return kept
 
 
 def _dedupe(items: list[str]) -> list[str]:

@@ -6,6 +6,11 @@ an identifier or a known service name, read by the one extractor the
 Gatekeeper uses (``diagnosis.facts``: numbers compared whole and by value,
 ``10:21`` found in a timestamp holding it, identifiers as whole tokens).
 List markers (``1.``) are not numbers.
+
+A fault kind is a fact too: an answer naming a resource the input never names (内存 /
+memory, CPU, 磁盘 / disk, 网络 / network: a kind in either language, by its name or its
+``root_cause_kind``) says what ran out without any evidence having said so
+(``new_kind:<kind>``). The other kinds' names (延迟, 错误, …) are words any answer uses.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from collections.abc import Iterable
 
 from diagnosis.contracts import ComposerInput
 from diagnosis.facts import FactKind, fact_source_of, facts_extract, text_normalize
+from diagnosis.offline.texts import kind_names
 
 _RAW_FIELDS = (
     "answer_version",
@@ -68,6 +74,25 @@ def _texts(value: object) -> Iterable[str]:
             yield from _texts(item)
 
 
+# the kinds named by a resource's own word, and the languages their names are read in
+_RESOURCE_KINDS = ("cpu", "memory", "disk", "network")
+_LANGUAGES = ("zh-CN", "en")
+
+
+def _kind_words(kind: str) -> set[str]:
+    return {kind} | {text_normalize(kind_names(lang)[kind]) for lang in _LANGUAGES}
+
+
+def _new_kinds(text: str, source_text: str) -> list[str]:
+    """The resource kinds ``text`` names that ``source_text`` names in no language."""
+    return [
+        f"new_kind:{kind}"
+        for kind in _RESOURCE_KINDS
+        if any(w in text for w in _kind_words(kind))
+        and not any(w in source_text for w in _kind_words(kind))
+    ]
+
+
 def composer_guard(
     *, answer: str, composer_input: ComposerInput, known_services: Iterable[str] = ()
 ) -> list[str]:
@@ -82,9 +107,9 @@ def composer_guard(
         if field_name in text:
             findings.append(f"raw_field:{field_name}")
     data = composer_input.model_dump(mode="json")
-    source = fact_source_of(
-        _texts({k: v for k, v in data.items() if k not in ("decision", "language")})
-    )
+    texts = list(_texts({k: v for k, v in data.items() if k not in ("decision", "language")}))
+    source = fact_source_of(texts)
+    findings += _new_kinds(text, text_normalize(" ".join(texts)))
     body = _LIST_MARKER.sub(lambda m: m.group(1) + " ", answer)
     for fact in facts_extract(body, services=known_services):
         if not source.contains(fact):

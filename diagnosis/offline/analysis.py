@@ -16,7 +16,8 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
-from . import vocab
+from diagnosis.evidence import vocab
+
 from .common import attr, time_parse
 
 # Three robust scales: the tools' own threshold (ANOMALY_THRESHOLD in query_metrics'

@@ -6,8 +6,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from diagnosis.contracts import EvidenceBinding
+from diagnosis.evidence import vocab
 
-from . import vocab
 from .analysis import Call, LogSignal, MetricSignal, Suspect, root_cause_evidence
 from .common import numbers_covered, time_parse
 from .excerpts import (

@@ -7,8 +7,8 @@ import re
 from typing import Any
 
 from diagnosis.contracts import EvidenceBinding
+from diagnosis.evidence import vocab
 
-from . import vocab
 from .analysis import STRONG_FACTOR, Call, LogSignal, MetricSignal
 from .common import numbers_covered, time_parse
 

@@ -7,9 +7,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from diagnosis.evidence import vocab
 from diagnosis.llm.base import ExecutorRequest, ToolRunner
 
-from . import vocab
 from .analysis import (
     Call,
     Suspect,

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from diagnosis.contracts import EvidenceBinding, Hypothesis, RecommendedAction
+from diagnosis.evidence import vocab
 
-from . import vocab
 from .analysis import LogSignal, MetricSignal, Suspect, instances_shifted
 from .excerpts import from_zero, ratio_text
 from .kinds import Ambiguity, metric_family

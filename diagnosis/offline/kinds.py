@@ -38,7 +38,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
 
-from . import vocab
+from diagnosis.evidence import vocab
+
 from .analysis import RESOURCE_MIN, LogSignal, MetricSignal, Suspect, in_flight_load
 
 Signal = MetricSignal | LogSignal

@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from diagnosis.evidence import vocab
 from diagnosis.llm.base import ToolRunner
 
-from . import vocab
 from .analysis import Call, Suspect
 from .gather import KNOWLEDGE_K, Evidence, tool_call
 from .texts import subkind_names

@@ -23,7 +23,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from . import vocab
+from diagnosis.evidence import vocab
+
 from .analysis import ONSET_MIN, Call, MetricSignal, Suspect, in_flight_load, metric_signals
 from .kinds import client_gap_decide, kinds_decide
 
@@ -97,34 +98,20 @@ def log_call_edges(suspects: Iterable[Suspect], known: Iterable[str]) -> frozens
     return frozenset(edges)
 
 
-# Labels with which a caller's client-side series names the service it waits on: a client
-# span's or timer's peer (OpenTelemetry ``peer.service``/``server.address``/``net.peer.name``,
-# as Prometheus spells them with ``_``), a proxy's ``upstream``/``target``, a client metric's
-# ``server``/``callee``, the ``http_host`` it sent. ``known`` services only, whole tokens.
-PEER_LABELS = (
-    "peer_service",
-    "server_address",
-    "net_peer_name",
-    "target",
-    "upstream",
-    "server",
-    "callee",
-    "http_host",
-)
 _TOKENS = re.compile(r"[^\w-]+")
 
 
 def client_callee(signal: MetricSignal, known: dict[str, str], own: str) -> str:
     """The callee a caller's client-side latency series measures the wait on ("" if none).
 
-    A label of ``PEER_LABELS`` whose value holds exactly one service of the environment as a
+    A label of ``vocab.PEER_LABELS`` whose value holds exactly one service of the environment as a
     whole token (``pay-db``, ``pay-db.prod.svc:5432``; not ``pay-db-replica``); an
     ambiguous value (two services) names none, a wrong edge being worse than a missing one.
     """
     if signal.kind != "latency":
         return ""
     labels = {k.lower().replace(".", "_"): v for k, v in signal.labels.items()}
-    for label in PEER_LABELS:
+    for label in vocab.PEER_LABELS:
         value = labels.get(label)
         if not isinstance(value, str):
             continue

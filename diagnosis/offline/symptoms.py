@@ -7,7 +7,8 @@ import re
 from dataclasses import dataclass
 from datetime import datetime
 
-from . import vocab
+from diagnosis.evidence import vocab
+
 from .analysis import LogSignal, MetricSignal, Suspect
 from .claims import Draft, log_claim, metric_claim
 from .wording import labels_text

@@ -30,6 +30,7 @@ from diagnosis.contracts import (
     ClaimCheck,
     Classification,
     Decision,
+    FindingCode,
     ParseStatus,
     RetryRequest,
     TraceSummaryEntry,
@@ -130,6 +131,14 @@ def _texts() -> dict[str, str]:
         "impact": _(
             "影响缺少证据：声明说用户受到影响，但摘录只显示单个组件的症状，"
             "没有入口处的错误率或失败请求"
+        ),
+        "kind_unbound": _(
+            "类型缺少证据：摘录显示了所说的现象，但没有一条显示所说的根因类型，"
+            "只能作为不带类型的假设"
+        ),
+        "kind_retry": _(
+            "根因的类型（{kinds}）在所引用的摘录中看不到：请引用显示该类型的指标或日志"
+            "（例如该服务的 CPU、内存、磁盘、网络序列或错误日志），或改为证据显示的类型"
         ),
         "direct": _("证据绑定有效，摘录直接支持该观察"),
         "root_direct": _("同一服务的指标与日志证据都直接支持该根因"),
@@ -366,11 +375,19 @@ def _not_accepted(c: _Claim, payload: VerifierPayload, in_trace: bool) -> ClaimC
     t = _texts()
     if c.entity and not in_trace:
         return _check(c, Classification.EXTERNAL_UNKNOWN, t["external"], entity=c.entity)
-    codes: list[str] = []
-    for result in payload.gatekeeper.claims:
-        if result.claim_id == c.claim_id:
-            codes = sorted({f.code for f in result.findings})
+    codes = _codes(payload, c.claim_id)
+    if codes == [FindingCode.KIND_UNBOUND.value]:
+        # what it observed holds; only its kind says more than the excerpts show
+        return _check(c, Classification.OVERSTATED, t["kind_unbound"])
     return _check(c, Classification.UNSUPPORTED, t["demoted"], codes=", ".join(codes) or "-")
+
+
+def _codes(payload: VerifierPayload, claim_id: str) -> list[str]:
+    """The Gatekeeper's finding codes of one claim, sorted."""
+    for result in payload.gatekeeper.claims:
+        if result.claim_id == claim_id:
+            return sorted({f.code for f in result.findings})
+    return []
 
 
 def _overstatement(c: _Claim) -> ClaimCheck | None:
@@ -493,6 +510,17 @@ def _parsed_decision(
     demoted_root = any(payload.gatekeeper.verdict_for(r) != Verdict.ACCEPTED for r in roots)
     if Classification.CONTRADICTED in classes:
         return Decision.REJECT, None
+    unkinded = [
+        str(c.get("root_cause_kind"))
+        for c in _claims(payload)
+        if FindingCode.KIND_UNBOUND.value in _codes(payload, str(c.get("claim_id")))
+    ]
+    if unkinded and payload.retry_context is None:
+        # a kind the evidence does not show is asked for once: the evidence may be there
+        return Decision.RETRY, RetryRequest(
+            missing_evidence=_missing_evidence(payload),
+            instructions=_texts()["kind_retry"].format(kinds=", ".join(dict.fromkeys(unkinded))),
+        )
     if not any(c in ALLOWED_CLASSIFICATIONS for c in classes):
         if payload.retry_context is None:
             return Decision.RETRY, RetryRequest(

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import re
 
-from . import vocab
+from diagnosis.evidence import vocab
+
 from .analysis import LogSignal, MetricSignal, Suspect
 from .common import time_parse
 from .kinds import Ambiguity

@@ -167,3 +167,32 @@ def test_the_guard_finds_a_time_of_the_input_inside_a_timestamp():
 def test_a_list_marker_is_not_a_new_number(composer_input):
     answer = "1. payment-service 在 10:21 达到 20\n2. 检查 HikariCP 配置\n"
     assert composer_guard(answer=answer, composer_input=composer_input) == []
+
+
+@pytest.mark.parametrize(
+    ("added", "kind"),
+    [("根因是内存泄漏", "memory"), ("root cause: disk full", "disk"), ("CPU 打满", "cpu")],
+)
+def test_a_composer_naming_a_resource_the_input_never_names_is_replaced(
+    composer_input, added, kind
+):
+    answer = f"**结论**\n\npayment-service 连接池耗尽，{added}。"
+    assert f"new_kind:{kind}" in composer_guard(
+        answer=answer, composer_input=composer_input, known_services=SERVICES
+    )
+
+
+def test_a_resource_the_input_names_in_either_language_or_as_its_kind_may_be_named(
+    composer_input,
+):
+    named = composer_input.model_copy(
+        update={
+            "allowed_hypotheses": [
+                AllowedHypothesis(text="payment-service 内存不足", basis="heap 升高"),
+                AllowedHypothesis(text="x", basis="y", root_cause_kind="disk"),
+            ]
+        }
+    )
+    answer = "**结论**\n\npayment-service 的 memory 可能不足；也可能是磁盘。"
+    findings = composer_guard(answer=answer, composer_input=named, known_services=SERVICES)
+    assert not [f for f in findings if f.startswith("new_kind")]

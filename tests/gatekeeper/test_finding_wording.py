@@ -47,6 +47,13 @@ def _broken_output(incident) -> str:
             [binding("kb-payment-pool-exhaustion", "新请求会等待 connectionTimeout", **knowledge)],
         ),
         claim("c-beside", [binding(excerpt=REAL), binding("trace-99", REAL)]),
+        claim(
+            "c-kind",
+            [binding("trace-2", 'container_cpu_usage_percent{service="payment-service"}')],
+            claim_type="root_cause",
+            claim_text="payment-service 的 container_cpu_usage_percent 升高",
+            root_cause_kind="memory",
+        ),
     )
 
 

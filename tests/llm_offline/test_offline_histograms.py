@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from diagnosis.evaluation import PackResult, pack_evaluate
-from diagnosis.offline import vocab
+from diagnosis.evidence import vocab
 from diagnosis.offline.analysis import metric_signals
 from diagnosis.offline.localise import harmful
 from tests.support.pack_transforms import services_rename

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from diagnosis.evaluation import PackResult, pack_evaluate
+from diagnosis.models import DiagnosisSession
 from tests.support.pack_transforms import services_rename
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scenarios" / "_generator"))
@@ -43,6 +44,13 @@ def test_the_root_of_a_generated_fault_is_found_with_the_kind_of_that_fault(tmp_
     assert result.root_cause_candidates[:1] == [pack.root]
     assert result.root_cause_kind == kind
     assert not _kind_findings(result)
+    # the engine names the kind its excerpts about the root show: the Gatekeeper agrees
+    session = DiagnosisSession.objects.order_by("-id").first()
+    assert [a["attempt"] for a in session.self_evaluation["attempts"]] == [1]
+    codes = {
+        f["code"] for c in session.self_evaluation["gatekeeper"]["claims"] for f in c["findings"]
+    }
+    assert "kind_unbound" not in codes
 
 
 def _question_set(pack: Path, question: str) -> None:

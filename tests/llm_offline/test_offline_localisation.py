@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from diagnosis.offline import vocab
+from diagnosis.evidence import vocab
 from diagnosis.offline.analysis import Call
 from diagnosis.offline.localise import _ancestors, _path, topology_build
 

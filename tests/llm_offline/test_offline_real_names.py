@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from diagnosis.evaluation import PackResult, pack_evaluate
-from diagnosis.offline import vocab
+from diagnosis.evidence import vocab
 from tests.support.pack_transforms import services_rename
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scenarios" / "_generator"))

@@ -58,8 +58,7 @@ from diagnosis.evidence.tools.query_metrics.series import (
 )
 from diagnosis.evidence.tools.query_metrics.statistics import upper_bound
 from diagnosis.evidence.topology import call_label_pairs
-from diagnosis.offline.localise import PEER_LABELS
-from diagnosis.offline.vocab import metric_kind
+from diagnosis.evidence.vocab import PEER_LABELS, metric_kind
 
 
 def vocab_metric_kind(family: str) -> str:

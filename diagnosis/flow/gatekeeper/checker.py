@@ -22,6 +22,7 @@ from diagnosis.contracts import (
     SupportLevel,
     Verdict,
 )
+from diagnosis.evidence.vocab import kind_shown
 from diagnosis.facts import FactKind, FactSource, facts_extract, text_normalize
 from diagnosis.flow.gatekeeper.excerpts import MatchResult, _match, excerpt_fragments
 from diagnosis.flow.gatekeeper.instructions import excerpt_is_instruction
@@ -380,6 +381,60 @@ class ClaimChecker:
             )
         return bound, findings
 
+    # -- the claim's kind
+    def _about(self, item: _Valid, text: str, entity: str) -> bool:
+        """Whether a matched excerpt ``text`` is about ``entity``: it names it, or it names
+        no service of the environment and its call was for ``entity`` or for every service
+        (a fleet-view line's other columns)."""
+        if entity in text:
+            return True
+        others = (text_normalize(s) for s in self.services)
+        if any(o and o not in entity and o in text for o in others):
+            return False
+        arguments = item.target.record.arguments
+        service = arguments.get("service") if isinstance(arguments, dict) else None
+        return (
+            not isinstance(service, str)
+            or not service.strip()
+            or (text_normalize(service) == entity)
+        )
+
+    def kind_check(self, claim: Claim, valid: list[_Valid]) -> list[Finding]:
+        """A stated ``root_cause_kind`` is a fact of the claim: some valid metrics or logs
+        excerpt about the claim's service must show it (``vocab.kind_shown``).
+
+        The kind says what the service ran out of or got wrong; the only evidence of that
+        is a series or a log line of that family on that service. Runbook text says what
+        could be, not what is (it cannot show a kind, as it cannot confirm a claim), and the
+        claim's own words are the conclusion, not its evidence. The alternative kind (the
+        one the evidence cannot tell the kind from) is not checked here: it is said because
+        a series that would rule it out is absent, which no excerpt can show; the answer's
+        coherence check asks for its reason.
+        """
+        kind = claim.root_cause_kind
+        if not kind or not valid:
+            return []
+        entity = text_normalize(claim.entity or "")
+        for item in valid:
+            if item.kind != KIND_EVIDENCE:
+                continue
+            normalized = self.normalized(item.target)
+            for start, end in item.spans:
+                text = normalized[start:end]
+                if kind_shown(kind, text) and (not entity or self._about(item, text, entity)):
+                    return []
+        indexes = sorted({v.index for v in valid})
+        about = claim.entity or "-"
+        return [
+            finding(
+                FindingCode.KIND_UNBOUND,
+                f"the kind {kind!r} is shown by no bound metrics or logs excerpt about {about} "
+                f"({evidence_numbers(indexes)})",
+                detail_code="kind_unbound",
+                params={"kind": kind, "entity": about, "bindings": indexes},
+            )
+        ]
+
     # -- one claim
     def _bindings_check(
         self, claim: Claim, notes: ClaimNotes
@@ -435,6 +490,10 @@ class ClaimChecker:
             if fact_findings:
                 demote = True
                 findings.extend(fact_findings)
+            kind_findings = self.kind_check(claim, valid)
+            if kind_findings:
+                demote = True
+                findings.extend(kind_findings)
         return GatekeeperClaimResult(
             claim_id=claim.claim_id,
             verdict=Verdict.DEMOTED if demote else Verdict.ACCEPTED,

@@ -472,6 +472,26 @@ class Shift:
     onset_unseen: float = 0.0
 
 
+def _held_from_baseline(
+    full: list[tuple[float, float] | None], before: list[tuple[float, float]]
+) -> int:
+    """How many of the window's first grid points hold the baseline's last sample.
+
+    A lookback carries the last sample over grid times whose own sample is missing, so
+    after a dropped sample the window opens with the baseline's last value: that is a
+    baseline sample, not a window one, and a shift never extends back onto it (a baseline
+    point half the threshold out is noise about once in fifteen, a normal tail, and the
+    onset would then move before the change on noise alone).
+    """
+    if not before:
+        return 0
+    last = before[-1][1]
+    held = 0
+    while held < len(full) and full[held] is not None and full[held][1] == last:
+        held += 1
+    return held
+
+
 def _beyond(deviation: float | None, sign: int) -> bool:
     """An observed point at least half the threshold away on the shift's side."""
     return deviation is not None and sign * deviation >= ANOMALY_THRESHOLD / 2
@@ -529,7 +549,7 @@ def shift_measure(
     unseen = 0.0
     if strength >= ANOMALY_THRESHOLD:
         low, high = start, min(start + length, len(full))
-        while low > 0 and _beyond(deviations[low - 1], sign):
+        while low > _held_from_baseline(full, before) and _beyond(deviations[low - 1], sign):
             low -= 1
         while high < len(full) and _beyond(deviations[high], sign):
             high += 1

@@ -13,6 +13,7 @@ import re
 # The caller/callee label namings live with the call edges, in evidence.
 from diagnosis.evidence.tools.query_metrics import series as query_metrics_series
 from diagnosis.evidence.topology import call_label_pairs as call_label_pairs
+from diagnosis.facts import text_normalize
 
 # resource subkind -> metric-name fragments (matched on the lower-case name)
 RESOURCE_METRIC = {
@@ -423,3 +424,85 @@ def log_kind(template: str, mentions_other: bool) -> tuple[str, str]:
     if _has_any(text, CODE_LOG):
         return "code", ""
     return "other", ""
+
+
+# Labels with which a caller's client-side series names the service it waits on: a client
+# span's or timer's peer (OpenTelemetry ``peer.service``/``server.address``/``net.peer.name``,
+# as Prometheus spells them with ``_``), a proxy's ``upstream``/``target``, a client metric's
+# ``server``/``callee``, the ``http_host`` it sent. ``known`` services only, whole tokens.
+PEER_LABELS = (
+    "peer_service",
+    "server_address",
+    "net_peer_name",
+    "target",
+    "upstream",
+    "server",
+    "callee",
+    "http_host",
+)
+
+
+# --- the evidence a fault kind names ---------------------------------------------------
+# Words of evidence text (tool output lines as quoted, a basis, in either answer language)
+# that show each root_cause_kind: the families above, which are what the engine reads a
+# kind from, as a line spells them, and their Chinese names. Matched on
+# ``text_normalize``d text, so lenient: a kind is unshown only when nothing of its family
+# is in the text.
+_EXHAUSTIBLE = ("pool", "threads", "fd", "queue")
+
+
+def _words(*groups: tuple[str, ...]) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(w.lower() for group in groups for w in group))
+
+
+KIND_WORDS = {
+    "memory": _words(
+        RESOURCE_METRIC["memory"], RESOURCE_LOG["memory"], ("mem", "garbage", "堆")
+    ),
+    "cpu": _words(RESOURCE_METRIC["cpu"], RESOURCE_LOG["cpu"], ("load average", "处理器")),
+    "disk": _words(RESOURCE_METRIC["disk"], RESOURCE_LOG["disk"], ("fs_", "no space", "存储")),
+    # a caller's client-side series on a peer: the time between the two ends of a call,
+    # where the network is (a client wait over a flat callee is read as network)
+    "network": _words(
+        ("network", "packet", "tcp", "udp", "dns", "retrans", "connection reset", "socket",
+         "网络", "丢包", "重传"),
+        tuple(f'{label}="' for label in PEER_LABELS),
+    ),
+    "latency": _words(
+        LATENCY_METRIC, TIMEOUT_LOG,
+        ("p90", "slow", "took", "mean time", "延迟", "耗时"),
+    ),
+    # a health series (availability, success rate) falling is the error share rising
+    "errors": _words(
+        ERROR_METRIC, HEALTH_METRIC, ("错误", "异常", "失败", "可用", "成功率"),
+    ),
+    "code": _words(CODE_LOG, ("error", "stack", "segfault", "异常", "错误")),
+    "configuration": _words(
+        CHANGE_METRIC, CHANGE_LOG, _CHANGE_WORDS,
+        ("config", "setting", "flag", "配置", "变更"),
+    ),
+    "resource_exhaustion": _words(
+        *(RESOURCE_METRIC[k] for k in _EXHAUSTIBLE), *(RESOURCE_LOG[k] for k in _EXHAUSTIBLE),
+        ("connection", "limit", "exhaust", "_max", "max_", "open files", "acquire", "连接",
+         "耗尽", "上限"),
+    ),
+    # a failed call to another service: what a dependency's fault shows in its caller
+    "dependency": _words(DEPENDENCY_LOG, ("依赖",)),
+}  # fmt: skip
+# the kind a statement names ("（类型：延迟或网络——…）" / " (kind: latency or network — …)"):
+# what it concludes, never evidence of itself
+KIND_NAMED = re.compile(r"[(（]\s*(?:类型|kind)\s*[:：][^()（）]*[)）]", re.IGNORECASE)
+
+
+def kind_shown(kind: str | None, text: str) -> bool:
+    """Whether evidence ``text`` names evidence of ``kind`` (a kind with no words: yes).
+
+    A kind is a conclusion about what a service ran out of or got wrong; the evidence for
+    it is a series or a log line of that family. A statement's own naming of its kind
+    ("（类型：内存）") is removed first: a conclusion is no evidence of itself.
+    """
+    words = KIND_WORDS.get(kind or "")
+    if words is None:
+        return True
+    normalized = text_normalize(KIND_NAMED.sub("", text or ""))
+    return any(w in normalized for w in words)

@@ -1,0 +1,175 @@
+"""An Executor that names a kind its evidence does not show: the answer never states it.
+
+The scripted Executor queries the real mini pack (a connection pool running out) and
+writes a root cause bound to the pool's timeout line, but calls it memory. The Gatekeeper
+demotes it (``kind_unbound``), the offline Verifier asks once for the kind's evidence, and
+whatever follows, no confirmed statement, no hypothesis and no conclusion carries a kind
+that no excerpt about the service shows; a fooled Verifier changes nothing of that.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from diagnosis.contracts import (
+    Decision,
+    ExecutorEvidenceV2,
+    GatekeeperReport,
+    VerifierOutput,
+)
+from diagnosis.evaluation import answer_stated_text
+from diagnosis.flow.composer_filter import composer_input_build
+from diagnosis.llm.base import Role
+from diagnosis.models import DiagnosisSession
+from tests.flow.conftest import PLANNER, QUERY_LOGS, log_claim, verifier_json
+
+TEXT = "payment-service 出现连接池超时日志，是本次故障的根因（类型：内存）"
+
+
+def _turn(kind: str) -> dict:
+    root = {**log_claim(text=TEXT, claim_type="root_cause"), "root_cause_kind": kind}
+    body = {
+        "answer_version": "executor_evidence_v2",
+        "claims": [root],
+        "hypotheses": [],
+        "recommended_actions": [],
+        "missing_info": [],
+    }
+    return {"content": json.dumps(body, ensure_ascii=False)}
+
+
+@pytest.fixture
+def run(mini_env, owner, monkeypatch, django_capture_on_commit_callbacks):
+    from diagnosis.flow import selection
+    from diagnosis.llm.scripted import ScriptedProvider
+    from diagnosis.offline import OfflineEngine
+    from diagnosis.services import diagnosis_submit
+
+    def _run(script):
+        provider = ScriptedProvider({"planner": [PLANNER], **script}, fallback=OfflineEngine())
+        monkeypatch.setattr(
+            selection, "agents_for_session", lambda **kwargs: dict.fromkeys(Role, provider)
+        )
+        with django_capture_on_commit_callbacks(execute=True):
+            session = diagnosis_submit(
+                question="payment-service 从 10:20 开始大量超时",
+                environment=mini_env,
+                owner=owner,
+            )
+        return DiagnosisSession.objects.get(pk=session.pk)
+
+    return _run
+
+
+def _first_attempt(session):
+    return session.self_evaluation["attempts"][0]
+
+
+def _kinds_stated(session) -> set[str | None]:
+    composer_input = session.self_evaluation["composer_input"]
+    items = composer_input["allowed_claims"] + composer_input["allowed_hypotheses"]
+    return {i.get("root_cause_kind") for i in items if "连接池超时日志" in i["text"]}
+
+
+def test_a_kind_no_excerpt_shows_is_demoted_and_asked_for_once(run):
+    session = run({"executor": [QUERY_LOGS, _turn("memory"), QUERY_LOGS, _turn("memory")]})
+    assert session.status == DiagnosisSession.Status.COMPLETED
+    first = _first_attempt(session)
+    codes = [f["code"] for f in first["gatekeeper"]["claims"][0]["findings"]]
+    assert codes == ["kind_unbound"]
+    assert first["verifier_decision"] == "RETRY"
+    assert session.attempt_count == 2
+    assert session.decision != "PASS"
+    assert "memory" not in _kinds_stated(session)
+    assert "内存" not in answer_stated_text(session.final_answer)
+
+
+def test_the_kind_the_evidence_shows_passes(run):
+    session = run({"executor": [QUERY_LOGS, _turn("resource_exhaustion")]})
+    first = _first_attempt(session)
+    assert first["gatekeeper"]["claims"][0]["verdict"] == "accepted"
+    assert session.attempt_count == 1
+
+
+def test_a_fooled_verifier_does_not_bring_the_kind_back(run):
+    session = run(
+        {
+            "executor": [QUERY_LOGS, _turn("memory")],
+            "verifier": [verifier_json("PASS", **{"claim-1": "direct_observation"})],
+        }
+    )
+    assert session.decision == "LOW_CONFID"
+    allowed = session.self_evaluation["composer_input"]["allowed_claims"]
+    assert not [c for c in allowed if c["claim_id"] == "claim-1"]
+    assert "内存" not in answer_stated_text(session.final_answer)
+
+
+def _filtered(hypotheses, claims=(), classification="overstated", codes=()):
+    output = ExecutorEvidenceV2.model_validate(
+        {"claims": list(claims), "hypotheses": hypotheses, "missing_info": []}
+    )
+    report = GatekeeperReport.model_validate(
+        {
+            "parse_status": "parsed_v2",
+            "claims": [
+                {
+                    "claim_id": c["claim_id"],
+                    "verdict": "demoted",
+                    "findings": [{"code": code} for code in codes],
+                }
+                for c in claims
+            ],
+        }
+    )
+    verifier = VerifierOutput.model_validate(
+        {
+            "decision": "LOW_CONFID",
+            "claim_checks": [
+                {"claim_id": c["claim_id"], "classification": classification} for c in claims
+            ],
+        }
+    )
+    return composer_input_build(
+        question="q",
+        language="zh-CN",
+        decision=Decision.LOW_CONFID,
+        executor_output=output,
+        gatekeeper=report,
+        verifier=verifier,
+    ).composer_input.allowed_hypotheses
+
+
+def _hypothesis(kind, basis, alternative=None, entity="svc-a"):
+    return {
+        "hypothesis_text": f"{entity} 可能是根因",
+        "entity": entity,
+        "basis": basis,
+        "root_cause_kind": kind,
+        "root_cause_kind_alternative": alternative,
+    }
+
+
+def test_a_hypothesis_keeps_only_the_kinds_its_basis_shows():
+    kept = _filtered(
+        [
+            _hypothesis("memory", "svc-a container_cpu_usage_percent 5 → 88"),
+            _hypothesis("cpu", "svc-a container_cpu_usage_percent 5 → 88", "memory"),
+            _hypothesis("cpu", "svc-a cpu_usage 88, heap_used 2x", "memory"),
+        ]
+    )
+    kinds = [(h.root_cause_kind, h.root_cause_kind_alternative) for h in kept]
+    assert kinds == [(None, None), ("cpu", None), ("cpu", "memory")]
+    assert [h.text for h in kept] == ["svc-a 可能是根因"] * 3  # the hypotheses stay
+
+
+def test_a_claim_demoted_for_its_kind_becomes_a_hypothesis_without_it():
+    claim = {
+        **log_claim(text=TEXT, claim_type="root_cause"),
+        "root_cause_kind": "memory",
+        "root_cause_kind_alternative": "network",
+    }
+    (hypothesis,) = _filtered([], claims=[claim], codes=["kind_unbound"])
+    assert hypothesis.root_cause_kind is None and hypothesis.root_cause_kind_alternative is None
+    assert "类型" not in hypothesis.text and "连接池超时日志" in hypothesis.text
