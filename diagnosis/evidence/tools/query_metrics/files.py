@@ -14,6 +14,7 @@ from diagnosis.evidence.tools.query_metrics.selector import Selector
 from diagnosis.evidence.tools.query_metrics.series import (
     LOOKBACK_SECONDS,
     MAX_SERIES_READ,
+    CountedSeries,
     Grid,
     RawSeries,
     counter_to_rate,
@@ -40,7 +41,7 @@ def metrics_from_files(
     selector: Selector,
     grid: Grid,
     deadline: Deadline,
-) -> tuple[Iterator[RawSeries], list[str]]:
+) -> tuple[CountedSeries, list[str]]:
     """Read OpenMetrics files in one pass; keep only samples of matching series in range.
 
     Samples are kept compactly (two float arrays per series) and each series is put on
@@ -111,7 +112,7 @@ def metrics_from_files(
     if too_many:
         notes.append(f"more than {MAX_SERIES_READ} series matched; narrow the selector")
 
-    return types_declare(_evaluated(collected, grid), types), notes
+    return CountedSeries(types_declare(_evaluated(collected, grid), types), len(collected)), notes
 
 
 COMPACT_FACTOR = 2  # a series holds at most this many times the grid's points, plus

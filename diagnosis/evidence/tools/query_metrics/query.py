@@ -3,7 +3,6 @@ chosen, the series read, analysed and rendered."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -28,6 +27,7 @@ from diagnosis.evidence.tools.query_metrics.render import FleetTotals, metrics_r
 from diagnosis.evidence.tools.query_metrics.selector import Matcher, Selector, selector_build
 from diagnosis.evidence.tools.query_metrics.series import (
     MAX_GRID_POINTS,
+    CountedSeries,
     Grid,
     RawSeries,
     types_declare,
@@ -65,7 +65,7 @@ def _grid(
 
 def _from_prometheus_within_limits(
     *, grid: Grid, window: QueryWindow, **read: Any
-) -> tuple[Iterable[RawSeries], list[str], FleetTotals | None, Grid]:
+) -> tuple[CountedSeries, list[str], FleetTotals | None, Grid]:
     """``_from_prometheus`` on ``grid``, or on a coarser one as often as the engine refuses
     the query for its size (each refusal said in the notes); the grid it was answered on."""
     refusals: list[str] = []
@@ -124,7 +124,7 @@ def _from_prometheus(
     prometheus_token_env: str,
     service_label: str,
     rank_min_series: int,
-) -> tuple[Iterable[RawSeries], list[str], FleetTotals | None]:
+) -> tuple[CountedSeries, list[str], FleetTotals | None]:
     totals: FleetTotals | None = None
     notes: list[str] = []
     selectors = [selector] if selector is not None else []
@@ -158,14 +158,15 @@ def _from_prometheus(
             fetched.extend(read)
             notes.extend(n for n in read_notes if n not in notes)
         if not fetched:
-            return fetched, notes, totals
+            return CountedSeries(iter(fetched), 0), notes, totals
         types = metric_types(
             base_url=prometheus_url,
             token_env=prometheus_token_env,
             deadline=deadline,
             names={s.name for s in fetched},
         )
-        return rates_apply(types_declare(fetched, types)), notes, totals
+        counted = CountedSeries(rates_apply(types_declare(fetched, types)), len(fetched))
+        return counted, notes, totals
     # A PromQL expression is evaluated with this environment's label names; service and
     # labels filter its result.
     fetched, notes = metrics_from_prometheus(
@@ -184,7 +185,7 @@ def _from_prometheus(
         )
     wanted = {**labels, **({SERVICE_LABEL: service} if service else {})}
     kept = [s for s in fetched if all(s.labels.get(k) == v for k, v in wanted.items())]
-    return kept, notes, None
+    return CountedSeries(iter(kept), len(kept)), notes, None
 
 
 def metrics_query(
@@ -228,7 +229,7 @@ def metrics_query(
     else:
         base = FLEET_SELECTOR if fleet else Selector(name=None, matchers=())
         selector = selector_build(metric=base.render(), service=service, labels=labels)
-    series: Iterable[RawSeries]
+    series: CountedSeries
     totals: FleetTotals | None = None
     if prometheus_url:
         series, notes, totals, grid = _from_prometheus_within_limits(
@@ -253,7 +254,7 @@ def metrics_query(
         read, notes = metrics_from_files(
             files=files or (), selector=selector, grid=grid, deadline=deadline
         )
-        series = rates_apply(read)
+        series = CountedSeries(rates_apply(read), read.count)
     return metrics_render(
         series=series,
         window=window,
@@ -263,4 +264,5 @@ def metrics_query(
         fleet=fleet,
         totals=totals,
         large_fleet_series=rank_min_series,
+        series_count=series.count,
     )

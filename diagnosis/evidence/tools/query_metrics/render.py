@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Sized
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -27,6 +27,7 @@ from diagnosis.evidence.tools.query_metrics.series import (
 from diagnosis.evidence.tools.query_metrics.statistics import (
     ANOMALY_THRESHOLD,
     SeriesFacts,
+    noise_score_bound,
     series_analyse,
 )
 
@@ -35,10 +36,28 @@ MAX_SERIES_PER_SERVICE = 3  # in the fleet view, so that one service cannot fill
 MAX_SERVICES_SHOWN = 10
 # In the fleet view of a large fleet (``large_fleet_series`` series or more) a flat series is
 # shown only when it came at least half-way to a shift, the same half-threshold that extends a
-# shift (statistics.shift_measure): below it, which of thousands of noisy series scores
-# highest is the noise's draw, says nothing of the incident, and the engine's screen
-# (``engine``) cannot rank it; above it, the screen finds the series.
+# shift (statistics.shift_measure), and beyond what the fleet's noise reaches (``near_miss``).
 NEAR_MISS_SCORE = ANOMALY_THRESHOLD / 2
+
+
+def near_miss(fact: SeriesFacts, series: int) -> bool:
+    """Whether a flat series is a near miss among ``series`` series ranked: its score at least
+    NEAR_MISS_SCORE and beyond what the largest of that many pure-noise scores reaches
+    (``statistics.noise_score_bound``, for its own window and baseline samples).
+
+    Below that bar, which of thousands of noisy series scores highest is the noise's draw: it
+    says nothing of the incident, and the engine's screen (``engine``, which ranks by the
+    window's mean) does not reproduce a statistic's draw, so two engines would disagree about
+    it. The bar grows with the number of series (about as √(2 ln N)), never with the services'
+    names or the backend: the files, Prometheus and VictoriaMetrics give it the same N, the
+    series the ranking chose among (the engine's count of the fleet when it screened, not the
+    candidates read)."""
+    bound = noise_score_bound(
+        series=series,
+        window_samples=fact.window_samples,
+        baseline_samples=fact.baseline_samples,
+    )
+    return fact.anomaly_score >= max(NEAR_MISS_SCORE, bound)
 
 
 def _count(number: int, noun: str) -> str:
@@ -153,7 +172,8 @@ class _Ranking:
     service's top anomalous fact, and the facts shown (``_Top``), so memory grows with the
     services, never with the series or their samples."""
 
-    def __init__(self, *, per_service: int | None) -> None:
+    def __init__(self, *, per_service: int | None, among: int) -> None:
+        self.among = among  # the series ranked, for the near-miss bar (``near_miss``)
         self.count = 0
         self.clashing = 0  # facts that also carry exported_service
         self.series: Counter[str] = Counter()
@@ -167,7 +187,7 @@ class _Ranking:
         self.clashing += EXPORTED_SERVICE_LABEL in fact.labels
         self.series[fact.service] += 1
         self.top.add(fact)
-        if fact.anomalous or fact.anomaly_score >= NEAR_MISS_SCORE:
+        if fact.anomalous or near_miss(fact, self.among):
             self.top_notable.add(fact)
         if fact.anomalous:
             self.anomalous[fact.service] += 1
@@ -252,6 +272,7 @@ def metrics_render(
     fleet: bool = False,
     totals: FleetTotals | None = None,
     large_fleet_series: int = 0,
+    series_count: int | None = None,
 ) -> BackendOutput:
     """Rank the series (most anomalous first) into bounded, excerptable lines.
 
@@ -260,11 +281,17 @@ def metrics_render(
     one service, so one noisy service cannot hide the others. ``totals``: the fleet's size
     when ``series`` are only its candidates (the rest counted, not read). A fleet of at least
     ``large_fleet_series`` series (0: none is large) shows its anomalous series and near misses
-    only (NEAR_MISS_SCORE).
+    only (``near_miss``) among ``series_count`` series: the number the ranking chooses among,
+    known before they are read (the series the files or the engine matched, the fleet the
+    engine screened); None for ``len(series)``.
     """
     # Analysed one at a time: the points of a series are dropped once its facts are known,
     # and its facts once they are counted, unless they are among those shown.
-    ranking = _Ranking(per_service=MAX_SERIES_PER_SERVICE if fleet else None)
+    if series_count is None:
+        series_count = len(series) if isinstance(series, Sized) else 0
+    if totals:
+        series_count = max(series_count, totals.series)
+    ranking = _Ranking(per_service=MAX_SERIES_PER_SERVICE if fleet else None, among=series_count)
     with collection_paused():
         for item in series:
             fact = series_analyse(item, window, grid.step)

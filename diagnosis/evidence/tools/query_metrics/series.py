@@ -98,6 +98,19 @@ def declared_type_of(name: str, types: Mapping[str, str]) -> str:
     return own
 
 
+class CountedSeries(Iterator[RawSeries]):
+    """Series given one at a time (a fleet's never all held decoded at once), their number
+    known before the first: what a statistic over the fleet (the near-miss bar) needs up
+    front. ``count`` is of the series matched; one without a point on the grid is skipped."""
+
+    def __init__(self, series: Iterator[RawSeries], count: int) -> None:
+        self._series = series
+        self.count = count
+
+    def __next__(self) -> RawSeries:
+        return next(self._series)
+
+
 def types_declare(series: Iterable[RawSeries], types: Mapping[str, str]) -> Iterator[RawSeries]:
     """The series with the type their family is declared (``declared_type_of``)."""
     for item in series:
