@@ -143,3 +143,30 @@ def run_scripted(mini_env, owner, monkeypatch, django_capture_on_commit_callback
         return session
 
     return run
+
+
+@pytest.fixture
+def run_adversarial(mini_env, owner, monkeypatch, django_capture_on_commit_callbacks):
+    """Run a session on the mini pack with scripted roles, the offline engine answering
+    whatever the script leaves out."""
+    from diagnosis.flow import selection
+    from diagnosis.llm.base import Role
+    from diagnosis.llm.scripted import ScriptedProvider
+    from diagnosis.offline import OfflineEngine
+    from diagnosis.services import diagnosis_submit
+
+    def run(script, language="zh-CN"):
+        provider = ScriptedProvider({"planner": [PLANNER], **script}, fallback=OfflineEngine())
+        monkeypatch.setattr(
+            selection, "agents_for_session", lambda **kwargs: dict.fromkeys(Role, provider)
+        )
+        with django_capture_on_commit_callbacks(execute=True):
+            session = diagnosis_submit(
+                question="payment-service 从 10:20 开始大量超时",
+                environment=mini_env,
+                owner=owner,
+                language=language,
+            )
+        return DiagnosisSession.objects.get(pk=session.pk)
+
+    return run

@@ -14,12 +14,9 @@ from __future__ import annotations
 
 import json
 
-import pytest
-
 from diagnosis.evaluation import answer_stated_text
-from diagnosis.llm.base import Role
 from diagnosis.models import DiagnosisSession
-from tests.flow.conftest import EXCERPT, PLANNER, QUERY_LOGS, log_claim, verifier_json
+from tests.flow.conftest import EXCERPT, QUERY_LOGS, log_claim, verifier_json
 
 TRUE_CLAIM = "payment-service 出现连接池超时日志"
 PLANTED = {
@@ -67,30 +64,6 @@ def test_stated_text_takes_the_conclusion_and_confirmed_sections_only():
     answer = "**结论**\n\nA\n\n**已确认**\n\n- B\n\n**可能的原因（待证实）**\n\n- C\n"
     assert "A" in stated_text(answer) and "B" in stated_text(answer)
     assert "C" not in stated_text(answer)
-
-
-@pytest.fixture
-def run_adversarial(mini_env, owner, monkeypatch, django_capture_on_commit_callbacks):
-    from diagnosis.flow import selection
-    from diagnosis.llm.scripted import ScriptedProvider
-    from diagnosis.offline import OfflineEngine
-    from diagnosis.services import diagnosis_submit
-
-    def run(script, language="zh-CN"):
-        provider = ScriptedProvider({"planner": [PLANNER], **script}, fallback=OfflineEngine())
-        monkeypatch.setattr(
-            selection, "agents_for_session", lambda **kwargs: dict.fromkeys(Role, provider)
-        )
-        with django_capture_on_commit_callbacks(execute=True):
-            session = diagnosis_submit(
-                question="payment-service 从 10:20 开始大量超时",
-                environment=mini_env,
-                owner=owner,
-                language=language,
-            )
-        return DiagnosisSession.objects.get(pk=session.pk)
-
-    return run
 
 
 def _executor_turn():

@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import json
 
-import pytest
-
 from diagnosis.contracts import (
     Decision,
     ExecutorEvidenceV2,
@@ -21,9 +19,8 @@ from diagnosis.contracts import (
 )
 from diagnosis.evaluation import answer_stated_text
 from diagnosis.flow.composer_filter import composer_input_build
-from diagnosis.llm.base import Role
 from diagnosis.models import DiagnosisSession
-from tests.flow.conftest import PLANNER, QUERY_LOGS, log_claim, verifier_json
+from tests.flow.conftest import QUERY_LOGS, log_claim, verifier_json
 
 TEXT = "payment-service 出现连接池超时日志，是本次故障的根因（类型：内存）"
 
@@ -40,29 +37,6 @@ def _turn(kind: str) -> dict:
     return {"content": json.dumps(body, ensure_ascii=False)}
 
 
-@pytest.fixture
-def run(mini_env, owner, monkeypatch, django_capture_on_commit_callbacks):
-    from diagnosis.flow import selection
-    from diagnosis.llm.scripted import ScriptedProvider
-    from diagnosis.offline import OfflineEngine
-    from diagnosis.services import diagnosis_submit
-
-    def _run(script):
-        provider = ScriptedProvider({"planner": [PLANNER], **script}, fallback=OfflineEngine())
-        monkeypatch.setattr(
-            selection, "agents_for_session", lambda **kwargs: dict.fromkeys(Role, provider)
-        )
-        with django_capture_on_commit_callbacks(execute=True):
-            session = diagnosis_submit(
-                question="payment-service 从 10:20 开始大量超时",
-                environment=mini_env,
-                owner=owner,
-            )
-        return DiagnosisSession.objects.get(pk=session.pk)
-
-    return _run
-
-
 def _first_attempt(session):
     return session.self_evaluation["attempts"][0]
 
@@ -73,8 +47,10 @@ def _kinds_stated(session) -> set[str | None]:
     return {i.get("root_cause_kind") for i in items if "连接池超时日志" in i["text"]}
 
 
-def test_a_kind_no_excerpt_shows_is_demoted_and_asked_for_once(run):
-    session = run({"executor": [QUERY_LOGS, _turn("memory"), QUERY_LOGS, _turn("memory")]})
+def test_a_kind_no_excerpt_shows_is_demoted_and_asked_for_once(run_adversarial):
+    session = run_adversarial(
+        {"executor": [QUERY_LOGS, _turn("memory"), QUERY_LOGS, _turn("memory")]}
+    )
     assert session.status == DiagnosisSession.Status.COMPLETED
     first = _first_attempt(session)
     codes = [f["code"] for f in first["gatekeeper"]["claims"][0]["findings"]]
@@ -86,15 +62,15 @@ def test_a_kind_no_excerpt_shows_is_demoted_and_asked_for_once(run):
     assert "内存" not in answer_stated_text(session.final_answer)
 
 
-def test_the_kind_the_evidence_shows_passes(run):
-    session = run({"executor": [QUERY_LOGS, _turn("resource_exhaustion")]})
+def test_the_kind_the_evidence_shows_passes(run_adversarial):
+    session = run_adversarial({"executor": [QUERY_LOGS, _turn("resource_exhaustion")]})
     first = _first_attempt(session)
     assert first["gatekeeper"]["claims"][0]["verdict"] == "accepted"
     assert session.attempt_count == 1
 
 
-def test_a_fooled_verifier_does_not_bring_the_kind_back(run):
-    session = run(
+def test_a_fooled_verifier_does_not_bring_the_kind_back(run_adversarial):
+    session = run_adversarial(
         {
             "executor": [QUERY_LOGS, _turn("memory")],
             "verifier": [verifier_json("PASS", **{"claim-1": "direct_observation"})],
