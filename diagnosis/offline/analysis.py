@@ -65,6 +65,21 @@ def in_flight_load(signal: MetricSignal) -> bool:
     )
 
 
+def demand(signal: MetricSignal) -> bool:
+    """A count of the requests arriving (a request rate, a histogram's ``_count`` or
+    ``_bucket``): an input of the service, not a fault of its own.
+
+    Causal: how many requests reach a service is decided by its callers and their users,
+    not by the service; more of them (a surge, a retry storm) or fewer (callers failing
+    before they call) harm it only through what they do to it: a resource they saturate,
+    the latency or errors they produce, each of which is its own evidence and scores as
+    such. A request rate that moved while the service's latency, errors and resources did
+    not is the service doing its job under another load. So it gives no own-shift points
+    and dates no onset, as work in flight below capacity does not (``in_flight_load``).
+    No constant."""
+    return signal.kind == "traffic"
+
+
 @dataclass
 class Call:
     """One tool call and its result, normalised from a ToolResult-like object."""
@@ -338,7 +353,7 @@ class Suspect:
         times = [
             m.onset
             for m in self.abnormal_metrics
-            if m.onset and m.anomaly >= ONSET_MIN and not in_flight_load(m)
+            if m.onset and m.anomaly >= ONSET_MIN and not in_flight_load(m) and not demand(m)
         ]
         times += [lg.onset for lg in self.abnormal_logs if lg.onset]
         return min(times) if times else None
@@ -803,11 +818,15 @@ def _score(entry: Suspect) -> None:
     adds more than evidence any victim shows too (errors, failed calls).
     """
     score = 0.0
-    # work in flight below capacity is load (in_flight_load): evidence of nothing on its own
-    metrics = [m for m in entry.abnormal_metrics if not in_flight_load(m)]
+    # work in flight below capacity and the requests arriving are load (in_flight_load,
+    # demand): evidence of nothing on their own; the requests a service with a shift of its
+    # own served differently are one more measure of that shift (fewer completed when it
+    # slowed), never its strength
+    loaded = [m for m in entry.abnormal_metrics if not in_flight_load(m)]
+    metrics = [m for m in loaded if not demand(m)]
     if metrics:
         score += min(metrics[0].anomaly, 30.0) / 3.0
-        measures = {measure_of(m) for m in metrics}
+        measures = {measure_of(m) for m in loaded}
         score += min(len(measures) - 1, 4) * 0.5
     resources = entry.resource_metrics
     if resources:
