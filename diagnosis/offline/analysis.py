@@ -501,6 +501,122 @@ def metric_signals(call: Call) -> list[MetricSignal]:
     return histogram_means(signals)
 
 
+# The share of requests a latency histogram's tail is read above: the baseline's p90 or so,
+# the usual latency objective's quantile, where a slowdown shows first and the tail is still
+# large enough (a tenth of the requests) to be counted on every scrape.
+TAIL_QUANTILE = 0.9
+
+
+def _labels_but_le(signal: MetricSignal) -> tuple[tuple[str, str], ...]:
+    return tuple(sorted((k, v) for k, v in signal.labels.items() if k != "le"))
+
+
+def _bound(signal: MetricSignal) -> float | None:
+    le = _float(signal.labels.get("le"))
+    return le if le is not None and math.isfinite(le) else None
+
+
+def histogram_tails(signals: list[MetricSignal]) -> list[MetricSignal]:
+    """A latency histogram's tail share, ``1 - bucket(le) / count``, read as latency where its
+    ``_sum`` was read in no answer of the session (a histogram exported without it).
+
+    Definitional: ``_bucket{le}`` counts the requests that took at most ``le`` and ``_count``
+    every request, so their quotient is the share done within ``le`` and its complement the
+    share slower than ``le``: a latency quantity, whatever the traffic (a surge at the same
+    latency raises both alike and leaves it where it was). The bucket read is the lowest
+    finite one at or above the baseline's ``TAIL_QUANTILE`` (the tail beyond it held at most
+    a tenth of the requests): the latency objective's own bound, the first to be crossed
+    when requests slow (``_tail_rank``: else the highest one read). Its significance is the
+    bucket's score times the share of the bucket's log-shift the count's does not account
+    for (as ``histogram_means`` does for the ``_sum``). The signal keeps the bucket's metric,
+    labels and line, the evidence it is read from; its figures are shares (0..1).
+    """
+    families = {
+        (m.service, vocab.histogram_part(m.metric)[0], _labels_but_le(m))
+        for m in signals
+        if vocab.histogram_part(m.metric)[1] == "_sum" and m.kind == "latency"
+    }
+    counts = {
+        (m.service, vocab.histogram_part(m.metric)[0], _labels_but_le(m)): m
+        for m in signals
+        if m.subkind == vocab.HISTOGRAM_COUNT
+    }
+    chosen: dict[tuple[str, str, tuple[tuple[str, str], ...]], MetricSignal] = {}
+    for signal in signals:
+        key = (signal.service, vocab.histogram_part(signal.metric)[0], _labels_but_le(signal))
+        count = counts.get(key)
+        if signal.subkind != vocab.HISTOGRAM_BUCKET or key in families or count is None:
+            continue
+        share, bound = _quotient(_base(signal), _base(count)), _bound(signal)
+        if share is None or bound is None:
+            continue
+        held = chosen.get(key)
+        if held is None or _tail_rank(signal, count) < _tail_rank(held, count):
+            chosen[key] = signal
+    tails = {id(bucket): (bucket, counts[key]) for key, bucket in chosen.items()}
+    return [_tail_of(*tails[id(m)]) if id(m) in tails else m for m in signals]
+
+
+def _tail_rank(bucket: MetricSignal, count: MetricSignal) -> tuple[bool, float]:
+    """The bucket to read the tail above: the lowest at or above ``TAIL_QUANTILE`` of the
+    baseline's requests; where the answer holds none that high, the highest it holds (the
+    nearest to the tail: any bucket's complement is still the share slower than its bound)."""
+    share, bound = _quotient(_base(bucket), _base(count)) or 0.0, _bound(bucket) or 0.0
+    return (share < TAIL_QUANTILE, bound if share >= TAIL_QUANTILE else -bound)
+
+
+def _base(signal: MetricSignal) -> Any:
+    return signal.baseline_median if signal.baseline_median is not None else signal.baseline_mean
+
+
+def _tail_of(bucket: MetricSignal, count: MetricSignal) -> MetricSignal:
+    def tail(part: Any, whole: Any) -> float | None:
+        share = _quotient(part, whole)
+        return None if share is None else min(max(1.0 - share, 0.0), 1.0)
+
+    base = tail(_base(bucket), _base(count))
+    level = tail(bucket.window_level, count.window_level)
+    base_mean = tail(bucket.baseline_mean, count.baseline_mean)
+    mean = tail(bucket.window_mean, count.window_mean)
+    pair = (base, level) if base is not None and level is not None else (base_mean, mean)
+    floor = RESOLVABLE_SHARE
+    ratio = (
+        max(pair[1], floor) / max(pair[0], floor)
+        if pair[0] is not None and pair[1] is not None
+        else None
+    )
+    anomaly = bucket.anomaly
+    if count.abnormal and bucket.ratio and bucket.ratio > 0 and count.ratio and count.ratio > 0:
+        shift = abs(math.log(bucket.ratio))
+        left = abs(math.log(bucket.ratio / count.ratio))
+        anomaly = bucket.anomaly * min(left / shift, 1.0) if shift > 0 else 0.0
+    direction = "flat"
+    if ratio is not None and anomaly >= ANOMALY_MIN:
+        direction = "up" if ratio > 1 else "down" if ratio < 1 else "flat"
+    usual = _float(count.window_level) or _float(count.window_mean)
+    return replace(
+        bucket,
+        kind="latency",
+        subkind="",
+        baseline_median=base,
+        baseline_mean=base_mean,
+        window_level=level,
+        window_mean=mean,
+        window_max=tail(bucket.window_min, usual),
+        window_min=tail(bucket.window_max, usual),
+        shift_peak=tail(bucket.shift_peak, usual),
+        ratio=ratio,
+        anomaly=anomaly,
+        direction=direction,
+        unit="",
+    )
+
+
+# A share is resolved to a thousandth of its whole (the tools print three digits): a tail
+# share of 0 is read as 0.001, so a tail from nothing has a finite, largest-resolvable rise.
+RESOLVABLE_SHARE = 1e-3
+
+
 def histogram_means(signals: list[MetricSignal]) -> list[MetricSignal]:
     """A latency histogram's ``_sum`` read as the mean latency, where its ``_count`` (same
     service and labels) is in the same answer.
@@ -752,7 +868,9 @@ def suspects_rank(
             continue
         if service_arg and call.ok and listed:
             suspect(service_arg).has_data = True
-    for signal in readings.values():
+    # a histogram's buckets and its count may come from different answers (the fleet view
+    # shows the buckets that moved, a service's own answer its count): read across them
+    for signal in histogram_tails(list(readings.values())):
         if signal.service:
             entry = suspect(signal.service)
             entry.metrics.append(signal)
