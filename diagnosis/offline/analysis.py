@@ -66,6 +66,21 @@ def in_flight_load(signal: MetricSignal) -> bool:
     )
 
 
+def demand(signal: MetricSignal) -> bool:
+    """A count of the requests arriving (a request rate, a histogram's ``_count`` or
+    ``_bucket``): an input of the service, not a fault of its own.
+
+    Causal: how many requests reach a service is decided by its callers and their users,
+    not by the service; more of them (a surge, a retry storm) or fewer (callers failing
+    before they call) harm it only through what they do to it: a resource they saturate,
+    the latency or errors they produce, each of which is its own evidence and scores as
+    such. A request rate that moved while the service's latency, errors and resources did
+    not is the service doing its job under another load. So it gives no own-shift points
+    and dates no onset, as work in flight below capacity does not (``in_flight_load``).
+    No constant."""
+    return signal.kind == "traffic"
+
+
 @dataclass
 class Call:
     """One tool call and its result, normalised from a ToolResult-like object."""
@@ -339,7 +354,7 @@ class Suspect:
         times = [
             m.onset
             for m in self.abnormal_metrics
-            if m.onset and m.anomaly >= ONSET_MIN and not in_flight_load(m)
+            if m.onset and m.anomaly >= ONSET_MIN and not in_flight_load(m) and not demand(m)
         ]
         times += [lg.onset for lg in self.abnormal_logs if lg.onset]
         return min(times) if times else None
@@ -485,6 +500,122 @@ def metric_signals(call: Call) -> list[MetricSignal]:
             )
         )
     return histogram_means(signals)
+
+
+# The share of requests a latency histogram's tail is read above: the baseline's p90 or so,
+# the usual latency objective's quantile, where a slowdown shows first and the tail is still
+# large enough (a tenth of the requests) to be counted on every scrape.
+TAIL_QUANTILE = 0.9
+
+
+def _labels_but_le(signal: MetricSignal) -> tuple[tuple[str, str], ...]:
+    return tuple(sorted((k, v) for k, v in signal.labels.items() if k != "le"))
+
+
+def _bound(signal: MetricSignal) -> float | None:
+    le = _float(signal.labels.get("le"))
+    return le if le is not None and math.isfinite(le) else None
+
+
+def histogram_tails(signals: list[MetricSignal]) -> list[MetricSignal]:
+    """A latency histogram's tail share, ``1 - bucket(le) / count``, read as latency where its
+    ``_sum`` was read in no answer of the session (a histogram exported without it).
+
+    Definitional: ``_bucket{le}`` counts the requests that took at most ``le`` and ``_count``
+    every request, so their quotient is the share done within ``le`` and its complement the
+    share slower than ``le``: a latency quantity, whatever the traffic (a surge at the same
+    latency raises both alike and leaves it where it was). The bucket read is the lowest
+    finite one at or above the baseline's ``TAIL_QUANTILE`` (the tail beyond it held at most
+    a tenth of the requests): the latency objective's own bound, the first to be crossed
+    when requests slow (``_tail_rank``: else the highest one read). Its significance is the
+    bucket's score times the share of the bucket's log-shift the count's does not account
+    for (as ``histogram_means`` does for the ``_sum``). The signal keeps the bucket's metric,
+    labels and line, the evidence it is read from; its figures are shares (0..1).
+    """
+    families = {
+        (m.service, vocab.histogram_part(m.metric)[0], _labels_but_le(m))
+        for m in signals
+        if vocab.histogram_part(m.metric)[1] == "_sum" and m.kind == "latency"
+    }
+    counts = {
+        (m.service, vocab.histogram_part(m.metric)[0], _labels_but_le(m)): m
+        for m in signals
+        if m.subkind == vocab.HISTOGRAM_COUNT
+    }
+    chosen: dict[tuple[str, str, tuple[tuple[str, str], ...]], MetricSignal] = {}
+    for signal in signals:
+        key = (signal.service, vocab.histogram_part(signal.metric)[0], _labels_but_le(signal))
+        count = counts.get(key)
+        if signal.subkind != vocab.HISTOGRAM_BUCKET or key in families or count is None:
+            continue
+        share, bound = _quotient(_base(signal), _base(count)), _bound(signal)
+        if share is None or bound is None:
+            continue
+        held = chosen.get(key)
+        if held is None or _tail_rank(signal, count) < _tail_rank(held, count):
+            chosen[key] = signal
+    tails = {id(bucket): (bucket, counts[key]) for key, bucket in chosen.items()}
+    return [_tail_of(*tails[id(m)]) if id(m) in tails else m for m in signals]
+
+
+def _tail_rank(bucket: MetricSignal, count: MetricSignal) -> tuple[bool, float]:
+    """The bucket to read the tail above: the lowest at or above ``TAIL_QUANTILE`` of the
+    baseline's requests; where the answer holds none that high, the highest it holds (the
+    nearest to the tail: any bucket's complement is still the share slower than its bound)."""
+    share, bound = _quotient(_base(bucket), _base(count)) or 0.0, _bound(bucket) or 0.0
+    return (share < TAIL_QUANTILE, bound if share >= TAIL_QUANTILE else -bound)
+
+
+def _base(signal: MetricSignal) -> Any:
+    return signal.baseline_median if signal.baseline_median is not None else signal.baseline_mean
+
+
+def _tail_of(bucket: MetricSignal, count: MetricSignal) -> MetricSignal:
+    def tail(part: Any, whole: Any) -> float | None:
+        share = _quotient(part, whole)
+        return None if share is None else min(max(1.0 - share, 0.0), 1.0)
+
+    base = tail(_base(bucket), _base(count))
+    level = tail(bucket.window_level, count.window_level)
+    base_mean = tail(bucket.baseline_mean, count.baseline_mean)
+    mean = tail(bucket.window_mean, count.window_mean)
+    pair = (base, level) if base is not None and level is not None else (base_mean, mean)
+    floor = RESOLVABLE_SHARE
+    ratio = (
+        max(pair[1], floor) / max(pair[0], floor)
+        if pair[0] is not None and pair[1] is not None
+        else None
+    )
+    anomaly = bucket.anomaly
+    if count.abnormal and bucket.ratio and bucket.ratio > 0 and count.ratio and count.ratio > 0:
+        shift = abs(math.log(bucket.ratio))
+        left = abs(math.log(bucket.ratio / count.ratio))
+        anomaly = bucket.anomaly * min(left / shift, 1.0) if shift > 0 else 0.0
+    direction = "flat"
+    if ratio is not None and anomaly >= ANOMALY_MIN:
+        direction = "up" if ratio > 1 else "down" if ratio < 1 else "flat"
+    usual = _float(count.window_level) or _float(count.window_mean)
+    return replace(
+        bucket,
+        kind="latency",
+        subkind="",
+        baseline_median=base,
+        baseline_mean=base_mean,
+        window_level=level,
+        window_mean=mean,
+        window_max=tail(bucket.window_min, usual),
+        window_min=tail(bucket.window_max, usual),
+        shift_peak=tail(bucket.shift_peak, usual),
+        ratio=ratio,
+        anomaly=anomaly,
+        direction=direction,
+        unit="",
+    )
+
+
+# A share is resolved to a thousandth of its whole (the tools print three digits): a tail
+# share of 0 is read as 0.001, so a tail from nothing has a finite, largest-resolvable rise.
+RESOLVABLE_SHARE = 1e-3
 
 
 def histogram_means(signals: list[MetricSignal]) -> list[MetricSignal]:
@@ -738,7 +869,9 @@ def suspects_rank(
             continue
         if service_arg and call.ok and listed:
             suspect(service_arg).has_data = True
-    for signal in readings.values():
+    # a histogram's buckets and its count may come from different answers (the fleet view
+    # shows the buckets that moved, a service's own answer its count): read across them
+    for signal in histogram_tails(list(readings.values())):
         if signal.service:
             entry = suspect(signal.service)
             entry.metrics.append(signal)
@@ -804,11 +937,15 @@ def _score(entry: Suspect) -> None:
     adds more than evidence any victim shows too (errors, failed calls).
     """
     score = 0.0
-    # work in flight below capacity is load (in_flight_load): evidence of nothing on its own
-    metrics = [m for m in entry.abnormal_metrics if not in_flight_load(m)]
+    # work in flight below capacity and the requests arriving are load (in_flight_load,
+    # demand): evidence of nothing on their own; the requests a service with a shift of its
+    # own served differently are one more measure of that shift (fewer completed when it
+    # slowed), never its strength
+    loaded = [m for m in entry.abnormal_metrics if not in_flight_load(m)]
+    metrics = [m for m in loaded if not demand(m)]
     if metrics:
         score += min(metrics[0].anomaly, 30.0) / 3.0
-        measures = {measure_of(m) for m in metrics}
+        measures = {measure_of(m) for m in loaded}
         score += min(len(measures) - 1, 4) * 0.5
     resources = entry.resource_metrics
     if resources:

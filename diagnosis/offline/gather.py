@@ -197,11 +197,32 @@ def evidence_gather(request: ExecutorRequest, tools: ToolRunner) -> Evidence:
 def _drill_list(planned: list[str], ranked: list[Suspect]) -> list[str]:
     """The planned services, then the preliminary suspects: at most MAX_DRILL."""
     preliminary = [s for s in ranked if s.score > 0 or s.graph_score > 0]
+    for entry in sorted((s for s in ranked if _tail_unread(s)), key=_tail_strength):
+        # where its buckets' shift would score, among the services that scored
+        at = next((i for i, s in enumerate(preliminary) if s.score < -_tail_strength(entry)), None)
+        preliminary.insert(len(preliminary) if at is None else at, entry)
     drill: list[str] = []
     for name in [*planned, *(s.service for s in preliminary)]:
         if name not in drill and len(drill) < MAX_DRILL:
             drill.append(name)
     return drill
+
+
+def _tail_unread(entry: Suspect) -> bool:
+    """Whether a latency histogram's buckets moved on this service while its latency was not
+    read: the tail share needs the histogram's count (``analysis.histogram_tails``), which a
+    fleet view that lists only the series that moved leaves out when the traffic held. Its
+    own answer holds the count; until then, a slowdown there shows only as buckets."""
+    return any(
+        m.subkind == vocab.HISTOGRAM_BUCKET and m.abnormal for m in entry.metrics
+    ) and not any(m.kind == "latency" for m in entry.metrics)
+
+
+def _tail_strength(entry: Suspect) -> float:
+    """Minus the points its buckets' shift would score as its first series (``analysis._score``:
+    the robust score, capped at 30, over 3), for sorting."""
+    moved = [m.anomaly for m in entry.metrics if m.subkind == vocab.HISTOGRAM_BUCKET and m.abnormal]
+    return -min(max(moved, default=0.0), 30.0) / 3.0
 
 
 def _neighbour_rounds(
@@ -378,7 +399,10 @@ def _retry_queries(request: ExecutorRequest, tools: ToolRunner, evidence: Eviden
                 and service not in evidence.queried
             ):
                 done.add(f"metrics:{service}")
-                tool_call(tools, evidence, "query_metrics", {"service": service})
+                arguments: dict[str, Any] = {"service": service}
+                if evidence.buckets:  # as in a service's first round (``_buckets_seen``)
+                    arguments["metric"] = NO_BUCKETS_SELECTOR
+                _metrics_ask(tools, evidence, arguments, {"service": service})
         if wants_docs and "docs" not in done:
             done.add("docs")
             tool_call(tools, evidence, "lookup_knowledge", {"query": text[:200], "k": KNOWLEDGE_K})

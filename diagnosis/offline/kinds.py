@@ -153,6 +153,8 @@ def metric_family(signal: MetricSignal) -> str:
     name = signal.metric.lower()
     words = _tokens(name)
     kind, subkind = vocab.metric_kind(signal.metric, signal.labels)
+    if kind == "traffic" and signal.kind == "latency":
+        return "latency"  # a histogram's counts read as a latency (analysis.histogram_tails)
     if kind == "change":
         return "change"
     if kind == "restart":
