@@ -552,15 +552,19 @@ class Shift:
 
 
 def _held_from_baseline(
-    full: list[tuple[float, float] | None], before: list[tuple[float, float]]
+    full: list[tuple[float, float] | None], before: list[tuple[float, float]], repeat: int
 ) -> int:
-    """How many of the window's first grid points hold the baseline's last sample.
+    """How many of the window's first grid points hold the baseline's last sample where a
+    sample after it is missing (0: none, or the sample only lasting its own interval).
 
-    A lookback carries the last sample over grid times whose own sample is missing, so
-    after a dropped sample the window opens with the baseline's last value: that is a
-    baseline sample, not a window one, and a shift never extends back onto it (a baseline
-    point half the threshold out is noise about once in fifteen, a normal tail, and the
-    onset would then move before the change on noise alone).
+    A lookback carries the last sample over grid times whose own sample is missing. Over
+    the rest of its own interval, followed by the next sample, that is the sample as usual,
+    and the walk back into the baseline reads it. Followed by grid times no sample covered,
+    or held for a whole interval (``repeat`` points) or more, a sample was dropped after it:
+    those points are the baseline's sample seen again, not a window one, and a shift never
+    extends back onto them — a baseline point half the
+    threshold out is noise about once in fifteen (a normal tail), so the onset would move
+    before the change on noise alone, earlier than the full series dates it.
     """
     if not before:
         return 0
@@ -568,7 +572,8 @@ def _held_from_baseline(
     held = 0
     while held < len(full) and full[held] is not None and full[held][1] == last:
         held += 1
-    return held
+    gap_after = held < len(full) and full[held] is None
+    return held if held and (gap_after or held >= max(repeat, 1)) else 0
 
 
 def _beyond(deviation: float | None, sign: int) -> bool:
@@ -628,7 +633,8 @@ def shift_measure(
     unseen = 0.0
     if strength >= ANOMALY_THRESHOLD:
         low, high = start, min(start + length, len(full))
-        while low > _held_from_baseline(full, before) and _beyond(deviations[low - 1], sign):
+        held = _held_from_baseline(full, before, repeat)
+        while low > held and _beyond(deviations[low - 1], sign):
             low -= 1
         while high < len(full) and _beyond(deviations[high], sign):
             high += 1
