@@ -562,15 +562,17 @@ def _held_from_baseline(
     and the walk back into the baseline reads it. Followed by grid times no sample covered,
     or held for a whole interval (``repeat`` points) or more, a sample was dropped after it:
     those points are the baseline's sample seen again, not a window one, and a shift never
-    extends back onto them — a baseline point half the
-    threshold out is noise about once in fifteen (a normal tail), so the onset would move
-    before the change on noise alone, earlier than the full series dates it.
+    extends back onto them: a baseline point half the threshold out is noise about once in
+    fifteen (a normal tail), so the onset would move before the change on noise alone,
+    earlier than the full series dates it.
     """
     if not before:
         return 0
     last = before[-1][1]
     held = 0
-    while held < len(full) and full[held] is not None and full[held][1] == last:
+    for point in full:
+        if point is None or point[1] != last:
+            break
         held += 1
     gap_after = held < len(full) and full[held] is None
     return held if held and (gap_after or held >= max(repeat, 1)) else 0
