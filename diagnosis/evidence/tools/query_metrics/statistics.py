@@ -630,8 +630,7 @@ def shift_measure(
     length = _sustain_length(len(full), repeat)
     strength, sign, start = _strongest_run(deviations, length)
     segment = _sample_values(full, repeat)
-    first = 0
-    last = len(window) - 1
+    first, last = 0, len(window) - 1
     unseen = 0.0
     if strength >= ANOMALY_THRESHOLD:
         low, high = start, min(start + length, len(full))
