@@ -100,6 +100,7 @@ class ClaimChecker:
     ) -> None:
         self.session_id = session_id
         self.services = [s for s in services or () if isinstance(s, str) and s.strip()]
+        self.services_normalized = [text_normalize(s) for s in self.services]
         self.by_id: dict[int, InvocationRecord] = {}
         self.by_trace: dict[str, InvocationRecord] = {}
         self.foreign: set[int] = set()
@@ -388,8 +389,7 @@ class ClaimChecker:
         (a fleet-view line's other columns)."""
         if entity in text:
             return True
-        others = (text_normalize(s) for s in self.services)
-        if any(o and o not in entity and o in text for o in others):
+        if any(o and o not in entity and o in text for o in self.services_normalized):
             return False
         arguments = item.target.record.arguments
         service = arguments.get("service") if isinstance(arguments, dict) else None
