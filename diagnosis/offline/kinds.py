@@ -32,51 +32,18 @@ a wrong status) is only error responses. A verdict names at most two kinds.
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
 
-from diagnosis.evidence import vocab
+from diagnosis.evidence import families, vocab
 
 from .analysis import RESOURCE_MIN, LogSignal, MetricSignal, Suspect, in_flight_load
 
 Signal = MetricSignal | LogSignal
 
 RESOURCE_FAMILIES = ("cpu", "memory", "disk", "network", "resource_exhaustion")
-# What ran out, by the vocabulary's resource subkinds: a pool, threads, descriptors or a
-# queue all have a fixed capacity that can be used up.
-_EXHAUSTIBLE = {"pool", "threads", "fd", "queue"}
-_NETWORK_WORDS = frozenset(
-    {"network", "net", "tcp", "udp", "dns", "icmp", "packet", "packets", "socket", "sockets"}
-    | {"retrans", "retransmit", "retransmits", "retransmitted", "retransmission"}
-    | {"retransmissions", "conntrack", "netstat", "rx", "tx", "nic", "resolver"}
-)
-_CONNECTION_WORDS = frozenset({"connection", "connections", "connect", "conn"})
-# The words that make a network series a symptom: failures, losses and delays. Bytes and
-# packets moved are load, not a fault, whichever way they go.
-_NETWORK_FAULT = re.compile(
-    r"err|drop|retrans|fail|timeout|reset|refus|loss|lost|rtt|latency|duration|seconds|nxdomain"
-)
-_NETWORK_LOG = (
-    "dns",
-    "name resolution",
-    "no such host",
-    "nxdomain",
-    "network is unreachable",
-    "no route to host",
-    "connection reset",
-    "broken pipe",
-    "packet loss",
-    "tcp",
-    "socket",
-    "网络",
-    "域名解析",
-)
-_GC_LOG = ("[gc", "gc pause", "pause full", "pause young", "full gc", "garbage collect")
-# A template that reports its own slowness is a latency symptom, not an error.
-_SLOW_LOG = ("slow", "took too long", "latency", "慢", "耗时")
 _CONFIG_WORDS = ("config", "feature flag", "flag", "setting", "配置", "开关")
 # A change counts as the trigger when it lies at most this long before the onset: the
 # same lead the engine gives a change before new errors (analysis.CHANGE_LEAD_S).
@@ -143,37 +110,17 @@ class KindVerdict:
     ambiguity: Ambiguity | None = None
 
 
-def _tokens(text: str) -> set[str]:
-    return {t for t in re.split(r"[^a-z0-9]+", text.lower()) if t}
-
-
 def metric_family(signal: MetricSignal) -> str:
-    """What a series measures, by its name's words and declared unit ("" for none of the
-    families: traffic, versions, anything else)."""
-    name = signal.metric.lower()
-    words = _tokens(name)
-    kind, subkind = vocab.metric_kind(signal.metric, signal.labels)
+    """What a series measures (``families.series_family``), with what the reading adds: a
+    histogram's counts read as a latency (``analysis.histogram_tails``), and a gauge in
+    seconds that no family names is a latency."""
+    kind, _ = vocab.metric_kind(signal.metric, signal.labels)
     if kind == "traffic" and signal.kind == "latency":
-        return "latency"  # a histogram's counts read as a latency (analysis.histogram_tails)
-    if kind == "change":
-        return "change"
-    if kind == "restart":
-        return "memory" if subkind == "memory" else ""
-    if kind == "resource" and subkind == "pool":
-        return "resource_exhaustion"  # connections of a pool: what ran out is the pool
-    if words & _NETWORK_WORDS or (
-        words & _CONNECTION_WORDS and re.search(r"err|fail|refus|reset|timeout", name)
-    ):
-        return "network" if _NETWORK_FAULT.search(name) else ""
-    if kind == "resource":
-        if subkind in _EXHAUSTIBLE:
-            return "resource_exhaustion"
-        return subkind if subkind in {"cpu", "memory", "disk"} else ""
-    if kind == "errors":
-        return "errors"
-    if kind == "latency" or (signal.unit == "seconds" and not signal.rate and kind == "other"):
         return "latency"
-    return ""
+    family = families.series_family(signal.metric, signal.labels)
+    if not family and kind == "other" and signal.unit == "seconds" and not signal.rate:
+        return "latency"
+    return family
 
 
 def _number(value: object) -> float | None:
@@ -293,23 +240,9 @@ def _harmful(signal: MetricSignal, family: str, metrics: list[MetricSignal]) -> 
 
 
 def log_family(lg: LogSignal) -> str:
-    """What a log template reports, by its words: the same families as the series."""
-    text = " ".join([lg.template, *lg.samples]).lower()
-    if lg.kind == "change":
-        return "change"
-    if lg.kind == "resource":
-        if lg.subkind in _EXHAUSTIBLE:
-            return "resource_exhaustion"
-        return lg.subkind if lg.subkind in {"cpu", "memory", "disk"} else "resource_exhaustion"
-    if any(w in text for w in _GC_LOG):
-        return "memory"  # the collector working hard is memory running short
-    if any(w in text for w in _NETWORK_LOG) and not lg.mentions:
-        return "network"
-    if lg.kind == "dependency":
-        return ""  # it names another service: evidence about that one, not this
-    if lg.kind == "code":
-        return "code"
-    return "latency" if any(w in text for w in _SLOW_LOG) else "errors"
+    """What a log template reports (``families.template_family``)."""
+    text = " ".join([lg.template, *lg.samples])
+    return families.template_family(text, lg.kind, lg.subkind, bool(lg.mentions))
 
 
 def kind_evidence(entry: Suspect, strength: Callable[[MetricSignal], float]) -> list[KindEvidence]:

@@ -22,7 +22,7 @@ from diagnosis.contracts import (
     SupportLevel,
     Verdict,
 )
-from diagnosis.evidence.vocab import kind_shown
+from diagnosis.evidence.families import Statement, kind_evidenced, statements_read
 from diagnosis.facts import FactKind, FactSource, facts_extract, text_normalize
 from diagnosis.flow.gatekeeper.excerpts import MatchResult, _match, excerpt_fragments
 from diagnosis.flow.gatekeeper.instructions import excerpt_is_instruction
@@ -118,6 +118,7 @@ class ClaimChecker:
         self.foreign -= set(self.by_id)
         self._chunks: dict[str, list[_Target]] | None = None
         self._normalized: dict[tuple[int, tuple[int, int] | None], str] = {}
+        self._statements: dict[tuple[int, tuple[int, int] | None], list[Statement]] = {}
         self._arguments: dict[int, FactSource] = {}
 
     # -- lookups
@@ -139,6 +140,16 @@ class ClaimChecker:
             if target.block is not None:
                 output = output[target.block[0] : target.block[1]]
             cached = self._normalized[key] = text_normalize(output)
+        return cached
+
+    def statements(self, target: _Target) -> list[Statement]:
+        """The series and template statements of the target's output (``families``)."""
+        key = (target.record.id, target.block)
+        cached = self._statements.get(key)
+        if cached is None:
+            services = tuple(self.services_normalized)
+            text = self.normalized(target)
+            cached = self._statements[key] = statements_read(text, services=services)
         return cached
 
     def arguments(self, record: InvocationRecord) -> FactSource:
@@ -401,15 +412,16 @@ class ClaimChecker:
 
     def kind_check(self, claim: Claim, valid: list[_Valid]) -> list[Finding]:
         """A stated ``root_cause_kind`` is a fact of the claim: some valid metrics or logs
-        excerpt about the claim's service must show it (``vocab.kind_shown``).
+        excerpt about the claim's service must show it (``families.kind_evidenced``).
 
         The kind says what the service ran out of or got wrong; the only evidence of that
-        is a series or a log line of that family on that service. Runbook text says what
-        could be, not what is (it cannot show a kind, as it cannot confirm a claim), and the
-        claim's own words are the conclusion, not its evidence. The alternative kind (the
-        one the evidence cannot tell the kind from) is not checked here: it is said because
-        a series that would rule it out is absent, which no excerpt can show; the answer's
-        coherence check asks for its reason.
+        is a series or a log line of that family on that service, read by the rule the
+        engine reads kinds by: a series of that family that shifted, or a template of it.
+        Runbook text says what could be, not what is (it cannot show a kind, as it cannot
+        confirm a claim), and the claim's own words are the conclusion, not its evidence.
+        The alternative kind (the one the evidence cannot tell the kind from) is not checked
+        here: it is said because a series that would rule it out is absent, which no
+        excerpt can show; the answer's coherence check asks for its reason.
         """
         kind = claim.root_cause_kind
         if not kind or not valid:
@@ -419,9 +431,10 @@ class ClaimChecker:
             if item.kind != KIND_EVIDENCE:
                 continue
             normalized = self.normalized(item.target)
+            statements = self.statements(item.target)
             for start, end in item.spans:
-                text = normalized[start:end]
-                if kind_shown(kind, text) and (not entity or self._about(item, text, entity)):
+                shown = kind_evidenced(kind, normalized, (start, end), statements)
+                if shown and (not entity or self._about(item, normalized[start:end], entity)):
                     return []
         indexes = sorted({v.index for v in valid})
         about = claim.entity or "-"
