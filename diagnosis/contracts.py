@@ -108,6 +108,9 @@ class FindingCode(StrEnum):
     EXCERPT_IS_INSTRUCTION = "excerpt_is_instruction"
     # Rootproof additions (claim-level): a stated root_cause_kind none of its excerpts shows
     KIND_UNBOUND = "kind_unbound"
+    # Rootproof additions (report-level): a hypothesis's kind no tool output about its
+    # service shows (its kind is dropped, the hypothesis kept)
+    HYPOTHESIS_KIND_UNSHOWN = "hypothesis_kind_unshown"
     # Rootproof additions (report-level, see diagnosis.flow.parsing / diagnosis.flow.gatekeeper)
     UNKNOWN_ANSWER_VERSION = "unknown_answer_version"
     UNUSABLE_OUTPUT = "unusable_output"

@@ -137,6 +137,10 @@ FINDING_DETAILS: dict[str, Promise] = {
         "论断给出的根因类型“%(kind)s”在它所引用的关于 %(entity)s 的指标或日志摘录中都看不到"
         "（%(bindings)s）"
     ),
+    "hypothesis_kind_unshown": _(
+        "第 %(hypothesis)s 条假设给出的根因类型“%(kind)s”在本次会话关于 %(entity)s 的指标、日志或"
+        "链路输出中都看不到；该假设保留，但不带类型"
+    ),
     "no_bindings": _("论断没有任何证据绑定"),
     "unknown_claim_type": _("论断类型“%(claim_type)s”"),
     "duplicate_claim_id": _("前面已有一条论断的编号是 %(claim_id)s；这一条被降级"),

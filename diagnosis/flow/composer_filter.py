@@ -328,21 +328,44 @@ def _one_figure_per_series(
     placed.hypotheses = kept_hypotheses
 
 
-def _own_hypotheses(output: ExecutorEvidenceV2, decision: Decision) -> list[AllowedHypothesis]:
-    """The Executor's own hypotheses (none under REJECT)."""
+def _unshown_kinds(gatekeeper: GatekeeperReport) -> set[int]:
+    """The positions of the Executor's hypotheses whose kind the Gatekeeper found no tool
+    output to show (``hypothesis_kind_unshown``)."""
+    positions: set[int] = set()
+    for item in gatekeeper.findings:
+        if item.code == FindingCode.HYPOTHESIS_KIND_UNSHOWN.value:
+            position = item.detail_params.get("hypothesis")
+            if isinstance(position, int) and not isinstance(position, bool):
+                positions.add(position)
+    return positions
+
+
+def _own_hypotheses(
+    output: ExecutorEvidenceV2, decision: Decision, gatekeeper: GatekeeperReport
+) -> list[AllowedHypothesis]:
+    """The Executor's own hypotheses (none under REJECT); one whose kind no tool output about
+    its service shows keeps its text without the kind (and the "（类型：…）" it wrote)."""
     if decision == Decision.REJECT:
         return []
-    return [
-        AllowedHypothesis(
-            text=hypothesis.hypothesis_text.strip(),
-            basis=hypothesis.basis.strip(),
-            entity=hypothesis.entity,
-            root_cause_kind=hypothesis.root_cause_kind,
-            root_cause_kind_alternative=hypothesis.root_cause_kind_alternative,
+    unshown = _unshown_kinds(gatekeeper)
+    kept = []
+    for position, hypothesis in enumerate(output.hypotheses):
+        text = hypothesis.hypothesis_text.strip()
+        if not text:
+            continue
+        kinded = position not in unshown
+        kept.append(
+            AllowedHypothesis(
+                text=text if kinded else KIND_NAMED.sub("", text).strip(),
+                basis=hypothesis.basis.strip(),
+                entity=hypothesis.entity,
+                root_cause_kind=hypothesis.root_cause_kind if kinded else None,
+                root_cause_kind_alternative=(
+                    hypothesis.root_cause_kind_alternative if kinded else None
+                ),
+            )
         )
-        for hypothesis in output.hypotheses
-        if hypothesis.hypothesis_text.strip()
-    ]
+    return kept
 
 
 @_in_answer_language
@@ -376,7 +399,7 @@ def composer_input_build(
         allowed_claims=placed.claims,
         # the Executor's own hypotheses first: they are what a conclusion may lead with
         allowed_hypotheses=_kinds_evidenced(
-            placed.claims, _own_hypotheses(output, decision) + placed.hypotheses
+            placed.claims, _own_hypotheses(output, decision, gatekeeper) + placed.hypotheses
         ),
         missing_info=_dedupe(placed.gaps + missing),
         recommended_actions=actions,

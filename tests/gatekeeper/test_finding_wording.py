@@ -54,6 +54,15 @@ def _broken_output(incident) -> str:
             claim_text="payment-service 的 container_cpu_usage_percent 升高",
             root_cause_kind="memory",
         ),
+        # a hypothesis's kind that no output about its service shows (a report-level finding)
+        hypotheses=[
+            {
+                "hypothesis_text": "payment-service 的磁盘写满",
+                "entity": "payment-service",
+                "root_cause_kind": "disk",
+                "basis": "磁盘使用率升高",
+            }
+        ],
     )
 
 
@@ -66,6 +75,7 @@ def stored(incident):
     for result in report["claims"]:  # a repeated id is kept as "<id>#2"
         key = result["claim_id"] + ("#2" if result["claim_id"] in by_id else "")
         by_id[key] = result["findings"]
+    by_id["#report"] = report["findings"]
     return by_id
 
 

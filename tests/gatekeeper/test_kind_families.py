@@ -218,3 +218,99 @@ def test_a_claim_whose_kind_only_shares_a_word_with_its_series_is_demoted(owner,
     )
     # a memory series that held its baseline is evidence against memory, not for it
     assert verdict("memory", f"{service} container_memory_working_set_bytes")[1] == ["kind_unbound"]
+
+
+# -- a hypothesis's kind: no bindings, but the session's outputs must show it ------------
+
+
+def _hypothesis_session(owner, seed):
+    service, other = _names(seed)
+    env = Environment.objects.create(slug=f"hyp-{seed}", name="hyp", services=[service, other])
+    session = DiagnosisSession.objects.create(
+        owner=owner, environment=env, original_query=f"{service} 变慢了"
+    )
+    outputs = [
+        (
+            "query_metrics",
+            {},
+            "query_metrics (every service)\n"
+            f"{service} container_cpu_usage_percent: {SHIFT}, ratio 17.6x, anomaly score 41.2\n"
+            f"{other} container_memory_working_set_bytes: {SHIFT}, ratio 2.1x, anomaly score 30\n",
+        ),
+        (
+            "query_metrics",
+            {"service": service},
+            f"query_metrics service={service}\n"
+            f"{service} container_memory_working_set_bytes: {FLAT}\n",
+        ),
+    ]
+    for sequence, (tool, arguments, output) in enumerate(outputs, start=1):
+        ToolInvocation.objects.create(
+            session=session,
+            sequence=sequence,
+            trace_ref=f"trace-{sequence}",
+            tool_name=tool,
+            status=ToolInvocation.Status.OK,
+            arguments=arguments,
+            output=output,
+            output_size=len(output),
+            started_at=timezone.now(),
+        )
+    return session, service
+
+
+def _hypothesis(service, kind):
+    return {
+        "hypothesis_text": f"{service} 可能是根因（类型：{kind}）",
+        "entity": service,
+        "root_cause_kind": kind,
+        "basis": f"{service} 的 {kind} 指标升高（CPU、内存、磁盘都升高）",
+    }
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("seed", range(3))
+def test_a_hypothesis_keeps_only_a_kind_the_sessions_outputs_show_about_its_service(owner, seed):
+    from diagnosis.contracts import Decision
+    from diagnosis.flow.composer_filter import composer_input_build
+
+    session, service = _hypothesis_session(owner, seed)
+    # cpu: its own series rose; memory: its own held its baseline and only the other's rose;
+    # disk: nothing anywhere (the basis's words show nothing by themselves)
+    raw = executor_json(
+        hypotheses=[_hypothesis(service, k) for k in ("cpu", "memory", "disk")],
+    )
+    parsed = executor_output_parse(raw)
+    report = gatekeeper_run(session=session, parsed=parsed)
+    flagged = [
+        (f.detail_params["hypothesis"], f.detail_params["kind"])
+        for f in report.findings
+        if f.code == "hypothesis_kind_unshown"
+    ]
+    assert flagged == [(1, "memory"), (2, "disk")]
+    composed = composer_input_build(
+        question=session.original_query,
+        language="zh-CN",
+        decision=Decision.LOW_CONFID,
+        executor_output=parsed.output,
+        gatekeeper=report,
+        verifier=None,
+        services=[service],
+    ).composer_input
+    kinds = [h.root_cause_kind for h in composed.allowed_hypotheses]
+    assert kinds == ["cpu", None, None]
+    # the hypotheses stay, without the kind they wrote
+    assert all("类型" not in h.text for h in composed.allowed_hypotheses[1:])
+    assert len(composed.allowed_hypotheses) == 3
+
+
+@pytest.mark.django_db
+def test_a_hypothesis_giving_the_other_reading_of_shown_evidence_keeps_its_kinds(owner):
+    # "network rather than cpu": the evidence shows cpu, and nothing can rule network out
+    session, service = _hypothesis_session(owner, 0)
+    other_reading = {**_hypothesis(service, "network"), "root_cause_kind_alternative": "cpu"}
+    unshown = {**_hypothesis(service, "network"), "root_cause_kind_alternative": "disk"}
+    parsed = executor_output_parse(executor_json(hypotheses=[other_reading, unshown]))
+    report = gatekeeper_run(session=session, parsed=parsed)
+    flagged = [f.detail_params["hypothesis"] for f in report.findings]
+    assert flagged == [1]

@@ -64,6 +64,7 @@ from diagnosis.contracts import (
     GatekeeperClaimResult,
     GatekeeperCounts,
     GatekeeperReport,
+    Hypothesis,
     ParseStatus,
     Verdict,
 )
@@ -114,6 +115,15 @@ def _claims_of(parsed: object) -> list[Claim]:
     output = getattr(parsed, "output", None)
     claims = getattr(output, "claims", None)
     return [c for c in claims if isinstance(c, Claim)] if isinstance(claims, list) else []
+
+
+def _hypotheses_of(parsed: object) -> list[tuple[int, Hypothesis]]:
+    """The output's hypotheses with their positions in it (what a finding names)."""
+    output = getattr(parsed, "output", None)
+    hypotheses = getattr(output, "hypotheses", None)
+    if not isinstance(hypotheses, list):
+        return []
+    return [(i, h) for i, h in enumerate(hypotheses) if isinstance(h, Hypothesis)]
 
 
 def _report(
@@ -196,6 +206,8 @@ def gatekeeper_check(
                 )
             seen.add(claim.claim_id)
             results.append(result)
+        for position, hypothesis in _hypotheses_of(parsed):
+            findings.extend(checker.hypothesis_kind_check(hypothesis, position))
         return _report(status, results, findings)
     except Exception as exc:
         return _internal_error_report(parsed, exc)

@@ -18,6 +18,7 @@ from diagnosis.contracts import (
     Finding,
     FindingCode,
     GatekeeperClaimResult,
+    Hypothesis,
     SourceType,
     SupportLevel,
     Verdict,
@@ -394,21 +395,78 @@ class ClaimChecker:
         return bound, findings
 
     # -- the claim's kind
-    def _about(self, item: _Valid, text: str, entity: str) -> bool:
-        """Whether a matched excerpt ``text`` is about ``entity``: it names it, or it names
-        no service of the environment and its call was for ``entity`` or for every service
-        (a fleet-view line's other columns)."""
+    def _about(self, record: InvocationRecord, text: str, entity: str) -> bool:
+        """Whether a matched excerpt ``text`` of ``record``'s output is about ``entity``: it
+        names it, or it names no service of the environment and its call was for ``entity``
+        or for every service (a fleet-view line's other columns)."""
         if entity in text:
             return True
         if any(o and o not in entity and o in text for o in self.services_normalized):
             return False
-        arguments = item.target.record.arguments
+        arguments = record.arguments
         service = arguments.get("service") if isinstance(arguments, dict) else None
         return (
             not isinstance(service, str)
             or not service.strip()
             or (text_normalize(service) == entity)
         )
+
+    def _evidence_shows(self, kind: str, entity: str) -> bool:
+        """Whether any successful metrics, logs or traces output of the session holds a
+        statement of ``kind`` about ``entity`` (``families.kind_evidenced``, each statement
+        read whole; an output without statements line by line)."""
+        for record in self.by_id.values():
+            if tool_kind(record.tool_name) != KIND_EVIDENCE or record.status != STATUS_OK:
+                continue
+            target = _Target(record, None)
+            text = self.normalized(target)
+            statements = self.statements(target)
+            regions = [(s.start, s.end) for s in statements if kind in s.shows]
+            if not statements:
+                lines = (text_normalize(line) for line in (record.output or "").splitlines())
+                regions = (
+                    [(0, len(text))]
+                    if any(
+                        kind_evidenced(kind, line, (0, len(line)), [])
+                        and self._about(record, line, entity)
+                        for line in lines
+                    )
+                    else []
+                )
+            if any(self._about(record, text[start:end], entity) for start, end in regions):
+                return True
+        return False
+
+    def hypothesis_kind_check(self, hypothesis: Hypothesis, position: int) -> list[Finding]:
+        """A hypothesis's ``root_cause_kind`` needs evidence of it about its service in the
+        session's tool outputs (``_evidence_shows``).
+
+        A hypothesis has no bindings, but the kind it gives is still a statement about what
+        the service ran out of or got wrong: the answer words it ("类型：内存"), so the
+        evidence of that kind must exist somewhere the session looked, about that service.
+        Its basis is the model's own text and shows nothing by itself. One of the pair
+        suffices: a hypothesis that names the other reading of a claim's evidence ("code
+        rather than errors", its alternative the kind the evidence shows) gives the kind
+        no series could rule out, which no output can show, as a claim's alternative. Not a
+        demotion (a hypothesis is not confirmed): the Composer input filter drops the kinds
+        and keeps the hypothesis.
+        """
+        kind = (hypothesis.root_cause_kind or "").strip()
+        other = (hypothesis.root_cause_kind_alternative or "").strip()
+        entity = text_normalize(hypothesis.entity or "")
+        if not kind or not entity or self._evidence_shows(kind, entity):
+            return []
+        if other and self._evidence_shows(other, entity):
+            return []
+        return [
+            finding(
+                FindingCode.HYPOTHESIS_KIND_UNSHOWN,
+                f"hypothesis {position}: the kind {kind!r} is shown by no metrics, logs or "
+                f"traces output about {hypothesis.entity}",
+                detail_code="hypothesis_kind_unshown",
+                params={"hypothesis": position, "kind": kind, "entity": hypothesis.entity or "-"},
+            )
+        ]
 
     def kind_check(self, claim: Claim, valid: list[_Valid]) -> list[Finding]:
         """A stated ``root_cause_kind`` is a fact of the claim: some valid metrics or logs
@@ -434,7 +492,9 @@ class ClaimChecker:
             statements = self.statements(item.target)
             for start, end in item.spans:
                 shown = kind_evidenced(kind, normalized, (start, end), statements)
-                if shown and (not entity or self._about(item, normalized[start:end], entity)):
+                if shown and (
+                    not entity or self._about(item.target.record, normalized[start:end], entity)
+                ):
                     return []
         indexes = sorted({v.index for v in valid})
         about = claim.entity or "-"
