@@ -149,3 +149,40 @@ def test_a_claim_demoted_for_its_kind_becomes_a_hypothesis_without_it():
     (hypothesis,) = _filtered([], claims=[claim], codes=["kind_unbound"])
     assert hypothesis.root_cause_kind is None and hypothesis.root_cause_kind_alternative is None
     assert "类型" not in hypothesis.text and "连接池超时日志" in hypothesis.text
+
+
+def _hypotheses_turn(*hypotheses: dict) -> dict:
+    body = {
+        "answer_version": "executor_evidence_v2",
+        "claims": [log_claim()],
+        "hypotheses": list(hypotheses),
+        "recommended_actions": [],
+        "missing_info": [],
+    }
+    return {"content": json.dumps(body, ensure_ascii=False)}
+
+
+def test_a_hypothesis_kind_no_output_shows_never_reaches_the_answer(run_adversarial):
+    # the session saw only the pool's logs: a disk fault is named in the basis, shown nowhere
+    invented = {
+        "hypothesis_text": "payment-service 的磁盘写满可能是根因（类型：磁盘）",
+        "entity": "payment-service",
+        "root_cause_kind": "disk",
+        "basis": "payment-service 的磁盘使用率升高到 99%",
+    }
+    shown = {
+        "hypothesis_text": "payment-service 的连接池耗尽可能是根因",
+        "entity": "payment-service",
+        "root_cause_kind": "resource_exhaustion",
+        "basis": "payment-service 的日志报告连接池没有可用连接",
+    }
+    session = run_adversarial({"executor": [QUERY_LOGS, _hypotheses_turn(invented, shown)]})
+    assert session.status == DiagnosisSession.Status.COMPLETED
+    report = session.self_evaluation["attempts"][0]["gatekeeper"]
+    flagged = [f["detail_params"]["hypothesis"] for f in report["findings"]]
+    assert flagged == [0]
+    hypotheses = session.self_evaluation["composer_input"]["allowed_hypotheses"]
+    kinds = {h["text"]: h.get("root_cause_kind") for h in hypotheses}
+    assert kinds.get("payment-service 的磁盘写满可能是根因") is None
+    assert "resource_exhaustion" in kinds.values()
+    assert "类型：磁盘" not in session.final_answer
