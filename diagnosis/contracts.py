@@ -111,6 +111,8 @@ class FindingCode(StrEnum):
     # Rootproof additions (report-level): a hypothesis's kind no tool output about its
     # service shows (its kind is dropped, the hypothesis kept)
     HYPOTHESIS_KIND_UNSHOWN = "hypothesis_kind_unshown"
+    # a fact of a hypothesis's text or basis that no output of the session holds
+    HYPOTHESIS_FACT_UNBOUND = "hypothesis_fact_unbound"
     # Rootproof additions (report-level, see diagnosis.flow.parsing / diagnosis.flow.gatekeeper)
     UNKNOWN_ANSWER_VERSION = "unknown_answer_version"
     UNUSABLE_OUTPUT = "unusable_output"

@@ -141,6 +141,13 @@ FINDING_DETAILS: dict[str, Promise] = {
         "第 %(hypothesis)s 条假设给出的根因类型“%(kind)s”在本次会话关于 %(entity)s 的指标、日志或"
         "链路输出中都看不到；该假设保留，但不带类型"
     ),
+    "hypothesis_text_fact_unbound": _(
+        "第 %(hypothesis)s 条假设写出的“%(fact)s”不在本次会话的任何工具输出中；该假设不进入回答"
+    ),
+    "hypothesis_basis_fact_unbound": _(
+        "第 %(hypothesis)s 条假设的依据写出的“%(fact)s”不在本次会话的任何工具输出中；"
+        "该依据不进入回答"
+    ),
     "no_bindings": _("论断没有任何证据绑定"),
     "unknown_claim_type": _("论断类型“%(claim_type)s”"),
     "duplicate_claim_id": _("前面已有一条论断的编号是 %(claim_id)s；这一条被降级"),

@@ -114,6 +114,7 @@ FINDING_LABELS = {
     "claim_not_specific": _("陈述没有指明具体对象"),
     "kind_unbound": _("根因类型没有证据"),
     "hypothesis_kind_unshown": _("假设的类型没有证据"),
+    "hypothesis_fact_unbound": _("假设中的事实不在任何工具输出中"),
     "excerpt_is_instruction": _("摘录是指令而不是证据"),
     "internal_error": _("证据校验出错"),
 }

@@ -328,36 +328,39 @@ def _one_figure_per_series(
     placed.hypotheses = kept_hypotheses
 
 
-def _unshown_kinds(gatekeeper: GatekeeperReport) -> set[int]:
-    """The positions of the Executor's hypotheses whose kind the Gatekeeper found no tool
-    output to show (``hypothesis_kind_unshown``)."""
-    positions: set[int] = set()
+def _hypothesis_findings(gatekeeper: GatekeeperReport, code: FindingCode) -> dict[int, set[str]]:
+    """The positions of the Executor's hypotheses the Gatekeeper reported with ``code``, each
+    with the parts it named (``detail_params.part``: text or basis)."""
+    found: dict[int, set[str]] = {}
     for item in gatekeeper.findings:
-        if item.code == FindingCode.HYPOTHESIS_KIND_UNSHOWN.value:
+        if item.code == code.value:
             position = item.detail_params.get("hypothesis")
             if isinstance(position, int) and not isinstance(position, bool):
-                positions.add(position)
-    return positions
+                found.setdefault(position, set()).add(str(item.detail_params.get("part", "")))
+    return found
 
 
 def _own_hypotheses(
     output: ExecutorEvidenceV2, decision: Decision, gatekeeper: GatekeeperReport
 ) -> list[AllowedHypothesis]:
-    """The Executor's own hypotheses (none under REJECT); one whose kind no tool output about
-    its service shows keeps its text without the kind (and the "（类型：…）" it wrote)."""
+    """The Executor's own hypotheses (none under REJECT), as far as the session's outputs
+    bear them out: one whose text invents a fact is left out, one whose basis does keeps no
+    basis (``hypothesis_fact_unbound``), and one whose kind no tool output about its service
+    shows keeps its text without the kind and its "（类型：…）" (``hypothesis_kind_unshown``)."""
     if decision == Decision.REJECT:
         return []
-    unshown = _unshown_kinds(gatekeeper)
+    unshown = _hypothesis_findings(gatekeeper, FindingCode.HYPOTHESIS_KIND_UNSHOWN)
+    invented = _hypothesis_findings(gatekeeper, FindingCode.HYPOTHESIS_FACT_UNBOUND)
     kept = []
     for position, hypothesis in enumerate(output.hypotheses):
         text = hypothesis.hypothesis_text.strip()
-        if not text:
+        if not text or "text" in invented.get(position, ()):
             continue
         kinded = position not in unshown
         kept.append(
             AllowedHypothesis(
                 text=text if kinded else KIND_NAMED.sub("", text).strip(),
-                basis=hypothesis.basis.strip(),
+                basis="" if "basis" in invented.get(position, ()) else hypothesis.basis.strip(),
                 entity=hypothesis.entity,
                 root_cause_kind=hypothesis.root_cause_kind if kinded else None,
                 root_cause_kind_alternative=(

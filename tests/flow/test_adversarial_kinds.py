@@ -179,10 +179,12 @@ def test_a_hypothesis_kind_no_output_shows_never_reaches_the_answer(run_adversar
     session = run_adversarial({"executor": [QUERY_LOGS, _hypotheses_turn(invented, shown)]})
     assert session.status == DiagnosisSession.Status.COMPLETED
     report = session.self_evaluation["attempts"][0]["gatekeeper"]
-    flagged = [f["detail_params"]["hypothesis"] for f in report["findings"]]
-    assert flagged == [0]
+    flagged = [(f["code"], f["detail_params"]["hypothesis"]) for f in report["findings"]]
+    # its kind is shown nowhere, and its basis's 99 % is in no output
+    assert flagged == [("hypothesis_kind_unshown", 0), ("hypothesis_fact_unbound", 0)]
     hypotheses = session.self_evaluation["composer_input"]["allowed_hypotheses"]
     kinds = {h["text"]: h.get("root_cause_kind") for h in hypotheses}
     assert kinds.get("payment-service 的磁盘写满可能是根因") is None
     assert "resource_exhaustion" in kinds.values()
     assert "类型：磁盘" not in session.final_answer
+    assert "99%" not in session.final_answer  # the invented basis is withheld

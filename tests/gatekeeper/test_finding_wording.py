@@ -61,7 +61,14 @@ def _broken_output(incident) -> str:
                 "entity": "payment-service",
                 "root_cause_kind": "disk",
                 "basis": "磁盘使用率升高",
-            }
+            },
+            # a figure its text invents, and one its basis invents
+            {"hypothesis_text": "payment-service 超时 7777 次", "entity": "payment-service"},
+            {
+                "hypothesis_text": "payment-service 的连接池可能耗尽",
+                "entity": "payment-service",
+                "basis": "错误率为 31.4159%",
+            },
         ],
     )
 

@@ -314,3 +314,39 @@ def test_a_hypothesis_giving_the_other_reading_of_shown_evidence_keeps_its_kinds
     report = gatekeeper_run(session=session, parsed=parsed)
     flagged = [f.detail_params["hypothesis"] for f in report.findings]
     assert flagged == [1]
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("seed", range(3))
+def test_a_hypothesis_that_invents_a_figure_is_left_out_and_an_invented_basis_withheld(owner, seed):
+    from diagnosis.contracts import Decision
+    from diagnosis.flow.composer_filter import composer_input_build
+
+    session, service = _hypothesis_session(owner, seed)
+    real = {"hypothesis_text": f"{service} 的 CPU 升至 88", "entity": service, "basis": "17.6x"}
+    invented_text = {"hypothesis_text": f"{service} 的 CPU 升至 97", "entity": service}
+    invented_basis = {
+        "hypothesis_text": f"{service} 的 CPU 可能饱和",
+        "entity": service,
+        "basis": "始于 09:58",  # the output's shift began at 10:04
+    }
+    parsed = executor_output_parse(executor_json(hypotheses=[real, invented_text, invented_basis]))
+    report = gatekeeper_run(session=session, parsed=parsed)
+    flagged = [
+        (f.detail_params["hypothesis"], f.detail_params["part"], f.detail_params["fact"])
+        for f in report.findings
+    ]
+    assert flagged == [(1, "text", "97"), (2, "basis", "09:58")]
+    kept = composer_input_build(
+        question=session.original_query,
+        language="zh-CN",
+        decision=Decision.LOW_CONFID,
+        executor_output=parsed.output,
+        gatekeeper=report,
+        verifier=None,
+        services=[service],
+    ).composer_input.allowed_hypotheses
+    assert [(h.text, h.basis) for h in kept] == [
+        (f"{service} 的 CPU 升至 88", "17.6x"),
+        (f"{service} 的 CPU 可能饱和", ""),
+    ]

@@ -208,6 +208,7 @@ def gatekeeper_check(
             results.append(result)
         for position, hypothesis in _hypotheses_of(parsed):
             findings.extend(checker.hypothesis_kind_check(hypothesis, position))
+            findings.extend(checker.hypothesis_facts_check(hypothesis, position))
         return _report(status, results, findings)
     except Exception as exc:
         return _internal_error_report(parsed, exc)

@@ -121,6 +121,7 @@ class ClaimChecker:
         self._normalized: dict[tuple[int, tuple[int, int] | None], str] = {}
         self._statements: dict[tuple[int, tuple[int, int] | None], list[Statement]] = {}
         self._arguments: dict[int, FactSource] = {}
+        self._session_source: FactSource | None = None
 
     # -- lookups
     def chunks(self) -> dict[str, list[_Target]]:
@@ -436,6 +437,49 @@ class ClaimChecker:
             if any(self._about(record, text[start:end], entity) for start, end in regions):
                 return True
         return False
+
+    def session_source(self) -> FactSource:
+        """Every successful output of the session (evidence and runbooks) and its calls'
+        arguments, as one source of facts."""
+        if self._session_source is None:
+            source = FactSource()
+            for record in self.by_id.values():
+                if record.status == STATUS_OK:
+                    source.region_add(self.normalized(_Target(record, None)))
+                    source.regions.extend(self.arguments(record).regions)
+            self._session_source = source
+        return self._session_source
+
+    def hypothesis_facts_check(self, hypothesis: Hypothesis, position: int) -> list[Finding]:
+        """A hypothesis's text and basis state only facts the session's outputs hold.
+
+        A hypothesis is unconfirmed, but the figures, times and identifiers it gives are
+        stated as seen ("p99 升高到 1.02 s", "始于 10:04"): with no bindings, the outputs they
+        could come from are every successful call of the session (its evidence, its
+        runbooks, the arguments it was made with). A fact none holds is invented. Naming a
+        service is no fact about the evidence (the environment names them). The Composer
+        input filter drops a hypothesis whose text invents a fact, as a claim with invented
+        evidence never becomes a hypothesis, and withholds a basis that does.
+        """
+        source = self.session_source()
+        findings: list[Finding] = []
+        for part, text in (("text", hypothesis.hypothesis_text), ("basis", hypothesis.basis)):
+            unbound = [
+                fact.text
+                for fact in facts_extract(text or "", services=self.services)
+                if fact.kind != FactKind.SERVICE and not source.contains(fact)
+            ]
+            if unbound:
+                findings.append(
+                    finding(
+                        FindingCode.HYPOTHESIS_FACT_UNBOUND,
+                        f"hypothesis {position}: its {part} states {unbound[0]!r}, which no "
+                        "output of the session holds",
+                        detail_code=f"hypothesis_{part}_fact_unbound",
+                        params={"hypothesis": position, "part": part, "fact": unbound[0]},
+                    )
+                )
+        return findings
 
     def hypothesis_kind_check(self, hypothesis: Hypothesis, position: int) -> list[Finding]:
         """A hypothesis's ``root_cause_kind`` needs evidence of it about its service in the
