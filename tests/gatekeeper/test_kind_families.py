@@ -259,6 +259,22 @@ def _hypothesis_session(owner, seed):
     return session, service
 
 
+def _composed(session, parsed, report, service):
+    """The Composer input of a LOW_CONFID run over ``parsed`` and its Gatekeeper ``report``."""
+    from diagnosis.contracts import Decision
+    from diagnosis.flow.composer_filter import composer_input_build
+
+    return composer_input_build(
+        question=session.original_query,
+        language="zh-CN",
+        decision=Decision.LOW_CONFID,
+        executor_output=parsed.output,
+        gatekeeper=report,
+        verifier=None,
+        services=[service],
+    ).composer_input
+
+
 def _hypothesis(service, kind):
     return {
         "hypothesis_text": f"{service} 可能是根因（类型：{kind}）",
@@ -271,9 +287,6 @@ def _hypothesis(service, kind):
 @pytest.mark.django_db
 @pytest.mark.parametrize("seed", range(3))
 def test_a_hypothesis_keeps_only_a_kind_the_sessions_outputs_show_about_its_service(owner, seed):
-    from diagnosis.contracts import Decision
-    from diagnosis.flow.composer_filter import composer_input_build
-
     session, service = _hypothesis_session(owner, seed)
     # cpu: its own series rose; memory: its own held its baseline and only the other's rose;
     # disk: nothing anywhere (the basis's words show nothing by themselves)
@@ -288,15 +301,7 @@ def test_a_hypothesis_keeps_only_a_kind_the_sessions_outputs_show_about_its_serv
         if f.code == "hypothesis_kind_unshown"
     ]
     assert flagged == [(1, "memory"), (2, "disk")]
-    composed = composer_input_build(
-        question=session.original_query,
-        language="zh-CN",
-        decision=Decision.LOW_CONFID,
-        executor_output=parsed.output,
-        gatekeeper=report,
-        verifier=None,
-        services=[service],
-    ).composer_input
+    composed = _composed(session, parsed, report, service)
     kinds = [h.root_cause_kind for h in composed.allowed_hypotheses]
     assert kinds == ["cpu", None, None]
     # the hypotheses stay, without the kind they wrote
@@ -319,9 +324,6 @@ def test_a_hypothesis_giving_the_other_reading_of_shown_evidence_keeps_its_kinds
 @pytest.mark.django_db
 @pytest.mark.parametrize("seed", range(3))
 def test_a_hypothesis_that_invents_a_figure_is_left_out_and_an_invented_basis_withheld(owner, seed):
-    from diagnosis.contracts import Decision
-    from diagnosis.flow.composer_filter import composer_input_build
-
     session, service = _hypothesis_session(owner, seed)
     real = {"hypothesis_text": f"{service} 的 CPU 升至 88", "entity": service, "basis": "17.6x"}
     invented_text = {"hypothesis_text": f"{service} 的 CPU 升至 97", "entity": service}
@@ -337,15 +339,7 @@ def test_a_hypothesis_that_invents_a_figure_is_left_out_and_an_invented_basis_wi
         for f in report.findings
     ]
     assert flagged == [(1, "text", "97"), (2, "basis", "09:58")]
-    kept = composer_input_build(
-        question=session.original_query,
-        language="zh-CN",
-        decision=Decision.LOW_CONFID,
-        executor_output=parsed.output,
-        gatekeeper=report,
-        verifier=None,
-        services=[service],
-    ).composer_input.allowed_hypotheses
+    kept = _composed(session, parsed, report, service).allowed_hypotheses
     assert [(h.text, h.basis) for h in kept] == [
         (f"{service} 的 CPU 升至 88", "17.6x"),
         (f"{service} 的 CPU 可能饱和", ""),
