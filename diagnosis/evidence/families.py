@@ -124,10 +124,11 @@ KIND_FAMILIES = {
 }
 # In ``text_normalize``d tool output: a series statement ("<service> <metric>{labels}: up
 # since …", or its trend line), a fleet view's top series ("top <metric> up anomaly score"),
-# a log template ("<service> ERROR template \"…\": 12 in window"). Each runs to the next.
+# a log template ("<service> ERROR template \"…\": 12 in window"). Each runs to the next. A
+# counter's identity ends " per-second rate" (query_metrics' ``SeriesFacts.identity``).
 _SERIES = re.compile(
     r"(?:^|(?<=\s))(?:\S+ )?(?P<metric>[a-z_:][a-z0-9_:.]*)(?P<labels>\{[^{}]*\})?"
-    r"(?:: (?P<rest>(?:new[^,]*, )?(?:up|down)\b|new\b)?| trend, )"
+    r"(?: per-second rate)?(?:: (?P<rest>(?:new[^,]*, )?(?:up|down)\b|new\b)?| trend, )"
 )
 _FLEET_TOP = re.compile(
     r"top (?P<metric>[a-z_:][a-z0-9_:.]*)(?P<labels>\{[^{}]*\})? (?:up|down) anomaly score"

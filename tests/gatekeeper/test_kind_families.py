@@ -76,9 +76,17 @@ SERIES = [
 @pytest.mark.parametrize(("metric", "family_kind"), SERIES)
 def test_a_shifted_series_shows_its_familys_kind_and_no_other(seed, metric, family_kind):
     service, _ = _names(seed)
-    output = f'query_metrics service={service}\n{service} {metric}{{pod="p-0"}}: {SHIFT}\n'
-    shown = {k for k in KIND_FAMILIES if _shows(k, output, f"{service} {metric}")}
-    assert shown == {family_kind}
+    for rate in ("", " per-second rate"):  # a counter's identity ends with how it is read
+        output = (
+            f"query_metrics service={service}\n"
+            f'{service} {metric}{{pod="p-0"}}{rate}: {SHIFT}\n'
+            f'{service} widget_items{{pod="p-0"}}: {SHIFT}\n'
+        )
+        shown = {k for k in KIND_FAMILIES if _shows(k, output, f"{service} {metric}")}
+        assert shown == {family_kind}, rate
+        # a line quoted from its middle is read as its own statement, not as the next one
+        shown = {k for k in KIND_FAMILIES if _shows(k, output, "level 88 over 20 window")}
+        assert shown == {family_kind}, rate
 
 
 @pytest.mark.parametrize(("metric", "family_kind"), SERIES)
