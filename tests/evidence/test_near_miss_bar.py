@@ -1,6 +1,6 @@
-"""The fleet view of a large fleet shows a flat series as a near miss only beyond what the
-fleet's noise reaches: a bar that grows with the number of series ranked, the same on every
-backend (``render.near_miss``, ``statistics.noise_score_bound``)."""
+"""The fleet view of a large fleet shows a flat series as a near miss, and any fleet view a
+shift, only beyond what the fleet's noise reaches: one bar that grows with the number of series
+ranked, the same on every backend (``render.noise_bar``, ``statistics.noise_score_bound``)."""
 
 from __future__ import annotations
 
@@ -37,22 +37,48 @@ def _fleet(services: int, *, seed: int, shifted: dict[int, float] | None = None)
     return fleet
 
 
-def _shown(series: list[RawSeries]) -> list[dict]:
+def _rendered(series: list[RawSeries], *, fleet: bool = True) -> dict:
     out = render.metrics_render(
         series=series,
         window=WINDOW,
         grid=GRID,
         description="(all services)",
-        fleet=True,
+        fleet=fleet,
         large_fleet_series=1,
     )
-    return out.summary["series"]
+    return out.summary
+
+
+def _shown(series: list[RawSeries], *, fleet: bool = True) -> list[dict]:
+    return _rendered(series, fleet=fleet)["series"]
 
 
 @pytest.mark.parametrize(("services", "seed"), [(10_000, 13), (10_000, 17), (30_000, 3)])
 def test_pure_noise_services_never_become_near_misses_however_large_the_fleet(services, seed):
-    # (the anomaly threshold is per series: at 30,000 one noise series may cross it, seed 3)
     assert [s for s in _shown(_fleet(services, seed=seed)) if s["direction"] == "flat"] == []
+
+
+@pytest.mark.parametrize(("services", "seed"), [(10_000, 13), (30_000, 3)])
+def test_pure_noise_services_never_become_shifts_in_the_fleet_view(services, seed):
+    # Each fleet has noise series whose strongest 3-point run scores past the threshold (3.26
+    # and 3.58 at 10,000, 3.67 at 30,000): within what the largest of that many noise runs
+    # reaches, so no "up" or "down" line and no service ranked.
+    summary = _rendered(_fleet(services, seed=seed))
+    assert summary["series"] == []
+    assert summary["fleet"]["anomalous"] == 0
+    assert summary["fleet"]["services_ranked"] == []
+
+
+def test_a_real_shift_is_still_shown_as_one_in_a_large_noise_fleet():
+    shown = _shown(_fleet(10_000, seed=13, shifted={4_000: 4.0}))
+    assert [(s["service"], s["direction"]) for s in shown] == [("s04000", "up")]
+
+
+def test_a_call_for_one_service_still_holds_a_shift_to_the_threshold_alone():
+    # The noise run that the 10,000-service fleet view reads as flat is a shift when that
+    # service's own series are asked for (a few series: no fleet's noise to clear).
+    alone = [s for s in _fleet(10_000, seed=13) if s.labels["service"] == "s05517"]
+    assert [s["direction"] for s in _shown(alone, fleet=False)] == ["up"]
 
 
 @pytest.mark.parametrize(("services", "seed"), [(1_000, 4), (10_000, 17)])

@@ -1,5 +1,6 @@
 """How query_metrics reads a Prometheus answer: the matrix decoded with Python's cyclic
-garbage collector paused, and the collector as it was afterwards, whatever the answer."""
+garbage collector paused, and the collector as it was afterwards, whatever the answer; a query
+refused for its size narrowed or named as a gap."""
 
 from __future__ import annotations
 
@@ -43,16 +44,24 @@ def _answering(monkeypatch, status: int, body: dict) -> list[dict]:
     return seen
 
 
-def _sweep():
+def _query(**asked):
+    """query_metrics on a Prometheus at a fixed URL: the whole fleet unless ``asked`` says."""
     return metrics_query(
-        service=None,
-        metric=None,
-        labels={},
-        window=WINDOW,
-        step=None,
-        deadline=Deadline.after(10),
-        prometheus_url="http://prometheus:9090",
+        **{
+            "service": None,
+            "metric": None,
+            "labels": {},
+            "window": WINDOW,
+            "step": None,
+            "deadline": Deadline.after(10),
+            "prometheus_url": "http://prometheus:9090",
+            **asked,
+        }
     )
+
+
+def _sweep():
+    return _query()
 
 
 def _collector_state(monkeypatch) -> list[bool]:
@@ -112,16 +121,7 @@ def test_an_aggregation_is_named_by_the_promql_as_written_not_as_relabelled(monk
     del matrix["data"]["result"][0]["metric"]["__name__"]
     matrix["data"]["result"][0]["metric"] = {"app": "pay"}
     _answering(monkeypatch, 200, matrix)
-    output = metrics_query(
-        service=None,
-        metric="max by (service) (pool_active)",
-        labels={},
-        window=WINDOW,
-        step=None,
-        deadline=Deadline.after(10),
-        prometheus_url="http://prometheus:9090",
-        service_label="app",
-    )
+    output = _query(metric="max by (service) (pool_active)", service_label="app")
     assert output.status == "ok"
     assert "max by (service) (pool_active)" in output.output
     assert "max by (app)" not in output.output
@@ -164,15 +164,7 @@ def test_a_query_refused_for_its_size_is_asked_again_at_a_coarser_step_and_says_
     monkeypatch, status, detail
 ):
     asked = _refusing_below(monkeypatch, 240, detail, status)
-    output = metrics_query(
-        service="pay",
-        metric=None,
-        labels={},
-        window=WINDOW,
-        step=None,
-        deadline=Deadline.after(10),
-        prometheus_url="http://prometheus:9090",
-    )
+    output = _query(service="pay")
     assert output.status == "ok"
     assert asked == [60, 120, 240]
     assert output.summary["step"] == "4m"
@@ -186,15 +178,7 @@ def test_a_query_too_big_at_every_step_is_an_error_that_says_how_to_narrow_it(
 ):
     asked = _refusing_below(monkeypatch, math.inf, detail, status)
     with pytest.raises(ToolFailure) as failed:
-        metrics_query(
-            service="pay",
-            metric=None,
-            labels={},
-            window=WINDOW,
-            step=None,
-            deadline=Deadline.after(10),
-            prometheus_url="http://prometheus:9090",
-        )
+        _query(service="pay")
     assert "still too big at step" in str(failed.value)
     assert "narrow the query" in str(failed.value)
     assert len(asked) <= 4  # a bounded number of tries, never the deadline
@@ -208,39 +192,55 @@ def test_a_query_refused_for_its_text_is_not_asked_again(monkeypatch):
     assert len(asked) == 1
 
 
-def test_a_family_the_engine_refuses_to_screen_is_a_gap_the_fleet_view_names(monkeypatch):
-    at = [1772448000, "1"]
+AT = 1772448000  # the window's end: the screens' evaluation time
+
+
+def _vector(rows: list[dict]) -> dict:
+    return {"status": "success", "data": {"resultType": "vector", "result": rows}}
+
+
+def _screening_engine(
+    monkeypatch, *, families: list[str], services: int, screen, fetched: list[str] | None = None
+) -> None:
+    """A fake engine for the fleet screen: ``families`` listed, ``services`` services of one
+    series each counted, every candidate's matrix MATRIX; ``screen(query)`` answers each
+    family's screen (a body, or an httpx.Response for a refusal)."""
 
     def get(_client, url, **kwargs):
         query = kwargs["params"].get("query", "")
         if url.endswith("/label/__name__/values"):
-            body: dict = {"status": "success", "data": ["pool_active", "queue_depth"]}
+            body = {"status": "success", "data": families}
         elif url.endswith("/metadata"):
             body = {"status": "success", "data": {}}
         elif url.endswith("/query_range"):
+            if fetched is not None:
+                fetched.append(query)
             body = MATRIX
-        elif query.startswith("count_values"):  # the totals: one service with one series
-            row = {"metric": {"rootproof_named": "1", "rootproof_series": "1"}, "value": at}
-            body = {"status": "success", "data": {"resultType": "vector", "result": [row]}}
-        elif "queue_depth" in query:
-            body = {"status": "error", "error": "query processing would load too many samples"}
-            return httpx.Response(422, content=json.dumps(body).encode())
+        elif query.startswith("count_values"):  # the totals: services of one series each
+            row = {"metric": {"rootproof_named": "1", "rootproof_series": "1"}}
+            body = _vector([{**row, "value": [AT, str(services)]}])
+        elif query.startswith("count("):
+            body = _vector([{"metric": {}, "value": [AT, str(services)]}])
         else:
-            result = [{"metric": {"service": "pay"}, "value": at}]
-            body = {"status": "success", "data": {"resultType": "vector", "result": result}}
+            body = screen(query)
+        if isinstance(body, httpx.Response):
+            return body
         return httpx.Response(200, content=json.dumps(body).encode())
 
     monkeypatch.setattr(httpx.Client, "get", get)
-    output = metrics_query(
-        service=None,
-        metric=None,
-        labels={},
-        window=WINDOW,
-        step=None,
-        deadline=Deadline.after(10),
-        prometheus_url="http://prometheus:9090",
-        rank_min_series=1,
+
+
+def test_a_family_the_engine_refuses_to_screen_is_a_gap_the_fleet_view_names(monkeypatch):
+    def screen(query: str):
+        if "queue_depth" in query:
+            body = {"status": "error", "error": "query processing would load too many samples"}
+            return httpx.Response(422, content=json.dumps(body).encode())
+        return _vector([{"metric": {"service": "pay"}, "value": [AT, "1"]}])
+
+    _screening_engine(
+        monkeypatch, families=["pool_active", "queue_depth"], services=1, screen=screen
     )
+    output = _query(rank_min_series=1)
     assert output.status == "ok"
     assert "the metrics engine refused to screen queue_depth for its size" in output.output
     assert output.summary["fleet"]["services"] == 1
@@ -251,45 +251,18 @@ def test_a_screen_filled_by_stopped_services_is_asked_again_for_the_changed_ones
     """A family's screen lists the services whose series stopped (+Inf) before those ranked by
     change: when the stopped ones fill the answer, the changes are asked for alone, so a
     changed service is still read and ranked."""
-    at = 1772448000
-    stopped = [{"metric": {"service": f"gone-{i:02d}"}, "value": [at, "+Inf"]} for i in range(40)]
+    stopped = [{"metric": {"service": f"gone-{i:02d}"}, "value": [AT, "+Inf"]} for i in range(40)]
     fetched: list[str] = []
 
-    def vector(rows: list[dict]) -> dict:
-        return {"status": "success", "data": {"resultType": "vector", "result": rows}}
+    def screen(query: str) -> dict:
+        if query.startswith(f"topk({engine._screen_top()},"):
+            return _vector(stopped[: engine._screen_top()])
+        return _vector([{"metric": {"service": "pay"}, "value": [AT, "12"]}])  # changes alone
 
-    def get(_client, url, **kwargs):
-        query = kwargs["params"].get("query", "")
-        if url.endswith("/label/__name__/values"):
-            body: dict = {"status": "success", "data": ["pool_active"]}
-        elif url.endswith("/metadata"):
-            body = {"status": "success", "data": {}}
-        elif url.endswith("/query_range"):
-            fetched.append(query)
-            body = MATRIX
-        elif query.startswith("count_values"):  # 41 services of one series each
-            body = vector(
-                [{"metric": {"rootproof_named": "1", "rootproof_series": "1"}, "value": [at, "41"]}]
-            )
-        elif query.startswith("count("):
-            body = vector([{"metric": {}, "value": [at, "41"]}])
-        elif query.startswith(f"topk({engine._screen_top()},"):
-            body = vector(stopped[: engine._screen_top()])
-        else:  # the level changes alone
-            body = vector([{"metric": {"service": "pay"}, "value": [at, "12"]}])
-        return httpx.Response(200, content=json.dumps(body).encode())
-
-    monkeypatch.setattr(httpx.Client, "get", get)
-    output = metrics_query(
-        service=None,
-        metric=None,
-        labels={},
-        window=WINDOW,
-        step=None,
-        deadline=Deadline.after(10),
-        prometheus_url="http://prometheus:9090",
-        rank_min_series=1,
+    _screening_engine(
+        monkeypatch, families=["pool_active"], services=41, screen=screen, fetched=fetched
     )
+    output = _query(rank_min_series=1)
     assert output.status == "ok", output.output
     assert any('"pay' in query or "|pay" in query for query in fetched), fetched
     assert output.summary["series"][0]["service"] == "pay"

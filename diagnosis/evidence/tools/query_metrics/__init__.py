@@ -33,7 +33,10 @@ Each entry of ``summary["series"]``:
   extreme is not it (it came before the onset);
 - ``direction``: ``up``/``down`` when ``anomaly_score`` >= ANOMALY_THRESHOLD (then
   ``window_level`` is above/below ``baseline_median``), else ``flat``; a series with a
-  baseline and no window samples is ``down`` with score ANOMALY_THRESHOLD;
+  baseline and no window samples is ``down`` with score ANOMALY_THRESHOLD; in a fleet view
+  (no service) a shift must also clear the fleet's noise bar (``render.noise_bar``: the score
+  the largest of that many noise scores reaches, for the shift's own samples), else it is
+  ``flat`` and not a near miss;
 - ``ratio``: ``window_level / baseline_median`` (> 1 for up, < 1 for down), None when the
   baseline median is not positive, the level negative, or the series is new;
 - ``new``: no baseline samples, or a zero baseline median that the window left;
