@@ -434,6 +434,17 @@ def _token_facts(token: str, start: int, services: set[str], after: str) -> list
     return []
 
 
+_COMPOUND = re.compile(r"[A-Za-z]+(?:-[A-Za-z]+)+")
+
+
+def fact_is_compound(fact: Fact) -> bool:
+    """Whether ``fact`` is an identifier written as letters joined by hyphens alone
+    (``round-trip``, ``knock-on``, ``payment-service``): the form English compounds and
+    service names share, unlike a token with a digit, ``_``, ``.``, ``/`` or CamelCase, which
+    prose never writes."""
+    return fact.kind == FactKind.IDENTIFIER and _COMPOUND.fullmatch(fact.text) is not None
+
+
 def _alnum(ch: str) -> bool:
     return ch.isascii() and ch.isalnum()
 

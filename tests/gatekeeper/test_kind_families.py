@@ -352,3 +352,27 @@ def test_a_hypothesis_that_invents_a_figure_is_left_out_and_an_invented_basis_wi
         (f"{service} 的 CPU 升至 88", "17.6x"),
         (f"{service} 的 CPU 可能饱和", ""),
     ]
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("seed", range(3))
+def test_a_hypothesis_in_english_prose_keeps_its_compounds_but_not_an_invented_identifier(
+    owner, seed
+):
+    """Letters joined by hyphens are how English writes a compound ("a knock-on effect",
+    "round-trip time"): prose, not a fact; an identifier prose never writes is still one."""
+    session, service = _hypothesis_session(owner, seed)
+    prose = {
+        "hypothesis_text": f"{service}'s callers slowed as a knock-on effect of its CPU",
+        "entity": service,
+        "basis": "no round-trip time or client-side latency was exported; ratio 17.6x",
+    }
+    invented = {"hypothesis_text": f"{service} exhausted HikariPool-7", "entity": service}
+    parsed = executor_output_parse(executor_json(hypotheses=[prose, invented]))
+    report = gatekeeper_run(session=session, parsed=parsed)
+    flagged = [
+        (f.detail_params["hypothesis"], f.detail_params["part"], f.detail_params["fact"])
+        for f in report.findings
+        if f.code == "hypothesis_fact_unbound"
+    ]
+    assert flagged == [(1, "text", "HikariPool-7")]

@@ -24,7 +24,13 @@ from diagnosis.contracts import (
     Verdict,
 )
 from diagnosis.evidence.families import Statement, kind_evidenced, statements_read
-from diagnosis.facts import FactKind, FactSource, facts_extract, text_normalize
+from diagnosis.facts import (
+    FactKind,
+    FactSource,
+    fact_is_compound,
+    facts_extract,
+    text_normalize,
+)
 from diagnosis.flow.gatekeeper.excerpts import MatchResult, _match, excerpt_fragments
 from diagnosis.flow.gatekeeper.instructions import excerpt_is_instruction
 from diagnosis.flow.gatekeeper.invocations import (
@@ -457,7 +463,11 @@ class ClaimChecker:
         stated as seen ("p99 升高到 1.02 s", "始于 10:04"): with no bindings, the outputs they
         could come from are every successful call of the session (its evidence, its
         runbooks, the arguments it was made with). A fact none holds is invented. Naming a
-        service is no fact about the evidence (the environment names them). The Composer
+        service is no fact about the evidence (the environment names them), and neither is a
+        word of letters joined by hyphens (``fact_is_compound``): it is how English writes a
+        compound ("round-trip time", "a knock-on effect") as much as how a service is named,
+        and a hypothesis is prose. Figures, times, dates and identifiers that prose never
+        writes (``HikariPool-7``, ``ORA-00060``, ``p99``) are still checked. The Composer
         input filter drops a hypothesis whose text invents a fact, as a claim with invented
         evidence never becomes a hypothesis, and withholds a basis that does.
         """
@@ -467,7 +477,9 @@ class ClaimChecker:
             unbound = [
                 fact.text
                 for fact in facts_extract(text or "", services=self.services)
-                if fact.kind != FactKind.SERVICE and not source.contains(fact)
+                if fact.kind != FactKind.SERVICE
+                and not fact_is_compound(fact)
+                and not source.contains(fact)
             ]
             if unbound:
                 findings.append(
