@@ -17,6 +17,7 @@ from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 from diagnosis.evidence import vocab
+from diagnosis.evidence.tools.query_logs.render import template_excess
 
 from .common import attr, time_parse
 
@@ -235,6 +236,28 @@ class LogSignal:
     @property
     def onset(self) -> datetime | None:
         return time_parse(self.first_seen)
+
+    @property
+    def excess(self) -> float:
+        """How many standard deviations its window count lies above what its baseline rate
+        gives (the log tool's own test, ``template_excess``), over the call's window and
+        baseline; 0 where the call does not say them."""
+        return template_excess(
+            count_window=self.count_window,
+            count_baseline=self.count_baseline,
+            window_share=_window_share(self.call.summary),
+        )
+
+
+def _window_share(summary: dict[str, Any]) -> float:
+    """The window's part of the time a log call counted over (window and baseline)."""
+    spans = []
+    for part in (summary.get("window"), summary.get("baseline")):
+        start = time_parse(str(attr(part, "start", "") or ""))
+        end = time_parse(str(attr(part, "end", "") or ""))
+        spans.append((end - start).total_seconds() if start and end else 0.0)
+    window, baseline = spans
+    return window / (window + baseline) if window > 0 and baseline > 0 else 0.0
 
 
 @dataclass

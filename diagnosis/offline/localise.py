@@ -25,7 +25,15 @@ from datetime import datetime
 
 from diagnosis.evidence import vocab
 
-from .analysis import ONSET_MIN, Call, MetricSignal, Suspect, in_flight_load, metric_signals
+from .analysis import (
+    ONSET_MIN,
+    Call,
+    LogSignal,
+    MetricSignal,
+    Suspect,
+    in_flight_load,
+    metric_signals,
+)
 from .kinds import client_gap_decide, kinds_decide
 
 # Each kind of own symptom, and the callee kinds that can pass it up to a caller. Causal:
@@ -193,6 +201,7 @@ class Symptom:
     strength: float
     onset: datetime | None
     signal: MetricSignal
+    log: LogSignal | None = None  # the log template behind a symptom with no series
 
 
 @dataclass
@@ -203,6 +212,7 @@ class ServiceState:
     shifts: list[Symptom] = field(default_factory=list)  # every harmful shift, dated or not
     traffic: float | None = None  # its usual request rate (baseline), when it reports one
     served: float | None = None  # the requests it served in the window (same series' level)
+    traffic_rate: bool = False  # both read from a counter's per-second rate
 
     @property
     def anomalous(self) -> bool:
@@ -324,12 +334,12 @@ def service_states(suspects: list[Suspect]) -> dict[str, ServiceState]:
             current = state.symptoms.get(kind)
             if current is None or found.strength > current.strength:
                 state.symptoms[kind] = found
-        state.traffic, state.served = _traffic(entry.metrics)
+        state.traffic, state.served, state.traffic_rate = _traffic(entry.metrics)
         for lg in entry.abnormal_logs:
             if lg.kind == "dependency" or lg.injected:
                 continue
             kind = "resource" if lg.kind == "resource" else "errors"
-            logged = Symptom(kind, 3.0, lg.onset, None)  # type: ignore[arg-type]
+            logged = Symptom(kind, 3.0, lg.onset, None, lg)  # type: ignore[arg-type]
             state.shifts.append(logged)
             if kind not in state.symptoms:
                 state.symptoms[kind] = logged
@@ -372,8 +382,8 @@ def _coverage(
     ones its shift touched), against the caller's added seconds. Failure shares of
     ratio-like error series compare the same way; pairs without a common unit (a
     callee's latency or saturation against its caller's failures) by their significance
-    (``_significance``) and usual traffic. Below ACCOUNTS_FOR it does not account for it
-    at all.
+    (``_significance``) and the part of the caller's traffic the callee can carry
+    (``_carried``). Below ACCOUNTS_FOR it does not account for it at all.
     """
     ratio: float | None = None
     served = _share(callee_state, caller_state, served=True)
@@ -395,14 +405,48 @@ def _coverage(
     if ratio is None:  # no common unit (latency passed on as errors, say)
         mine = _significance(caller)
         ratio = _significance(callee) / mine if mine > 0 else 1.0
-        ratio = min(ratio, 1.0) * min(_share(callee_state, caller_state), 1.0)
+        ratio = min(ratio, 1.0) * _carried(callee_state, caller_state, caller)
     return min(ratio, 1.0) if ratio >= ACCOUNTS_FOR else 0.0
+
+
+def _carried(callee: ServiceState, caller: ServiceState, symptom: Symptom) -> float:
+    """How much of the caller's shift the callee's part of its traffic can carry, 0 to 1.
+
+    Causal, conservation of requests: a callee passes its trouble on only to the requests
+    the caller sends it. A measure over all of the caller's requests (a latency, a failure
+    share) therefore moves by at most the callee's share of them (``_share``). A count of
+    the caller's failed requests is a part of its requests, not a measure over all of them:
+    it can all have come through a callee whose share of the caller's requests is at least
+    the failed requests' share (``_failed_share``), and only beyond that is it cut by the
+    ratio of the two. No constant.
+    """
+    share = min(_share(callee, caller), 1.0)
+    failed = _failed_share(symptom, caller)
+    if failed is None:
+        return share
+    return 1.0 if failed <= share else share / failed
+
+
+def _failed_share(symptom: Symptom, state: ServiceState) -> float | None:
+    """The share of the service's requests in the window that its added failures are, where
+    the symptom counts failed requests and both it and the service's traffic are counters'
+    per-second rates (one unit: per second); None for a failure share, a log template or a
+    count in another unit (a gauge's requests per scrape), whose share is not known."""
+    signal = symptom.signal
+    if symptom.kind != "errors" or signal is None or relative_failures(signal) is not None:
+        return None
+    added, served = _delta(signal), state.served
+    if not (signal.rate and state.traffic_rate) or added is None or not served or served <= 0:
+        return None
+    return max(added, 0.0) / served
 
 
 def _significance(symptom: Symptom) -> float:
     """How far beyond its own baseline's noise a symptom is, in that baseline's robust
-    spreads (capped at SIGNIFICANCE_CAP); a log template's symptom at the threshold it
-    counts from (``Symptom.strength`` of a log, 3.0).
+    spreads (capped at SIGNIFICANCE_CAP); a log template's in the standard deviations its
+    window count lies above what its baseline rate gives (``LogSignal.excess``, the log
+    tool's own test of a surge), capped the same way: a new exception logged hundreds of
+    times is as far beyond its baseline as any series can be, and three lines are not.
 
     Statistical: between two measures of different units (a caller's failure share, its
     callee's latency or CPU) only the significance compares: each is counted in its own
@@ -412,15 +456,18 @@ def _significance(symptom: Symptom) -> float:
     availability outweigh any slowdown of what it calls. How many of the caller's failures
     a slow callee causes depends on the caller's timeouts, which no series shows.
     """
+    if symptom.log is not None:
+        return min(symptom.log.excess, SIGNIFICANCE_CAP)
     if symptom.signal is None:
         return symptom.strength
     return min(symptom.signal.anomaly, SIGNIFICANCE_CAP)
 
 
-def _traffic(signals: list[MetricSignal]) -> tuple[float | None, float | None]:
+def _traffic(signals: list[MetricSignal]) -> tuple[float | None, float | None, bool]:
     """The service's request rate, usual and in the window: its busiest traffic series'
-    baseline level and its level in the window."""
-    found: list[tuple[float, float | None]] = []
+    baseline level and its level in the window, and whether that is a counter's per-second
+    rate."""
+    found: list[tuple[float, float | None, bool]] = []
     for signal in signals:
         if signal.kind != "traffic":
             continue
@@ -428,11 +475,11 @@ def _traffic(signals: list[MetricSignal]) -> tuple[float | None, float | None]:
         base = base if base is not None else _num(signal.baseline_mean)
         if base is not None and base > 0:
             level = _num(signal.window_level)
-            found.append((base, level if level is not None else _num(signal.window_mean)))
+            level = level if level is not None else _num(signal.window_mean)
+            found.append((base, level, signal.rate))
     if not found:
-        return None, None
-    base, level = max(found, key=lambda item: item[0])
-    return base, level
+        return None, None, False
+    return max(found, key=lambda item: item[0])
 
 
 def _share(callee: ServiceState, caller: ServiceState, *, served: bool = False) -> float:

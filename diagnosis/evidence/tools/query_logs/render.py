@@ -46,10 +46,26 @@ def template_surging(*, count_window: int, count_baseline: int, window_share: fl
     rate_ratio = (count_window / window_share) / (count_baseline / (1 - window_share))
     if rate_ratio < SURGE_FACTOR:
         return False
+    excess = template_excess(
+        count_window=count_window, count_baseline=count_baseline, window_share=window_share
+    )
+    return excess >= SURGE_Z
+
+
+def template_excess(*, count_window: int, count_baseline: int, window_share: float) -> float:
+    """How many standard deviations a template's window count lies above what an unchanged
+    rate gives (0 when not above, or when the window is not a part of the time range).
+
+    Under an unchanged rate each of its lines falls in the window with probability
+    ``window_share``: the window's count is binomial, its expectation ``lines × share``
+    (a continuity correction of half a line, as for any count).
+    """
     lines = count_window + count_baseline
+    if lines <= 0 or not 0 < window_share < 1:
+        return 0.0
     expected = lines * window_share
     spread = math.sqrt(lines * window_share * (1 - window_share))
-    return (count_window - expected - 0.5) >= SURGE_Z * spread
+    return max((count_window - expected - 0.5) / spread, 0.0)
 
 
 # (score, surge, is_new, template, stats) of one template, most unusual first
