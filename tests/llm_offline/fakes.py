@@ -7,6 +7,7 @@ calling it; mysql is quiet; the runbook carries an injected instruction.
 
 from __future__ import annotations
 
+import random
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -337,3 +338,31 @@ def metrics_evidence(
     evidence = Evidence(calls=[call])
     evidence.topology = topology_build(declared=edges, calls=[call])
     return evidence
+
+
+def call_tree(rng: random.Random) -> tuple[list[str], list[tuple[str, str]], str, list[str]]:
+    """A random call tree: its services (entry first), edges, a root below the entry and
+    the root's transitive callers (entry to root)."""
+    names = [f"{rng.choice('abcdefgh')}{n:02d}-{rng.randrange(100, 999)}" for n in range(8)]
+    rng.shuffle(names)
+    edges = [(names[rng.randrange(i)], names[i]) for i in range(1, len(names))]
+    root = names[rng.randrange(1, len(names))]
+    chain, current = [root], root
+    while current != names[0]:
+        current = next(a for a, b in edges if b == current)
+        chain.append(current)
+    return names, edges, root, chain[1:]
+
+
+def logs_call(templates: list[dict[str, Any]], *, invocation_id: int = 2) -> Call:
+    """One query_logs call answering with ``templates`` (rows as ``template`` writes them), over
+    the fakes' window and baseline."""
+    return Call(
+        tool_name="query_logs",
+        arguments={},
+        invocation_id=invocation_id,
+        trace_ref=f"trace-{invocation_id}",
+        status="ok",
+        output="\n".join(item["line"] for item in templates),
+        summary={"window": WINDOW, "baseline": BASELINE, "templates": templates},
+    )

@@ -21,7 +21,7 @@ from diagnosis.llm.base import ExecutorRequest
 from diagnosis.offline.analysis import Suspect
 from diagnosis.offline.gather import suspects_localise
 
-from .fakes import metrics_evidence, summary_series
+from .fakes import call_tree, metrics_evidence, summary_series
 
 NOW = "2026-03-02T10:40:00Z"
 ONSET = "2026-03-02T10:20:00Z"
@@ -66,24 +66,10 @@ def _ranked(
     return suspects_localise(request, evidence, [named])
 
 
-def _tree(rng: random.Random) -> tuple[list[str], list[tuple[str, str]], str, list[str]]:
-    """A random call tree: its services (entry first), edges, a root below the entry and
-    the root's transitive callers (entry to root)."""
-    names = [f"{rng.choice('abcdefgh')}{n:02d}-{rng.randrange(100, 999)}" for n in range(8)]
-    rng.shuffle(names)
-    edges = [(names[rng.randrange(i)], names[i]) for i in range(1, len(names))]
-    root = names[rng.randrange(1, len(names))]
-    chain, current = [root], root
-    while current != names[0]:
-        current = next(a for a, b in edges if b == current)
-        chain.append(current)
-    return names, edges, root, chain[1:]
-
-
 @pytest.mark.parametrize("seed", range(8))
 def test_a_root_seen_only_by_its_latency_explains_its_callers_failures(seed):
     rng = random.Random(seed)
-    names, edges, root, callers = _tree(rng)
+    names, edges, root, callers = call_tree(rng)
     base = rng.uniform(0.02, 0.3)
     factor = rng.uniform(1.5, 3.0)  # slower by half to three times
     dip = rng.uniform(2.0, 60.0)  # the callers' failure share, in points of 100 %
@@ -108,7 +94,7 @@ def test_a_missing_trouble_series_does_not_date_the_trouble_by_another_blip(seed
     # shows is a small latency blip well before the trouble. An unrelated service shifted at
     # the time of that blip; the root, a callee of the entry, at the time the question gives.
     rng = random.Random(seed)
-    names, edges, root, callers = _tree(rng)
+    names, edges, root, callers = call_tree(rng)
     entry = names[0]
     others = [n for n in names if n != root and n not in callers]
     if not others:
