@@ -238,26 +238,28 @@ class LogSignal:
         return time_parse(self.first_seen)
 
     @property
-    def excess(self) -> float:
+    def excess(self) -> float | None:
         """How many standard deviations its window count lies above what its baseline rate
         gives (the log tool's own test, ``template_excess``), over the call's window and
-        baseline; 0 where the call does not say them."""
+        baseline; None where the call does not say them."""
+        share = _window_share(self.call.summary)
+        if share is None:
+            return None
         return template_excess(
             count_window=self.count_window,
             count_baseline=self.count_baseline,
-            window_share=_window_share(self.call.summary),
+            window_share=share,
         )
 
 
-def _window_share(summary: dict[str, Any]) -> float:
+def _window_share(summary: dict[str, Any]) -> float | None:
     """The window's part of the time a log call counted over (window and baseline)."""
     spans = []
     for part in (summary.get("window"), summary.get("baseline")):
-        start = time_parse(str(attr(part, "start", "") or ""))
-        end = time_parse(str(attr(part, "end", "") or ""))
+        start, end = time_parse(attr(part, "start")), time_parse(attr(part, "end"))
         spans.append((end - start).total_seconds() if start and end else 0.0)
     window, baseline = spans
-    return window / (window + baseline) if window > 0 and baseline > 0 else 0.0
+    return window / (window + baseline) if window > 0 and baseline > 0 else None
 
 
 @dataclass

@@ -446,7 +446,8 @@ def _significance(symptom: Symptom) -> float:
     spreads (capped at SIGNIFICANCE_CAP); a log template's in the standard deviations its
     window count lies above what its baseline rate gives (``LogSignal.excess``, the log
     tool's own test of a surge), capped the same way: a new exception logged hundreds of
-    times is as far beyond its baseline as any series can be, and three lines are not.
+    times is as far beyond its baseline as any series can be, and three lines are not (a
+    call that does not say its window and baseline: the threshold a log counts from, 3.0).
 
     Statistical: between two measures of different units (a caller's failure share, its
     callee's latency or CPU) only the significance compares: each is counted in its own
@@ -456,8 +457,9 @@ def _significance(symptom: Symptom) -> float:
     availability outweigh any slowdown of what it calls. How many of the caller's failures
     a slow callee causes depends on the caller's timeouts, which no series shows.
     """
-    if symptom.log is not None:
-        return min(symptom.log.excess, SIGNIFICANCE_CAP)
+    excess = symptom.log.excess if symptom.log is not None else None
+    if excess is not None:
+        return min(excess, SIGNIFICANCE_CAP)
     if symptom.signal is None:
         return symptom.strength
     return min(symptom.signal.anomaly, SIGNIFICANCE_CAP)
