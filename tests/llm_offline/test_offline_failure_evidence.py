@@ -82,13 +82,19 @@ def _exception(service: str, count: int) -> dict[str, Any]:
     return template(service, "ERROR", EXCEPTION, count, 0, "2026-03-02T10:21:40Z", [])
 
 
-@pytest.mark.parametrize("seed", range(8))
-def test_a_root_seen_only_by_its_exceptions_explains_its_callers_failures(seed):
+def _logged_root(seed: int, lines: int) -> tuple[list[Suspect], str, list[str]]:
+    """A random tree whose root's failures show only in ``lines`` new exception lines, its
+    callers' failure shares up 2-60 points; the ranking, the root and its callers."""
     rng = random.Random(seed)
     names, edges, root, callers = call_tree(rng)
     series = [_failure_share(n, rng.uniform(0.02, 0.6)) for n in callers]
     series += [_failure_share(n, 0.0) for n in names if n not in callers]
-    ranked = _ranked(series, edges, names[0], [_exception(root, rng.randrange(60, 900))])
+    return _ranked(series, edges, names[0], [_exception(root, lines)]), root, callers
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_a_root_seen_only_by_its_exceptions_explains_its_callers_failures(seed):
+    ranked, root, callers = _logged_root(seed, random.Random(seed).randrange(60, 900))
     by_name = {s.service: s for s in ranked}
     assert ranked[0].service == root
     assert ranked[0].root_kind == "code"
@@ -97,11 +103,7 @@ def test_a_root_seen_only_by_its_exceptions_explains_its_callers_failures(seed):
 
 @pytest.mark.parametrize("seed", range(4))
 def test_two_new_lines_explain_no_callers_failures(seed):
-    rng = random.Random(seed)
-    names, edges, root, callers = call_tree(rng)
-    series = [_failure_share(n, rng.uniform(0.1, 0.6)) for n in callers]
-    series += [_failure_share(n, 0.0) for n in names if n not in callers]
-    ranked = _ranked(series, edges, names[0], [_exception(root, 2)])
+    ranked, root, callers = _logged_root(seed, 2)
     by_name = {s.service: s for s in ranked}
     assert not any(root in by_name[name].inherited_from for name in callers)
 
