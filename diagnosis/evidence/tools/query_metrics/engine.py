@@ -47,12 +47,15 @@ import math
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from enum import Enum
 
-from diagnosis.evidence.common import Deadline, ToolFailure
+from diagnosis.evidence.common import Deadline, ToolFailure, ToolTimeout
 from diagnosis.evidence.http import backend_get, bearer_headers
 from diagnosis.evidence.tools.query_metrics.prometheus import (
     EngineRefusedSize,
+    EngineTimedOut,
     answer_data,
+    engine_timeout,
     metric_types,
 )
 from diagnosis.evidence.tools.query_metrics.selector import Matcher, Selector, label_to_backend
@@ -71,6 +74,13 @@ from diagnosis.models import SERVICE_LABEL
 RANK_CANDIDATES = 16
 FETCH_SERVICES_PER_QUERY = 200  # candidate services a range query names (about 2-4 KB)
 ENGINE_CONCURRENCY = 4  # the families' screens in flight at once (one query each)
+# The fleet's size, its families and their screens answer within this share of the call's
+# deadline, counted from its start (11.25 s of the default 15 s); a screen not answered by then
+# is a named gap. The rest is for the candidates' range queries, their metadata and the
+# ranking: FILLED AFTER MEASURING.
+SCREENS_SHARE = 0.75
+# A screen is not sent with less than this left of the share: the engine could not answer it.
+MIN_ASK_SECONDS = 0.1
 MAX_FAMILIES = 64  # more families than this: the fleet view covers the first ones and says so
 _EPSILON = 1e-9  # keeps a noise-free baseline's ratio finite
 _HAS_SERVICE_LABEL = "rootproof_named"  # tags, in the totals, the series that name a service
@@ -160,7 +170,7 @@ def _instant(
         params={
             "query": query,
             "time": f"{at:.3f}",
-            "timeout": f"{max(int(deadline.remaining() * 1000), 100)}ms",
+            "timeout": engine_timeout(deadline),
         },
         deadline=deadline,
     )
@@ -284,12 +294,22 @@ def _service_required(selector: Selector, service: str) -> bool:
     return Matcher(service, "!=", "") in selector.matchers
 
 
+class _Missed(Enum):
+    """Why a query of the sweep has no answer: a gap the fleet view names, never a failure."""
+
+    REFUSED = "refused"  # the engine refused it for its size
+    LATE = "late"  # no answer within the screens' share of the call's deadline
+
+
+_Answer = list[dict[str, object]] | _Missed
+
+
 @dataclass(frozen=True)
 class _Screened:
-    """One family's answer: its candidate services, or None when the engine refused it."""
+    """One family's answer: its candidate services, or why it has none."""
 
     name: str
-    candidates: tuple[str, ...] | None
+    candidates: tuple[str, ...] | _Missed
 
 
 def _candidates_read(
@@ -314,23 +334,19 @@ def _candidates_read(
 
 
 def _family_screened(
-    family: _Family,
-    ask: Callable[[str], list[dict[str, object]] | None],
-    service: str,
-    *,
-    named_only: bool,
+    family: _Family, ask: Callable[[str], _Answer], service: str, *, named_only: bool
 ) -> _Screened:
     """One family's candidates: its screen, and the level changes alone when the flagged
     services filled the answer."""
     answer = ask(family.screen(service))
-    if answer is None:
-        return _Screened(family.name, None)
+    if isinstance(answer, _Missed):
+        return _Screened(family.name, answer)
     flagged, ranked, cut = _candidates_read(answer, service, keep_unnamed=not named_only)
     if cut and len(ranked) < RANK_CANDIDATES:
         # More flagged services than the answer left room for: the level changes alone.
         alone = ask(family.level(service, RANK_CANDIDATES + 1))
-        if alone is None:
-            return _Screened(family.name, None)
+        if isinstance(alone, _Missed):
+            return _Screened(family.name, alone)
         _, ranked, _ = _candidates_read(alone, service, keep_unnamed=not named_only)
     return _Screened(family.name, tuple(flagged[:RANK_CANDIDATES] + ranked[:RANK_CANDIDATES]))
 
@@ -353,6 +369,40 @@ def _families_built(
     ]
 
 
+def _fleet_families(
+    *,
+    base_url: str,
+    token_env: str,
+    selector: str,
+    grid: Grid,
+    deadline: Deadline,
+    rank_min_series: int,
+) -> list[str] | None:
+    """The metric families to screen; None for a fleet of fewer than ``rank_min_series``
+    series. An engine too slow to say within ``deadline`` is an error that says how to narrow
+    the call, not a timeout."""
+    try:
+        # A small fleet is told by one cheap count (the series at the window's end, an
+        # instant selector: no range read), before any screen is asked for.
+        live = _instant(
+            base_url=base_url,
+            token_env=token_env,
+            query=f"count({selector})",
+            at=grid.end,
+            deadline=deadline,
+        )
+        if sum(_value(item) for item in live) < rank_min_series:
+            return None
+        return _families(
+            base_url=base_url, token_env=token_env, selector=selector, grid=grid, deadline=deadline
+        )
+    except (ToolTimeout, EngineTimedOut):
+        raise ToolFailure(
+            f"the metrics engine did not size the fleet within the {deadline.seconds:.3g} s the "
+            f"fleet view gives its screens: name a service or a metric"
+        ) from None
+
+
 def fleet_screen(
     *,
     base_url: str,
@@ -366,26 +416,23 @@ def fleet_screen(
     rank_min_series: int,
 ) -> FleetScreen | None:
     """The fleet's totals and candidate services, ranked in the engine; None when the fleet has
-    fewer than ``rank_min_series`` series (every series is then read, as before)."""
+    fewer than ``rank_min_series`` series (every series is then read, as before).
+
+    Everything before the candidates are read answers within SCREENS_SHARE of ``deadline``: a
+    screen not answered by then is a gap the output names, as a refused one is, so the call
+    ends with what was screened, never as a timeout."""
+    screens_deadline = deadline.share(SCREENS_SHARE)
     backend_selector = selector.relabelled(service_label)
-    # A small fleet is told by one cheap count (the series at the window's end, an instant
-    # selector: no range read), before any screen is asked for.
-    live = _instant(
-        base_url=base_url,
-        token_env=token_env,
-        query=f"count({backend_selector.render()})",
-        at=grid.end,
-        deadline=deadline,
-    )
-    if sum(_value(item) for item in live) < rank_min_series:
-        return None
-    names = _families(
+    names = _fleet_families(
         base_url=base_url,
         token_env=token_env,
         selector=backend_selector.render(),
         grid=grid,
-        deadline=deadline,
+        deadline=screens_deadline,
+        rank_min_series=rank_min_series,
     )
+    if names is None:
+        return None
     if not names:
         return FleetScreen(services=0, series=0, candidates=())
     notes: list[str] = []
@@ -396,44 +443,65 @@ def fleet_screen(
         )
         names = names[:MAX_FAMILIES]
     ranges = _Ranges.of(grid, window_start, baseline_start)
-    types = metric_types(base_url=base_url, token_env=token_env, deadline=deadline, names=names)
+    types = metric_types(
+        base_url=base_url, token_env=token_env, deadline=screens_deadline, names=names
+    )
     service = label_to_backend(SERVICE_LABEL, service_label)
     named_only = _service_required(backend_selector, service)
     families = _families_built(names, backend_selector, service, ranges, types)
 
-    def ask(query: str) -> list[dict[str, object]] | None:
-        """The answer; None when the engine refused the query for its size (a gap, said)."""
+    def ask(query: str) -> _Answer:
+        """The answer, or why there is none (a gap, said): refused for its size, or not
+        answered within the screens' share (not sent when that is spent)."""
+        if screens_deadline.remaining() < MIN_ASK_SECONDS:
+            return _Missed.LATE
         try:
             return _instant(
-                base_url=base_url, token_env=token_env, query=query, at=ranges.at, deadline=deadline
+                base_url=base_url,
+                token_env=token_env,
+                query=query,
+                at=ranges.at,
+                deadline=screens_deadline,
             )
         except EngineRefusedSize:
-            return None
+            return _Missed.REFUSED
+        except (ToolTimeout, EngineTimedOut):
+            return _Missed.LATE
 
-    # The totals and the families' screens are independent: the engine evaluates them side
-    # by side, ENGINE_CONCURRENCY at once.
-    with ThreadPoolExecutor(max_workers=min(ENGINE_CONCURRENCY, len(families) + 1)) as pool:
-        counted_future = pool.submit(ask, _totals(families, service))
-        screens = list(
-            pool.map(lambda f: _family_screened(f, ask, service, named_only=named_only), families)
-        )
-        counted = counted_future.result()
+    screens, counted = _screens_asked(families, ask, service, named_only=named_only)
     services, series = _totals_read(counted, keep_unnamed=not named_only)
-    refused = [s.name for s in screens if s.candidates is None]
-    candidates = tuple(sorted({c for s in screens for c in s.candidates or ()}))
-    notes.extend(_gaps(refused, counted_refused=counted is None))
-    if refused and not candidates:
-        raise ToolFailure("; ".join(notes))
-    if series < rank_min_series and not refused and counted is not None:
+    found = [s.candidates for s in screens if not isinstance(s.candidates, _Missed)]
+    candidates = tuple(sorted({c for screened in found for c in screened}))
+    notes.extend(_gaps(screens, counted, screens_deadline))
+    missed = any(isinstance(s.candidates, _Missed) for s in screens)
+    if missed and not candidates:
+        # Nothing ranked: what the totals lack does not matter.
+        raise ToolFailure("; ".join(_gaps(screens, [], screens_deadline)))
+    if series < rank_min_series and not missed and not isinstance(counted, _Missed):
         return None
     return FleetScreen(services=services, series=series, candidates=candidates, notes=tuple(notes))
 
 
-def _totals_read(answer: list[dict[str, object]] | None, *, keep_unnamed: bool) -> tuple[int, int]:
-    """(services, series) from the totals' answer (0, 0 when it was refused): each row is
-    how many services have that many series."""
+def _screens_asked(
+    families: list[_Family], ask: Callable[[str], _Answer], service: str, *, named_only: bool
+) -> tuple[list[_Screened], _Answer]:
+    """Every family's screen and the totals, ENGINE_CONCURRENCY at once (the engine evaluates
+    them side by side). The totals are asked last: under a deadline a family's candidates
+    are worth more than the fleet's count, which the candidates read stand in for."""
+    with ThreadPoolExecutor(max_workers=min(ENGINE_CONCURRENCY, len(families) + 1)) as pool:
+        screened = [
+            pool.submit(_family_screened, family, ask, service, named_only=named_only)
+            for family in families
+        ]
+        counted = pool.submit(ask, _totals(families, service))
+        return [future.result() for future in screened], counted.result()
+
+
+def _totals_read(answer: _Answer, *, keep_unnamed: bool) -> tuple[int, int]:
+    """(services, series) from the totals' answer (0, 0 when it has none): each row is how
+    many services have that many series."""
     services = series = 0
-    for item in answer or []:
+    for item in answer if isinstance(answer, list) else []:
         labels = _labels(item)
         # VictoriaMetrics (1.79) writes the tag empty where it was not set.
         if not keep_unnamed and labels.get(_HAS_SERVICE_LABEL) != "1":
@@ -447,19 +515,30 @@ def _totals_read(answer: list[dict[str, object]] | None, *, keep_unnamed: bool) 
     return services, series
 
 
-def _gaps(refused: list[str], *, counted_refused: bool) -> list[str]:
-    """What the fleet view lacks because the engine refused queries for their size."""
+def _missed_said(missed: _Missed, what: str, share: Deadline) -> str:
+    """That the metrics engine did not ``what``, and why (refused, or not in time)."""
+    if missed is _Missed.REFUSED:
+        return f"the metrics engine refused to {what} for its size"
+    return (
+        f"the metrics engine did not {what} within the {share.seconds:.3g} s the fleet view "
+        f"gives its screens"
+    )
+
+
+def _gaps(screens: list[_Screened], counted: _Answer, share: Deadline) -> list[str]:
+    """What the fleet view lacks because the engine refused queries for their size or did not
+    answer them within the screens' share of the deadline."""
     gaps = []
-    if refused:
-        gaps.append(
-            f"the metrics engine refused to screen {', '.join(refused)} for its size: those "
-            f"families are not in the ranking; name one as metric to rank it"
-        )
-    if counted_refused:
-        gaps.append(
-            "the metrics engine refused to count the fleet's services and series for the "
-            "query's size: the totals are of the candidates read"
-        )
+    for missed in _Missed:
+        names = [s.name for s in screens if s.candidates is missed]
+        if names:
+            gaps.append(
+                f"{_missed_said(missed, 'screen ' + ', '.join(names), share)}: those families "
+                f"are not in the ranking; name one as metric to rank it"
+            )
+    if isinstance(counted, _Missed):
+        what = "count the fleet's services and series"
+        gaps.append(f"{_missed_said(counted, what, share)}: the totals are of the candidates read")
     return gaps
 
 
