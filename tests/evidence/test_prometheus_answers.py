@@ -341,7 +341,7 @@ def test_a_family_not_screened_within_its_share_is_named_and_the_rest_still_rank
     output = _query(rank_min_series=1, deadline=deadline)
     assert output.status == "ok"
     assert (
-        "the metrics engine did not screen queue_depth within the 11.2 s the fleet view gives "
+        "the metrics engine did not screen queue_depth within the 12.8 s the fleet view gives "
         "its screens: those families are not in the ranking" in output.output
     )
     assert "pool_active" not in output.output.split("fleet totals")[0]  # only the late one named
@@ -355,7 +355,10 @@ def test_a_family_not_screened_within_its_share_is_named_and_the_rest_still_rank
 def test_a_screen_whose_share_is_spent_is_not_sent_and_the_totals_say_so(monkeypatch):
     clock = _Clock()
     # pool_active answers just inside the share: queue_depth and the totals are left no time
-    sent = _slow_engine(monkeypatch, clock, lambda q: 11.2 if "pool_active" in q else 0.5, None)
+    just_inside = 15 * engine.SCREENS_SHARE - 0.05
+    sent = _slow_engine(
+        monkeypatch, clock, lambda q: just_inside if "pool_active" in q else 0.5, None
+    )
     output = _query(rank_min_series=1, deadline=Deadline.after(15, clock=clock))
     assert output.status == "ok"
     assert [query for query, _ in sent if "queue_depth" in query] == []
@@ -371,6 +374,6 @@ def test_a_fleet_with_no_family_screened_in_time_is_an_error_that_says_how_to_na
     _slow_engine(monkeypatch, clock, lambda q: 60.0, None)
     with pytest.raises(ToolFailure) as failed:
         _query(rank_min_series=1, deadline=Deadline.after(15, clock=clock))
-    assert "did not screen pool_active, queue_depth within the 11.2 s" in str(failed.value)
+    assert "did not screen pool_active, queue_depth within the 12.8 s" in str(failed.value)
     assert "name one as metric to rank it" in str(failed.value)
     assert "totals" not in str(failed.value)

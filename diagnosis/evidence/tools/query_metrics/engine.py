@@ -21,6 +21,13 @@ queries, so each answer is a few numbers, not a matrix):
 4. the candidate services' series (``query_range``, FETCH_SERVICES_PER_QUERY services a
    query), on which the one change statistic (``statistics.shift_measure``) ranks as always.
 
+Steps 0-3 answer within SCREENS_SHARE of the call's deadline (``Deadline.share``): a screen
+the engine has not answered by then (or that would be sent after it) is a gap the output names,
+as a screen refused for its size is, and the candidates of the screens that answered are read
+and ranked in what is left. So a fleet too big for the engine to screen in time gets a partial
+answer that says what it lacks, never a timeout; only when no family was screened is the call
+an error, which says how to narrow it.
+
 So the number of queries grows with the families (bounded by MAX_FAMILIES), never with the
 services, and the bytes received and the worker's CPU with the candidates. The engine's cost
 is its passes over the series: each selector in a query is one (engines share no repeated
@@ -73,12 +80,18 @@ from diagnosis.models import SERVICE_LABEL
 # statistic's near the cut.
 RANK_CANDIDATES = 16
 FETCH_SERVICES_PER_QUERY = 200  # candidate services a range query names (about 2-4 KB)
-ENGINE_CONCURRENCY = 4  # the families' screens in flight at once (one query each)
+# The families' screens in flight at once (one query each). An engine evaluates a query on
+# about one core; more queries than its cores share them, and under a deadline that is the
+# worst order: every screen ends late together. At 50,000 services on 2 cores (load 4.6-6.6)
+# 4 at once left all five families unscreened at the share's end; 2 at once screened two to
+# four of them. At 10,000 services 2 and 4 took the same wall time (4.7-5.5 s, load 4).
+ENGINE_CONCURRENCY = 2
 # The fleet's size, its families and their screens answer within this share of the call's
-# deadline, counted from its start (11.25 s of the default 15 s); a screen not answered by then
+# deadline, counted from its start (12.75 s of the default 15 s); a screen not answered by then
 # is a named gap. The rest is for the candidates' range queries, their metadata and the
-# ranking: FILLED AFTER MEASURING.
-SCREENS_SHARE = 0.75
+# ranking: at 50,000 services 0.01-0.15 s of range queries and 0.2 s of this worker's CPU
+# (load 4.6-6.6), so the 2.25 s left is several times what they took.
+SCREENS_SHARE = 0.85
 # A screen is not sent with less than this left of the share: the engine could not answer it.
 MIN_ASK_SECONDS = 0.1
 MAX_FAMILIES = 64  # more families than this: the fleet view covers the first ones and says so
@@ -277,16 +290,16 @@ def _totals(families: list[_Family], service: str) -> str:
     tagged with _HAS_SERVICE_LABEL (the screens ask for the families without a matcher on the
     service label: an index-wide lookup in each of their passes). One selector reads every
     family's series (``__name__`` one of theirs): ``last_over_time`` keeps the metric name,
-    so the families' series stay apart without a tag a family and an ``or`` of them."""
+    so the families' series stay apart without a tag a family and an ``or`` of them. The tag
+    is set on the per-service counts, not on the series: one label rewrite a service instead
+    of one a series (the series without a service are the one count of service "")."""
     first = families[0]
     names = "|".join(_regex_literal(family.name) for family in families)
     union = Selector(name=None, matchers=(Matcher("__name__", "=~", names), *first.matchers))
     present = f"last_over_time({union.render()}[{first.span()}s])"
-    tagged = f'label_replace({present}, "{_HAS_SERVICE_LABEL}", "1", "{service}", ".+")'
-    return (
-        f'count_values by ({_HAS_SERVICE_LABEL}) ("{_COUNT_LABEL}", '
-        f"count by ({service}, {_HAS_SERVICE_LABEL}) ({tagged}))"
-    )
+    per_service = f"count by ({service}) ({present})"
+    tagged = f'label_replace({per_service}, "{_HAS_SERVICE_LABEL}", "1", "{service}", ".+")'
+    return f'count_values by ({_HAS_SERVICE_LABEL}) ("{_COUNT_LABEL}", {tagged})'
 
 
 def _service_required(selector: Selector, service: str) -> bool:
