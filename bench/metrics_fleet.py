@@ -15,9 +15,9 @@ analysis; the rest of the wall time is the engine answering), bytes received, re
 heap's peak during a second, traced sweep (tracemalloc),
 whether the faulty service ranks first, and whether the output equals the other engine's and
 the files'; with the tool's deadline (``--deadline``, the default TOOL_TIMEOUT_SECONDS), how the
-call ended (``ok``, ``error``, ``timeout``) and how many of the fleet view's lines name a gap
-(a family not screened, the totals not counted). Prints the machine's load (``uptime``) before
-and after.
+call ended (``ok``, ``error``, ``timeout``) and the fleet view's lines that name a gap (a
+family not screened, the totals not counted), counted in the row and printed under it.
+Prints the machine's load (``uptime``) before and after.
 """
 
 from __future__ import annotations
@@ -162,10 +162,11 @@ def measure(
         "series": fleet.get("series", 0),
         "first": ranked[0].get("service") == fleet_service_name(FAULTY),
         "same_twice": again.output == out.output,
-        "gaps": sum(
-            "did not screen" in line or "did not count" in line or "refused to" in line
+        "gaps": [
+            line
             for line in out.output.splitlines()
-        ),
+            if "did not screen" in line or "did not count" in line or "refused to" in line
+        ],
     }
 
 
@@ -227,8 +228,10 @@ def main() -> None:
                 f"{traffic.requests:>8} {traffic.metadata:>8} {row['peak_mb']:>8.1f} "
                 f"{'yes' if row['first'] else 'NO':>5} "
                 f"{'yes' if row['out'].output == reference else 'NO':>5} "
-                f"{row['out'].status:>7} {row['gaps']:>4}"
+                f"{row['out'].status:>7} {len(row['gaps']):>4}"
             )
+            for line in row["gaps"]:
+                print(f"{'':>8} gap: {line}")
     print("load after:", _uptime())
 
 
