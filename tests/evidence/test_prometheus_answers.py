@@ -364,6 +364,9 @@ def test_a_screen_whose_share_is_spent_is_not_sent_and_the_totals_say_so(monkeyp
     assert [query for query, _ in sent if "queue_depth" in query] == []
     assert "did not screen queue_depth within" in output.output
     assert "did not count the fleet's services and series within" in output.output
+    assert "the totals are of the candidates read (2 series report at the window's end)" in (
+        output.output
+    )
     assert output.summary["series"][0]["service"] == "pay"
 
 

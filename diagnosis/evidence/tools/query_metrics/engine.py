@@ -390,10 +390,10 @@ def _fleet_families(
     grid: Grid,
     deadline: Deadline,
     rank_min_series: int,
-) -> list[str] | None:
-    """The metric families to screen; None for a fleet of fewer than ``rank_min_series``
-    series. An engine too slow to say within ``deadline`` is an error that says how to narrow
-    the call, not a timeout."""
+) -> tuple[list[str], int] | None:
+    """The metric families to screen and the series reporting at the window's end; None for
+    a fleet of fewer than ``rank_min_series`` such series. An engine too slow to say within
+    ``deadline`` is an error that says how to narrow the call, not a timeout."""
     try:
         # A small fleet is told by one cheap count (the series at the window's end, an
         # instant selector: no range read), before any screen is asked for.
@@ -404,11 +404,13 @@ def _fleet_families(
             at=grid.end,
             deadline=deadline,
         )
-        if sum(_value(item) for item in live) < rank_min_series:
+        reporting = int(sum(_value(item) for item in live))
+        if reporting < rank_min_series:
             return None
-        return _families(
+        families = _families(
             base_url=base_url, token_env=token_env, selector=selector, grid=grid, deadline=deadline
         )
+        return families, reporting
     except (ToolTimeout, EngineTimedOut):
         raise ToolFailure(
             f"the metrics engine did not size the fleet within the {deadline.seconds:.3g} s the "
@@ -436,7 +438,7 @@ def fleet_screen(
     ends with what was screened, never as a timeout."""
     screens_deadline = deadline.share(SCREENS_SHARE)
     backend_selector = selector.relabelled(service_label)
-    names = _fleet_families(
+    sized = _fleet_families(
         base_url=base_url,
         token_env=token_env,
         selector=backend_selector.render(),
@@ -444,8 +446,9 @@ def fleet_screen(
         deadline=screens_deadline,
         rank_min_series=rank_min_series,
     )
-    if names is None:
+    if sized is None:
         return None
+    names, reporting = sized
     if not names:
         return FleetScreen(services=0, series=0, candidates=())
     notes: list[str] = []
@@ -485,11 +488,11 @@ def fleet_screen(
     services, series = _totals_read(counted, keep_unnamed=not named_only)
     found = [s.candidates for s in screens if not isinstance(s.candidates, _Missed)]
     candidates = tuple(sorted({c for screened in found for c in screened}))
-    notes.extend(_gaps(screens, counted, screens_deadline))
+    notes.extend(_gaps(screens, counted, screens_deadline, reporting=reporting))
     missed = any(isinstance(s.candidates, _Missed) for s in screens)
     if missed and not candidates:
         # Nothing ranked: what the totals lack does not matter.
-        raise ToolFailure("; ".join(_gaps(screens, [], screens_deadline)))
+        raise ToolFailure("; ".join(_gaps(screens, [], screens_deadline, reporting=reporting)))
     if series < rank_min_series and not missed and not isinstance(counted, _Missed):
         return None
     return FleetScreen(services=services, series=series, candidates=candidates, notes=tuple(notes))
@@ -538,9 +541,13 @@ def _missed_said(missed: _Missed, what: str, share: Deadline) -> str:
     )
 
 
-def _gaps(screens: list[_Screened], counted: _Answer, share: Deadline) -> list[str]:
+def _gaps(
+    screens: list[_Screened], counted: _Answer, share: Deadline, *, reporting: int
+) -> list[str]:
     """What the fleet view lacks because the engine refused queries for their size or did not
-    answer them within the screens' share of the deadline."""
+    answer them within the screens' share of the deadline. Totals not counted say how many
+    series report at the window's end (the first count's answer): the fleet's size, where the
+    totals line can only count the candidates read."""
     gaps = []
     for missed in _Missed:
         names = [s.name for s in screens if s.candidates is missed]
@@ -551,7 +558,10 @@ def _gaps(screens: list[_Screened], counted: _Answer, share: Deadline) -> list[s
             )
     if isinstance(counted, _Missed):
         what = "count the fleet's services and series"
-        gaps.append(f"{_missed_said(counted, what, share)}: the totals are of the candidates read")
+        gaps.append(
+            f"{_missed_said(counted, what, share)}: the totals are of the candidates read "
+            f"({reporting} series report at the window's end)"
+        )
     return gaps
 
 
