@@ -8,13 +8,16 @@ import gc
 import json
 import math
 from datetime import UTC, datetime
+from types import SimpleNamespace
 
 import httpx
 import pytest
 
+from diagnosis.evidence import invoke
 from diagnosis.evidence.common import Deadline, QueryWindow, ToolFailure
 from diagnosis.evidence.tools.query_metrics import engine, prometheus
 from diagnosis.evidence.tools.query_metrics.query import metrics_query
+from diagnosis.models import ToolInvocation
 
 WINDOW = QueryWindow.around(
     start=datetime(2026, 3, 2, 10, 0, tzinfo=UTC), end=datetime(2026, 3, 2, 10, 40, tzinfo=UTC)
@@ -380,3 +383,25 @@ def test_a_fleet_with_no_family_screened_in_time_is_an_error_that_says_how_to_na
     assert "did not screen pool_active, queue_depth within the 12.8 s" in str(failed.value)
     assert "name one as metric to rank it" in str(failed.value)
     assert "totals" not in str(failed.value)
+
+
+def test_a_fleet_call_with_a_family_past_its_share_is_persisted_ok_not_timeout(
+    monkeypatch, settings, live_session
+):
+    clock = _Clock()
+    # The call's own deadline (TOOL_TIMEOUT_SECONDS) on the fake engine's clock.
+    monkeypatch.setattr(
+        invoke, "Deadline", SimpleNamespace(after=lambda s: Deadline.after(s, clock=clock))
+    )
+    _slow_engine(monkeypatch, clock, lambda q: 60.0 if "queue_depth" in q else 0.5, None)
+    settings.METRICS_ENGINE_RANK_MIN_SERIES = 1
+    settings.TOOL_TIMEOUT_SECONDS = 15
+    live_session.environment.prometheus_url = "http://prometheus:9090"
+    live_session.environment.save()
+    result = invoke.tool_invoke(
+        session=live_session, attempt=1, tool_name="query_metrics", arguments={}
+    )
+    row = ToolInvocation.objects.get(pk=result.invocation_id)
+    assert row.status == "ok", row.output
+    assert "did not screen queue_depth within the 12.8 s" in row.output
+    assert row.summary["series"][0]["service"] == "pay"
