@@ -3,6 +3,7 @@ VictoriaMetrics (and the files backend, for the smaller sizes).
 
     .venv/bin/python bench/metrics_fleet.py [--services 1000,10000]
         [--engines prometheus,victoriametrics] [--files-up-to 1000] [--rank-min-series 2000]
+        [--deadline 15]
 
 Each size is a generated pack (tests/evidence/packbuilder.fleet_pack_write: five series a
 service, one faulty service), backfilled into a real Prometheus (promtool) and loaded into a
@@ -13,7 +14,10 @@ analysis; the rest of the wall time is the engine answering), bytes received, re
 (metadata reads apart), the engine's own CPU seconds (its process, from /proc), the Python
 heap's peak during a second, traced sweep (tracemalloc),
 whether the faulty service ranks first, and whether the output equals the other engine's and
-the files'. Prints the machine's load (``uptime``) before and after.
+the files'; with the tool's deadline (``--deadline``, the default TOOL_TIMEOUT_SECONDS), how the
+call ended (``ok``, ``error``, ``timeout``) and the fleet view's lines that name a gap (a
+family not screened, the totals not counted), counted in the row and printed under it.
+Prints the machine's load (``uptime``) before and after.
 """
 
 from __future__ import annotations
@@ -40,8 +44,15 @@ import django  # noqa: E402
 django.setup()  # the tool registry loads the models
 
 import httpx  # noqa: E402
+from django.conf import settings  # noqa: E402
 
-from diagnosis.evidence.common import BackendOutput, Deadline, QueryWindow  # noqa: E402
+from diagnosis.evidence.common import (  # noqa: E402
+    BackendOutput,
+    Deadline,
+    QueryWindow,
+    ToolFailure,
+    ToolTimeout,
+)
 from diagnosis.evidence.tools.query_metrics import prometheus as prometheus_backend  # noqa: E402
 from diagnosis.evidence.tools.query_metrics.query import metrics_query  # noqa: E402
 from tests.evidence.packbuilder import fleet_pack_write, fleet_service_name  # noqa: E402
@@ -80,19 +91,26 @@ def _counted(traffic: Traffic) -> Any:
 
 
 def _sweep(
-    *, files: tuple[Path, ...] | None, url: str | None, rank_min_series: int
+    *, files: tuple[Path, ...] | None, url: str | None, rank_min_series: int, seconds: float
 ) -> BackendOutput:
-    return metrics_query(
-        service=None,
-        metric=None,
-        labels={},
-        window=WINDOW,
-        step=None,
-        deadline=Deadline.after(600),
-        files=files,
-        prometheus_url=url,
-        rank_min_series=rank_min_series,
-    )
+    """One fleet-wide call within ``seconds``, ended as the tool ends it: a failure or a
+    timeout is its output, with that status."""
+    try:
+        return metrics_query(
+            service=None,
+            metric=None,
+            labels={},
+            window=WINDOW,
+            step=None,
+            deadline=Deadline.after(seconds),
+            files=files,
+            prometheus_url=url,
+            rank_min_series=rank_min_series,
+        )
+    except ToolFailure as failed:
+        return BackendOutput(status="error", output=str(failed))
+    except ToolTimeout as late:
+        return BackendOutput(status="timeout", output=str(late))
 
 
 def _cpu_seconds(pid: int | None) -> float:
@@ -104,7 +122,12 @@ def _cpu_seconds(pid: int | None) -> float:
 
 
 def measure(
-    *, files: tuple[Path, ...] | None, url: str | None, rank_min_series: int, pid: int | None
+    *,
+    files: tuple[Path, ...] | None,
+    url: str | None,
+    rank_min_series: int,
+    pid: int | None,
+    seconds: float,
 ) -> dict[str, Any]:
     """One timed sweep, then one traced for its heap peak (metadata re-read each time); the
     engine's CPU seconds during the timed one."""
@@ -115,7 +138,7 @@ def measure(
     try:
         engine_cpu = _cpu_seconds(pid)
         started, cpu = time.perf_counter(), time.process_time()
-        out = _sweep(files=files, url=url, rank_min_series=rank_min_series)
+        out = _sweep(files=files, url=url, rank_min_series=rank_min_series, seconds=seconds)
         wall, cpu = time.perf_counter() - started, time.process_time() - cpu
         engine_cpu = _cpu_seconds(pid) - engine_cpu
     finally:
@@ -123,7 +146,7 @@ def measure(
     prometheus_backend._metadata.clear()
     tracemalloc.start()
     try:
-        again = _sweep(files=files, url=url, rank_min_series=rank_min_series)
+        again = _sweep(files=files, url=url, rank_min_series=rank_min_series, seconds=seconds)
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
@@ -139,6 +162,11 @@ def measure(
         "series": fleet.get("series", 0),
         "first": ranked[0].get("service") == fleet_service_name(FAULTY),
         "same_twice": again.output == out.output,
+        "gaps": [
+            line
+            for line in out.output.splitlines()
+            if "did not screen" in line or "did not count" in line or "refused to" in line
+        ],
     }
 
 
@@ -152,13 +180,14 @@ def main() -> None:
     parser.add_argument("--engines", default="prometheus,victoriametrics")
     parser.add_argument("--files-up-to", type=int, default=1000)
     parser.add_argument("--rank-min-series", type=int, default=2000)
+    parser.add_argument("--deadline", type=float, default=float(settings.TOOL_TIMEOUT_SECONDS))
     args = parser.parse_args()
     print("load before:", _uptime())
     print(
         f"{'services':>8} {'backend':<16} {'series':>7} {'load s':>7} {'wall s':>7} "
         f"{'cpu s':>6} {'engine cpu':>10} {'received':>10} {'requests':>8} {'metadata':>8} "
         f"{'heap MB':>8} "
-        f"{'first':>5} {'equal':>5}"
+        f"{'first':>5} {'equal':>5} {'status':>7} {'gaps':>4}"
     )
     for count in (int(n) for n in args.services.split(",")):
         root = Path(tempfile.mkdtemp(prefix="rootproof-fleet-"))
@@ -168,7 +197,11 @@ def main() -> None:
         if count <= args.files_up_to:
             files = tuple(sorted((pack / "metrics").glob("*.om")))
             results["files"] = measure(
-                files=files, url=None, rank_min_series=args.rank_min_series, pid=None
+                files=files,
+                url=None,
+                rank_min_series=args.rank_min_series,
+                pid=None,
+                seconds=args.deadline,
             )
             loads["files"] = 0.0
         for engine in args.engines.split(","):
@@ -181,6 +214,7 @@ def main() -> None:
                     url=server.url,
                     rank_min_series=args.rank_min_series,
                     pid=server.process.pid,
+                    seconds=args.deadline,
                 )
             finally:
                 server.stop()
@@ -193,8 +227,11 @@ def main() -> None:
                 f"{traffic.received:>10} "
                 f"{traffic.requests:>8} {traffic.metadata:>8} {row['peak_mb']:>8.1f} "
                 f"{'yes' if row['first'] else 'NO':>5} "
-                f"{'yes' if row['out'].output == reference else 'NO':>5}"
+                f"{'yes' if row['out'].output == reference else 'NO':>5} "
+                f"{row['out'].status:>7} {len(row['gaps']):>4}"
             )
+            for line in row["gaps"]:
+                print(f"{'':>8} gap: {line}")
     print("load after:", _uptime())
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -27,19 +28,32 @@ class ToolTimeout(Exception):
 
 @dataclass(frozen=True)
 class Deadline:
-    at: float  # time.monotonic() value
+    at: float  # ``clock()`` value
     seconds: float
+    # The clock ``at`` is read on (time.monotonic; a test passes its own, so no test waits).
+    clock: Callable[[], float] = field(default=time.monotonic, compare=False, repr=False)
 
     @classmethod
-    def after(cls, seconds: float) -> Deadline:
-        return cls(at=time.monotonic() + seconds, seconds=seconds)
+    def after(cls, seconds: float, clock: Callable[[], float] = time.monotonic) -> Deadline:
+        return cls(at=clock() + seconds, seconds=seconds, clock=clock)
 
     def remaining(self) -> float:
-        return self.at - time.monotonic()
+        return self.at - self.clock()
 
     def check(self) -> None:
-        if time.monotonic() > self.at:
+        if self.clock() > self.at:
             raise ToolTimeout(f"the backend did not answer within {self.seconds:g}s")
+
+    def share(self, fraction: float) -> Deadline:
+        """A stage's deadline: ``fraction`` of the call's time, counted from the call's start,
+        so a stage that ends early leaves its time to the next, and one that runs late stops
+        where its share ends, never past this deadline."""
+        start = self.at - self.seconds
+        return Deadline(
+            at=min(start + fraction * self.seconds, self.at),
+            seconds=fraction * self.seconds,
+            clock=self.clock,
+        )
 
 
 @dataclass(frozen=True)

@@ -8,13 +8,16 @@ import gc
 import json
 import math
 from datetime import UTC, datetime
+from types import SimpleNamespace
 
 import httpx
 import pytest
 
+from diagnosis.evidence import invoke
 from diagnosis.evidence.common import Deadline, QueryWindow, ToolFailure
 from diagnosis.evidence.tools.query_metrics import engine, prometheus
 from diagnosis.evidence.tools.query_metrics.query import metrics_query
+from diagnosis.models import ToolInvocation
 
 WINDOW = QueryWindow.around(
     start=datetime(2026, 3, 2, 10, 0, tzinfo=UTC), end=datetime(2026, 3, 2, 10, 40, tzinfo=UTC)
@@ -204,7 +207,8 @@ def _screening_engine(
 ) -> None:
     """A fake engine for the fleet screen: ``families`` listed, ``services`` services of one
     series each counted, every candidate's matrix MATRIX; ``screen(query)`` answers each
-    family's screen (a body, or an httpx.Response for a refusal)."""
+    family's screen, given the request's timeout (a body, or an httpx.Response for a
+    refusal)."""
 
     def get(_client, url, **kwargs):
         query = kwargs["params"].get("query", "")
@@ -222,7 +226,7 @@ def _screening_engine(
         elif query.startswith("count("):
             body = _vector([{"metric": {}, "value": [AT, str(services)]}])
         else:
-            body = screen(query)
+            body = screen(query, kwargs["timeout"])
         if isinstance(body, httpx.Response):
             return body
         return httpx.Response(200, content=json.dumps(body).encode())
@@ -231,7 +235,7 @@ def _screening_engine(
 
 
 def test_a_family_the_engine_refuses_to_screen_is_a_gap_the_fleet_view_names(monkeypatch):
-    def screen(query: str):
+    def screen(query: str, _timeout: float):
         if "queue_depth" in query:
             body = {"status": "error", "error": "query processing would load too many samples"}
             return httpx.Response(422, content=json.dumps(body).encode())
@@ -254,7 +258,7 @@ def test_a_screen_filled_by_stopped_services_is_asked_again_for_the_changed_ones
     stopped = [{"metric": {"service": f"gone-{i:02d}"}, "value": [AT, "+Inf"]} for i in range(40)]
     fetched: list[str] = []
 
-    def screen(query: str) -> dict:
+    def screen(query: str, _timeout: float) -> dict:
         if query.startswith(f"topk({engine._screen_top()},"):
             return _vector(stopped[: engine._screen_top()])
         return _vector([{"metric": {"service": "pay"}, "value": [AT, "12"]}])  # changes alone
@@ -267,3 +271,137 @@ def test_a_screen_filled_by_stopped_services_is_asked_again_for_the_changed_ones
     assert any('"pay' in query or "|pay" in query for query in fetched), fetched
     assert output.summary["series"][0]["service"] == "pay"
     assert output.summary["fleet"]["services"] == 41
+
+
+# --- the screens' share of the deadline -------------------------------------------------
+
+
+class _Clock:
+    """A clock the fake engine moves as it answers: no test waits or reads the wall clock."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _slow_engine(monkeypatch, clock: _Clock, seconds, answered_late) -> list[tuple[str, float]]:
+    """A fake engine of two families, pool_active and queue_depth, that takes ``seconds(query)``
+    of ``clock`` to answer each screen, one at a time: within the request's timeout it answers
+    (pay ranks in every family), past it the client gives up at its timeout, as httpx does
+    (``answered_late`` None), or the engine answers ``answered_late`` (its own timeout error).
+    The queries sent and the timeout each was given."""
+    monkeypatch.setattr(engine, "ENGINE_CONCURRENCY", 1)  # the clock moves in one thread
+    sent: list[tuple[str, float]] = []
+
+    def screen(query: str, timeout: float):
+        sent.append((query, timeout))
+        took = seconds(query)
+        if took > timeout:
+            clock.now += timeout
+            if answered_late is None:
+                raise httpx.ReadTimeout("timed out")
+            return httpx.Response(503, content=json.dumps(answered_late).encode())
+        clock.now += took
+        return _vector([{"metric": {"service": "pay"}, "value": [AT, "9"]}])
+
+    _screening_engine(
+        monkeypatch, families=["pool_active", "queue_depth"], services=2, screen=screen
+    )
+    return sent
+
+
+ENGINE_TIMEOUTS = [
+    None,  # no answer: the client's timeout
+    # Prometheus' own answer at the timeout it was sent with
+    {"status": "error", "errorType": "timeout", "error": "query timed out in query execution"},
+    # Prometheus' while it was still selecting the series, and VictoriaMetrics' (1.79)
+    {
+        "status": "error",
+        "errorType": "execution",
+        "error": "expanding series: context deadline exceeded",
+    },
+    {
+        "status": "error",
+        "errorType": "422",
+        "error": 'error when executing query="topk(33, …)": cannot evaluate "rate(x[60s])": '
+        "timeout exceeded before starting the query processing: 0.300 seconds (elapsed 1.582 "
+        "seconds); the timeout can be adjusted with `-search.maxQueryDuration` command-line flag",
+    },
+]
+
+
+@pytest.mark.parametrize("answered_late", ENGINE_TIMEOUTS)
+def test_a_family_not_screened_within_its_share_is_named_and_the_rest_still_rank(
+    monkeypatch, answered_late
+):
+    clock = _Clock()
+    sent = _slow_engine(
+        monkeypatch, clock, lambda q: 60.0 if "queue_depth" in q else 0.5, answered_late
+    )
+    deadline = Deadline.after(15, clock=clock)
+    output = _query(rank_min_series=1, deadline=deadline)
+    assert output.status == "ok"
+    assert (
+        "the metrics engine did not screen queue_depth within the 12.8 s the fleet view gives "
+        "its screens: those families are not in the ranking" in output.output
+    )
+    assert "pool_active" not in output.output.split("fleet totals")[0]  # only the late one named
+    assert output.summary["series"][0]["service"] == "pay"
+    # the slow screen was given what was left of the share, not the call's whole deadline
+    (late,) = [timeout for query, timeout in sent if "queue_depth" in query]
+    assert late <= 15 * engine.SCREENS_SHARE
+    assert deadline.remaining() > 0  # the candidates were read within the call's deadline
+
+
+def test_a_screen_whose_share_is_spent_is_not_sent_and_the_totals_say_so(monkeypatch):
+    clock = _Clock()
+    # pool_active answers just inside the share: queue_depth and the totals are left no time
+    just_inside = 15 * engine.SCREENS_SHARE - 0.05
+    sent = _slow_engine(
+        monkeypatch, clock, lambda q: just_inside if "pool_active" in q else 0.5, None
+    )
+    output = _query(rank_min_series=1, deadline=Deadline.after(15, clock=clock))
+    assert output.status == "ok"
+    assert [query for query, _ in sent if "queue_depth" in query] == []
+    assert "did not screen queue_depth within" in output.output
+    assert "did not count the fleet's services and series within" in output.output
+    assert "the totals are of the candidates read (2 series report at the window's end)" in (
+        output.output
+    )
+    assert output.summary["series"][0]["service"] == "pay"
+
+
+def test_a_fleet_with_no_family_screened_in_time_is_an_error_that_says_how_to_narrow_it(
+    monkeypatch,
+):
+    clock = _Clock()
+    _slow_engine(monkeypatch, clock, lambda q: 60.0, None)
+    with pytest.raises(ToolFailure) as failed:
+        _query(rank_min_series=1, deadline=Deadline.after(15, clock=clock))
+    assert "did not screen pool_active, queue_depth within the 12.8 s" in str(failed.value)
+    assert "name one as metric to rank it" in str(failed.value)
+    assert "totals" not in str(failed.value)
+
+
+def test_a_fleet_call_with_a_family_past_its_share_is_persisted_ok_not_timeout(
+    monkeypatch, settings, live_session
+):
+    clock = _Clock()
+    # The call's own deadline (TOOL_TIMEOUT_SECONDS) on the fake engine's clock.
+    monkeypatch.setattr(
+        invoke, "Deadline", SimpleNamespace(after=lambda s: Deadline.after(s, clock=clock))
+    )
+    _slow_engine(monkeypatch, clock, lambda q: 60.0 if "queue_depth" in q else 0.5, None)
+    settings.METRICS_ENGINE_RANK_MIN_SERIES = 1
+    settings.TOOL_TIMEOUT_SECONDS = 15
+    live_session.environment.prometheus_url = "http://prometheus:9090"
+    live_session.environment.save()
+    result = invoke.tool_invoke(
+        session=live_session, attempt=1, tool_name="query_metrics", arguments={}
+    )
+    row = ToolInvocation.objects.get(pk=result.invocation_id)
+    assert row.status == "ok", row.output
+    assert "did not screen queue_depth within the 12.8 s" in row.output
+    assert row.summary["series"][0]["service"] == "pay"

@@ -21,6 +21,13 @@ queries, so each answer is a few numbers, not a matrix):
 4. the candidate services' series (``query_range``, FETCH_SERVICES_PER_QUERY services a
    query), on which the one change statistic (``statistics.shift_measure``) ranks as always.
 
+Steps 0-3 answer within SCREENS_SHARE of the call's deadline (``Deadline.share``): a screen
+the engine has not answered by then (or that would be sent after it) is a gap the output names,
+as a screen refused for its size is, and the candidates of the screens that answered are read
+and ranked in what is left. So a fleet too big for the engine to screen in time gets a partial
+answer that says what it lacks, never a timeout; only when no family was screened is the call
+an error, which says how to narrow it.
+
 So the number of queries grows with the families (bounded by MAX_FAMILIES), never with the
 services, and the bytes received and the worker's CPU with the candidates. The engine's cost
 is its passes over the series: each selector in a query is one (engines share no repeated
@@ -47,12 +54,15 @@ import math
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from enum import Enum
 
-from diagnosis.evidence.common import Deadline, ToolFailure
+from diagnosis.evidence.common import Deadline, ToolFailure, ToolTimeout
 from diagnosis.evidence.http import backend_get, bearer_headers
 from diagnosis.evidence.tools.query_metrics.prometheus import (
     EngineRefusedSize,
+    EngineTimedOut,
     answer_data,
+    engine_timeout,
     metric_types,
 )
 from diagnosis.evidence.tools.query_metrics.selector import Matcher, Selector, label_to_backend
@@ -70,7 +80,20 @@ from diagnosis.models import SERVICE_LABEL
 # statistic's near the cut.
 RANK_CANDIDATES = 16
 FETCH_SERVICES_PER_QUERY = 200  # candidate services a range query names (about 2-4 KB)
-ENGINE_CONCURRENCY = 4  # the families' screens in flight at once (one query each)
+# The families' screens in flight at once (one query each). An engine evaluates a query on
+# about one core; more queries than its cores share them, and under a deadline that is the
+# worst order: every screen ends late together. At 50,000 services on 2 cores (load 4.6-6.6)
+# 4 at once left all five families unscreened at the share's end; 2 at once screened two to
+# four of them. At 10,000 services 2 and 4 took the same wall time (4.7-5.5 s, load 4).
+ENGINE_CONCURRENCY = 2
+# The fleet's size, its families and their screens answer within this share of the call's
+# deadline, counted from its start (12.75 s of the default 15 s); a screen not answered by then
+# is a named gap. The rest is for the candidates' range queries, their metadata and the
+# ranking: at 50,000 services 0.01-0.15 s of range queries and 0.2 s of this worker's CPU
+# (load 4.6-6.6), so the 2.25 s left is several times what they took.
+SCREENS_SHARE = 0.85
+# A screen is not sent with less than this left of the share: the engine could not answer it.
+MIN_ASK_SECONDS = 0.1
 MAX_FAMILIES = 64  # more families than this: the fleet view covers the first ones and says so
 _EPSILON = 1e-9  # keeps a noise-free baseline's ratio finite
 _HAS_SERVICE_LABEL = "rootproof_named"  # tags, in the totals, the series that name a service
@@ -160,7 +183,7 @@ def _instant(
         params={
             "query": query,
             "time": f"{at:.3f}",
-            "timeout": f"{max(int(deadline.remaining() * 1000), 100)}ms",
+            "timeout": engine_timeout(deadline),
         },
         deadline=deadline,
     )
@@ -267,16 +290,16 @@ def _totals(families: list[_Family], service: str) -> str:
     tagged with _HAS_SERVICE_LABEL (the screens ask for the families without a matcher on the
     service label: an index-wide lookup in each of their passes). One selector reads every
     family's series (``__name__`` one of theirs): ``last_over_time`` keeps the metric name,
-    so the families' series stay apart without a tag a family and an ``or`` of them."""
+    so the families' series stay apart without a tag a family and an ``or`` of them. The tag
+    is set on the per-service counts, not on the series: one label rewrite a service instead
+    of one a series (the series without a service are the one count of service "")."""
     first = families[0]
     names = "|".join(_regex_literal(family.name) for family in families)
     union = Selector(name=None, matchers=(Matcher("__name__", "=~", names), *first.matchers))
     present = f"last_over_time({union.render()}[{first.span()}s])"
-    tagged = f'label_replace({present}, "{_HAS_SERVICE_LABEL}", "1", "{service}", ".+")'
-    return (
-        f'count_values by ({_HAS_SERVICE_LABEL}) ("{_COUNT_LABEL}", '
-        f"count by ({service}, {_HAS_SERVICE_LABEL}) ({tagged}))"
-    )
+    per_service = f"count by ({service}) ({present})"
+    tagged = f'label_replace({per_service}, "{_HAS_SERVICE_LABEL}", "1", "{service}", ".+")'
+    return f'count_values by ({_HAS_SERVICE_LABEL}) ("{_COUNT_LABEL}", {tagged})'
 
 
 def _service_required(selector: Selector, service: str) -> bool:
@@ -284,12 +307,22 @@ def _service_required(selector: Selector, service: str) -> bool:
     return Matcher(service, "!=", "") in selector.matchers
 
 
+class _Missed(Enum):
+    """Why a query of the sweep has no answer: a gap the fleet view names, never a failure."""
+
+    REFUSED = "refused"  # the engine refused it for its size
+    LATE = "late"  # no answer within the screens' share of the call's deadline
+
+
+_Answer = list[dict[str, object]] | _Missed
+
+
 @dataclass(frozen=True)
 class _Screened:
-    """One family's answer: its candidate services, or None when the engine refused it."""
+    """One family's answer: its candidate services, or why it has none."""
 
     name: str
-    candidates: tuple[str, ...] | None
+    candidates: tuple[str, ...] | _Missed
 
 
 def _candidates_read(
@@ -314,23 +347,19 @@ def _candidates_read(
 
 
 def _family_screened(
-    family: _Family,
-    ask: Callable[[str], list[dict[str, object]] | None],
-    service: str,
-    *,
-    named_only: bool,
+    family: _Family, ask: Callable[[str], _Answer], service: str, *, named_only: bool
 ) -> _Screened:
     """One family's candidates: its screen, and the level changes alone when the flagged
     services filled the answer."""
     answer = ask(family.screen(service))
-    if answer is None:
-        return _Screened(family.name, None)
+    if isinstance(answer, _Missed):
+        return _Screened(family.name, answer)
     flagged, ranked, cut = _candidates_read(answer, service, keep_unnamed=not named_only)
     if cut and len(ranked) < RANK_CANDIDATES:
         # More flagged services than the answer left room for: the level changes alone.
         alone = ask(family.level(service, RANK_CANDIDATES + 1))
-        if alone is None:
-            return _Screened(family.name, None)
+        if isinstance(alone, _Missed):
+            return _Screened(family.name, alone)
         _, ranked, _ = _candidates_read(alone, service, keep_unnamed=not named_only)
     return _Screened(family.name, tuple(flagged[:RANK_CANDIDATES] + ranked[:RANK_CANDIDATES]))
 
@@ -353,6 +382,42 @@ def _families_built(
     ]
 
 
+def _fleet_families(
+    *,
+    base_url: str,
+    token_env: str,
+    selector: str,
+    grid: Grid,
+    deadline: Deadline,
+    rank_min_series: int,
+) -> tuple[list[str], int] | None:
+    """The metric families to screen and the series reporting at the window's end; None for
+    a fleet of fewer than ``rank_min_series`` such series. An engine too slow to say within
+    ``deadline`` is an error that says how to narrow the call, not a timeout."""
+    try:
+        # A small fleet is told by one cheap count (the series at the window's end, an
+        # instant selector: no range read), before any screen is asked for.
+        live = _instant(
+            base_url=base_url,
+            token_env=token_env,
+            query=f"count({selector})",
+            at=grid.end,
+            deadline=deadline,
+        )
+        reporting = int(sum(_value(item) for item in live))
+        if reporting < rank_min_series:
+            return None
+        families = _families(
+            base_url=base_url, token_env=token_env, selector=selector, grid=grid, deadline=deadline
+        )
+        return families, reporting
+    except (ToolTimeout, EngineTimedOut):
+        raise ToolFailure(
+            f"the metrics engine did not size the fleet within the {deadline.seconds:.3g} s the "
+            f"fleet view gives its screens: name a service or a metric"
+        ) from None
+
+
 def fleet_screen(
     *,
     base_url: str,
@@ -366,26 +431,24 @@ def fleet_screen(
     rank_min_series: int,
 ) -> FleetScreen | None:
     """The fleet's totals and candidate services, ranked in the engine; None when the fleet has
-    fewer than ``rank_min_series`` series (every series is then read, as before)."""
+    fewer than ``rank_min_series`` series (every series is then read, as before).
+
+    Everything before the candidates are read answers within SCREENS_SHARE of ``deadline``: a
+    screen not answered by then is a gap the output names, as a refused one is, so the call
+    ends with what was screened, never as a timeout."""
+    screens_deadline = deadline.share(SCREENS_SHARE)
     backend_selector = selector.relabelled(service_label)
-    # A small fleet is told by one cheap count (the series at the window's end, an instant
-    # selector: no range read), before any screen is asked for.
-    live = _instant(
-        base_url=base_url,
-        token_env=token_env,
-        query=f"count({backend_selector.render()})",
-        at=grid.end,
-        deadline=deadline,
-    )
-    if sum(_value(item) for item in live) < rank_min_series:
-        return None
-    names = _families(
+    sized = _fleet_families(
         base_url=base_url,
         token_env=token_env,
         selector=backend_selector.render(),
         grid=grid,
-        deadline=deadline,
+        deadline=screens_deadline,
+        rank_min_series=rank_min_series,
     )
+    if sized is None:
+        return None
+    names, reporting = sized
     if not names:
         return FleetScreen(services=0, series=0, candidates=())
     notes: list[str] = []
@@ -396,44 +459,65 @@ def fleet_screen(
         )
         names = names[:MAX_FAMILIES]
     ranges = _Ranges.of(grid, window_start, baseline_start)
-    types = metric_types(base_url=base_url, token_env=token_env, deadline=deadline, names=names)
+    types = metric_types(
+        base_url=base_url, token_env=token_env, deadline=screens_deadline, names=names
+    )
     service = label_to_backend(SERVICE_LABEL, service_label)
     named_only = _service_required(backend_selector, service)
     families = _families_built(names, backend_selector, service, ranges, types)
 
-    def ask(query: str) -> list[dict[str, object]] | None:
-        """The answer; None when the engine refused the query for its size (a gap, said)."""
+    def ask(query: str) -> _Answer:
+        """The answer, or why there is none (a gap, said): refused for its size, or not
+        answered within the screens' share (not sent when that is spent)."""
+        if screens_deadline.remaining() < MIN_ASK_SECONDS:
+            return _Missed.LATE
         try:
             return _instant(
-                base_url=base_url, token_env=token_env, query=query, at=ranges.at, deadline=deadline
+                base_url=base_url,
+                token_env=token_env,
+                query=query,
+                at=ranges.at,
+                deadline=screens_deadline,
             )
         except EngineRefusedSize:
-            return None
+            return _Missed.REFUSED
+        except (ToolTimeout, EngineTimedOut):
+            return _Missed.LATE
 
-    # The totals and the families' screens are independent: the engine evaluates them side
-    # by side, ENGINE_CONCURRENCY at once.
-    with ThreadPoolExecutor(max_workers=min(ENGINE_CONCURRENCY, len(families) + 1)) as pool:
-        counted_future = pool.submit(ask, _totals(families, service))
-        screens = list(
-            pool.map(lambda f: _family_screened(f, ask, service, named_only=named_only), families)
-        )
-        counted = counted_future.result()
+    screens, counted = _screens_asked(families, ask, service, named_only=named_only)
     services, series = _totals_read(counted, keep_unnamed=not named_only)
-    refused = [s.name for s in screens if s.candidates is None]
-    candidates = tuple(sorted({c for s in screens for c in s.candidates or ()}))
-    notes.extend(_gaps(refused, counted_refused=counted is None))
-    if refused and not candidates:
-        raise ToolFailure("; ".join(notes))
-    if series < rank_min_series and not refused and counted is not None:
+    found = [s.candidates for s in screens if not isinstance(s.candidates, _Missed)]
+    candidates = tuple(sorted({c for screened in found for c in screened}))
+    notes.extend(_gaps(screens, counted, screens_deadline, reporting=reporting))
+    missed = any(isinstance(s.candidates, _Missed) for s in screens)
+    if missed and not candidates:
+        # Nothing ranked: what the totals lack does not matter.
+        raise ToolFailure("; ".join(_gaps(screens, [], screens_deadline, reporting=reporting)))
+    if series < rank_min_series and not missed and not isinstance(counted, _Missed):
         return None
     return FleetScreen(services=services, series=series, candidates=candidates, notes=tuple(notes))
 
 
-def _totals_read(answer: list[dict[str, object]] | None, *, keep_unnamed: bool) -> tuple[int, int]:
-    """(services, series) from the totals' answer (0, 0 when it was refused): each row is
-    how many services have that many series."""
+def _screens_asked(
+    families: list[_Family], ask: Callable[[str], _Answer], service: str, *, named_only: bool
+) -> tuple[list[_Screened], _Answer]:
+    """Every family's screen and the totals, ENGINE_CONCURRENCY at once (the engine evaluates
+    them side by side). The totals are asked last: under a deadline a family's candidates
+    are worth more than the fleet's count, which the candidates read stand in for."""
+    with ThreadPoolExecutor(max_workers=min(ENGINE_CONCURRENCY, len(families) + 1)) as pool:
+        screened = [
+            pool.submit(_family_screened, family, ask, service, named_only=named_only)
+            for family in families
+        ]
+        counted = pool.submit(ask, _totals(families, service))
+        return [future.result() for future in screened], counted.result()
+
+
+def _totals_read(answer: _Answer, *, keep_unnamed: bool) -> tuple[int, int]:
+    """(services, series) from the totals' answer (0, 0 when it has none): each row is how
+    many services have that many series."""
     services = series = 0
-    for item in answer or []:
+    for item in answer if isinstance(answer, list) else []:
         labels = _labels(item)
         # VictoriaMetrics (1.79) writes the tag empty where it was not set.
         if not keep_unnamed and labels.get(_HAS_SERVICE_LABEL) != "1":
@@ -447,18 +531,36 @@ def _totals_read(answer: list[dict[str, object]] | None, *, keep_unnamed: bool) 
     return services, series
 
 
-def _gaps(refused: list[str], *, counted_refused: bool) -> list[str]:
-    """What the fleet view lacks because the engine refused queries for their size."""
+def _missed_said(missed: _Missed, what: str, share: Deadline) -> str:
+    """That the metrics engine did not ``what``, and why (refused, or not in time)."""
+    if missed is _Missed.REFUSED:
+        return f"the metrics engine refused to {what} for its size"
+    return (
+        f"the metrics engine did not {what} within the {share.seconds:.3g} s the fleet view "
+        f"gives its screens"
+    )
+
+
+def _gaps(
+    screens: list[_Screened], counted: _Answer, share: Deadline, *, reporting: int
+) -> list[str]:
+    """What the fleet view lacks because the engine refused queries for their size or did not
+    answer them within the screens' share of the deadline. Totals not counted say how many
+    series report at the window's end (the first count's answer): the fleet's size, where the
+    totals line can only count the candidates read."""
     gaps = []
-    if refused:
+    for missed in _Missed:
+        names = [s.name for s in screens if s.candidates is missed]
+        if names:
+            gaps.append(
+                f"{_missed_said(missed, 'screen ' + ', '.join(names), share)}: those families "
+                f"are not in the ranking; name one as metric to rank it"
+            )
+    if isinstance(counted, _Missed):
+        what = "count the fleet's services and series"
         gaps.append(
-            f"the metrics engine refused to screen {', '.join(refused)} for its size: those "
-            f"families are not in the ranking; name one as metric to rank it"
-        )
-    if counted_refused:
-        gaps.append(
-            "the metrics engine refused to count the fleet's services and series for the "
-            "query's size: the totals are of the candidates read"
+            f"{_missed_said(counted, what, share)}: the totals are of the candidates read "
+            f"({reporting} series report at the window's end)"
         )
     return gaps
 

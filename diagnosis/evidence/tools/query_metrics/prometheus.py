@@ -24,6 +24,14 @@ from diagnosis.evidence.tools.query_metrics.series import (
 from diagnosis.models import SERVICE_LABEL
 
 
+def engine_timeout(deadline: Deadline) -> str:
+    """The ``timeout`` parameter that has the engine stop a query when the call stops waiting
+    for it: what is left of ``deadline`` (at least 0.1 s), in seconds. Both engines read a
+    plain number as seconds; VictoriaMetrics (1.79) ignores a unit (``…ms``), so a query the
+    call gave up on went on taking its CPU."""
+    return f"{max(deadline.remaining(), 0.1):.3f}"
+
+
 def metrics_from_prometheus(
     *,
     base_url: str,
@@ -49,8 +57,7 @@ def metrics_from_prometheus(
         "end": f"{grid.end:.3f}",
         "step": f"{grid.step:g}",
         "limit": str(MAX_SERIES_READ + 1),
-        # Prometheus durations take no fractions: whole milliseconds.
-        "timeout": f"{max(int(deadline.remaining() * 1000), 100)}ms",
+        "timeout": engine_timeout(deadline),
     }
     response = backend_get(
         backend="Prometheus",
@@ -203,6 +210,16 @@ class EngineRefusedSize(ToolFailure):
     """The engine refused a query for its size (samples, points, series), not its text."""
 
 
+# What PromQL engines answer when a query ran past the ``timeout`` it was sent with:
+# Prometheus' ``errorType`` "timeout" ("query timed out in …"), VictoriaMetrics' (1.79)
+# "timeout exceeded" / "deadline exceeded" wording.
+_TIMED_OUT = re.compile(r"timed out|timeout exceeded|deadline exceeded", re.IGNORECASE)
+
+
+class EngineTimedOut(ToolFailure):
+    """The engine stopped a query at the ``timeout`` it was sent with."""
+
+
 def answer_data(response: httpx.Response, *, base_url: str, query: str) -> object:
     """The ``data`` of a successful Prometheus API answer; an error answer (Prometheus' or
     VictoriaMetrics' shape: ``status``/``error``) or one without JSON is a ToolFailure."""
@@ -214,7 +231,12 @@ def answer_data(response: httpx.Response, *, base_url: str, query: str) -> objec
         ) from None
     if response.status_code != 200 or not isinstance(body, dict) or body.get("status") != "success":
         detail = body.get("error") if isinstance(body, dict) else None
-        refused = EngineRefusedSize if _SIZE_REFUSAL.search(str(detail or "")) else ToolFailure
+        kind = body.get("errorType") if isinstance(body, dict) else None
+        refused: type[ToolFailure] = ToolFailure
+        if _SIZE_REFUSAL.search(str(detail or "")):
+            refused = EngineRefusedSize
+        elif kind == "timeout" or _TIMED_OUT.search(str(detail or "")):
+            refused = EngineTimedOut
         raise refused(
             f"Prometheus rejected the query {query!r} "
             f"(HTTP {response.status_code}): {detail or 'no detail'}"
