@@ -405,3 +405,25 @@ def test_a_fleet_call_with_a_family_past_its_share_is_persisted_ok_not_timeout(
     assert row.status == "ok", row.output
     assert "did not screen queue_depth within the 12.8 s" in row.output
     assert row.summary["series"][0]["service"] == "pay"
+
+
+def test_a_fleet_whose_candidates_are_not_read_in_time_is_an_error_naming_them(monkeypatch):
+    """The screens answered, then the engine stalled on the candidates' series: the error
+    names the services the screens found, so the next call can ask for one (not a timeout)."""
+    clock = _Clock()
+    _slow_engine(monkeypatch, clock, lambda q: 0.5, None)
+    screened = httpx.Client.get
+
+    def stalled(client, url, **kwargs):
+        if url.endswith("/query_range"):
+            clock.now += kwargs["timeout"]
+            raise httpx.ReadTimeout("timed out")
+        return screened(client, url, **kwargs)
+
+    monkeypatch.setattr(httpx.Client, "get", stalled)
+    with pytest.raises(ToolFailure) as failed:
+        _query(rank_min_series=1, deadline=Deadline.after(15, clock=clock))
+    assert "screened the fleet but did not return the candidate services' series" in str(
+        failed.value
+    )
+    assert "the screens found changes in pay: ask for one of them as service" in str(failed.value)

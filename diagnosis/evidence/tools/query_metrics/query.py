@@ -12,13 +12,15 @@ from diagnosis.evidence.common import (
     Deadline,
     QueryWindow,
     ToolFailure,
+    ToolTimeout,
     clamp_record,
 )
 from diagnosis.evidence.timeutil import duration_format
-from diagnosis.evidence.tools.query_metrics.engine import fleet_screen
+from diagnosis.evidence.tools.query_metrics.engine import FleetScreen, fleet_screen
 from diagnosis.evidence.tools.query_metrics.files import metrics_from_files, rates_apply
 from diagnosis.evidence.tools.query_metrics.prometheus import (
     EngineRefusedSize,
+    EngineTimedOut,
     metric_types,
     metrics_from_prometheus,
 )
@@ -111,6 +113,52 @@ def _description(service: str | None, metric: str | None, labels: dict[str, str]
     return described
 
 
+# Candidates named in the error of a fleet view whose candidates' read ran out of time: enough to
+# choose the next call from, few enough to read in one line.
+CANDIDATES_NAMED = 8
+
+
+def _candidates_unread(screen: FleetScreen) -> str:
+    """The error of a fleet view whose engine screened the fleet but did not return the
+    candidates' series within the call's deadline: which services the screens found, so the
+    next call can ask for one of them (a narrower query), instead of a bare timeout."""
+    named = [c for c in screen.candidates if c][:CANDIDATES_NAMED]
+    more = len([c for c in screen.candidates if c]) - len(named)
+    listed = ", ".join(named) + (f" and {more} more" if more > 0 else "")
+    return (
+        "the metrics engine screened the fleet but did not return the candidate services' "
+        f"series within the deadline; the screens found changes in {listed}: "
+        "ask for one of them as service"
+    )
+
+
+def _screened_read(
+    *,
+    base_url: str,
+    token_env: str,
+    query: str,
+    grid: Grid,
+    deadline: Deadline,
+    service_label: str,
+    screen: FleetScreen | None,
+) -> tuple[list[RawSeries], list[str]]:
+    """``metrics_from_prometheus``; after a fleet screen, a read the engine does not finish
+    within the deadline is an error naming the screens' candidates (``_candidates_unread``)."""
+    try:
+        return metrics_from_prometheus(
+            base_url=base_url,
+            token_env=token_env,
+            query=query,
+            grid=grid,
+            deadline=deadline,
+            service_label=service_label,
+        )
+    except (ToolTimeout, EngineTimedOut):
+        if screen is None or not any(screen.candidates):
+            raise
+        raise ToolFailure(_candidates_unread(screen)) from None
+
+
 def _from_prometheus(
     *,
     selector: Selector | None,
@@ -128,6 +176,7 @@ def _from_prometheus(
     totals: FleetTotals | None = None
     notes: list[str] = []
     selectors = [selector] if selector is not None else []
+    screen: FleetScreen | None = None
     if selector is not None and not service and rank_min_series > 0:
         screen = fleet_screen(
             base_url=prometheus_url,
@@ -147,13 +196,14 @@ def _from_prometheus(
     if selector is not None:
         fetched: list[RawSeries] = []
         for narrowed in selectors:
-            read, read_notes = metrics_from_prometheus(
+            read, read_notes = _screened_read(
                 base_url=prometheus_url,
                 token_env=prometheus_token_env,
                 query=narrowed.relabelled(service_label).render(),
                 grid=grid,
                 deadline=deadline,
                 service_label=service_label,
+                screen=screen,
             )
             fetched.extend(read)
             notes.extend(n for n in read_notes if n not in notes)
