@@ -8,6 +8,9 @@ that changes at the fault's onset:
   baseline, no traffic, to 100 % in the window);
 - either way the bystander is never a root-cause candidate, no hypothesis names it, and no
   kind is given to it; the root still leads.
+
+And a service suspected for other evidence (its own new warnings) whose success share rose:
+the basis of its hypothesis never cites that share as evidence.
 """
 
 from __future__ import annotations
@@ -21,7 +24,11 @@ import pytest
 
 from diagnosis.evaluation import pack_evaluate
 from diagnosis.models import DiagnosisSession
+from diagnosis.offline.analysis import suspects_rank
+from diagnosis.offline.hypotheses import hypothesis_build
 from tests.support.pack_transforms import services_rename
+
+from .fakes import logs_call, metrics_call, summary_series, template
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scenarios" / "_generator"))
 from fleet import BASELINE_S, NOW, ONSET_S, STEP, WINDOW_S, FleetPack, fleet_pack_write
@@ -86,3 +93,22 @@ def test_a_share_that_rises_or_starts_serving_is_never_a_cause(
     assert eased not in {h.get("entity") for h in hypotheses}
     assert not [c for c in claims if c.get("entity") == eased and c.get("root_cause_kind")]
     assert result.root_cause_candidates[:1] == [root]
+
+
+@pytest.mark.parametrize("metric", ["request_success_ratio", "availability_percent"])
+@pytest.mark.parametrize("seed", range(3))
+def test_a_rising_success_share_is_never_the_basis_of_a_hypothesis(seed, metric):
+    rng = random.Random(seed)
+    service = f"svc-{rng.randrange(100, 999)}"
+    scale = 100.0 if metric.endswith("_percent") else 1.0
+    base = rng.uniform(0.3, 0.6) * scale
+    share = summary_series(
+        service, metric, base=base, level=0.99 * scale, change="2026-03-02T10:22:00Z", score=40
+    )
+    warning = template(
+        service, "WARN", "Slow handler <*> took <NUM> ms", rng.randrange(50, 500), 0,
+        "2026-03-02T10:21:40Z", ["Slow handler /items took 900 ms"],
+    )  # fmt: skip
+    (entry,) = suspects_rank([metrics_call([share]), logs_call([warning])], [service])
+    for lang in ("zh", "en"):
+        assert metric not in hypothesis_build(entry, lang, None).basis
