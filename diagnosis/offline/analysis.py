@@ -192,6 +192,27 @@ class MetricSignal:
         return self.at_limit or (self.abnormal and self.factor >= STRONG_FACTOR)
 
     @property
+    def harm_direction(self) -> str:
+        """The direction in which this series shows harm, where what it measures fixes one:
+        up for failures and latency, down for a health share (availability, success rate);
+        "" for the rest (resources read by ``bad_direction``, traffic, other measures).
+
+        Definitional: more failed requests or slower answers are a service doing worse, a
+        success share falls only as failures rise; so their other direction is the service
+        doing better, or starting to serve (a share from no traffic, 0 %, to 100 %)."""
+        if self.kind == "errors":
+            return "down" if self.subkind == "health" else "up"
+        return "up" if self.kind == "latency" else ""
+
+    @property
+    def eases(self) -> bool:
+        """An abnormal shift against its ``harm_direction``: fewer failures, more success, faster
+        answers. A change, but no fault: never evidence that the service is a cause, nor of
+        what kind of fault it has."""
+        harm = self.harm_direction
+        return bool(harm) and self.abnormal and self.direction != harm
+
+    @property
     def bad_direction(self) -> bool:
         """For resources: usage up, or free/idle capacity down."""
         if vocab.is_free_metric(self.metric, self.labels):
@@ -317,6 +338,12 @@ class Suspect:
         )
 
     @property
+    def own_metrics(self) -> list[MetricSignal]:
+        """Its abnormal series but those that eased (``MetricSignal.eases``): the shifts that
+        can make it a suspect and say what kind of fault it has."""
+        return [m for m in self.abnormal_metrics if not m.eases]
+
+    @property
     def abnormal_logs(self) -> list[LogSignal]:
         return sorted(
             (lg for lg in self.logs if lg.abnormal and lg.severe),
@@ -327,7 +354,7 @@ class Suspect:
     def resource_metrics(self) -> list[MetricSignal]:
         strong = [
             m
-            for m in self.abnormal_metrics
+            for m in self.own_metrics
             if m.kind in {"resource", "restart"}
             and (m.bad_direction or m.kind == "restart")
             and (m.anomaly >= RESOURCE_MIN or m.at_limit)
@@ -378,7 +405,7 @@ class Suspect:
     def onset(self) -> datetime | None:
         times = [
             m.onset
-            for m in self.abnormal_metrics
+            for m in self.own_metrics
             if m.onset and m.anomaly >= ONSET_MIN and not in_flight_load(m) and not demand(m)
         ]
         times += [lg.onset for lg in self.abnormal_logs if lg.onset]
@@ -386,13 +413,13 @@ class Suspect:
 
     @property
     def anomalous(self) -> bool:
-        return bool(self.abnormal_metrics or self.abnormal_logs)
+        return bool(self.own_metrics or self.abnormal_logs)
 
     @property
     def notable(self) -> bool:
         """Worth an SRE's attention: more than a small drift of a few series."""
         return bool(
-            any(m.strong for m in self.metrics)
+            any(m.strong and not m.eases for m in self.metrics)
             or self.abnormal_logs
             or self.resource_metrics
             or self.blamed_by
@@ -966,7 +993,7 @@ def _score(entry: Suspect) -> None:
     # demand): evidence of nothing on their own; the requests a service with a shift of its
     # own served differently are one more measure of that shift (fewer completed when it
     # slowed), never its strength
-    loaded = [m for m in entry.abnormal_metrics if not in_flight_load(m)]
+    loaded = [m for m in entry.own_metrics if not in_flight_load(m)]
     metrics = [m for m in loaded if not demand(m)]
     if metrics:
         score += min(metrics[0].anomaly, 30.0) / 3.0
@@ -1063,7 +1090,7 @@ def _cause_kind(entry: Suspect) -> tuple[str, str]:
         subs += [m.subkind for m in resources if m.subkind]
         return "resource", subs[0] if subs else ""
     kinds = [lg.kind for lg in entry.abnormal_logs]
-    metric_kinds = [m.kind for m in entry.abnormal_metrics]
+    metric_kinds = [m.kind for m in entry.own_metrics]
     if "change" in kinds or "change" in metric_kinds:
         return "change", ""
     if "code" in kinds:

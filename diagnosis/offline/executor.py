@@ -80,14 +80,26 @@ def evidence_write(
     drafts = cause.drafts + spans + symptoms_select(tiers, lang, cause.used_lines, cause.seed)
     notable = [e for e, _ in tiers]
     weak = [e.service for e in ranked if e not in notable]
+    claims = _claims_number(drafts, _flagged(request.retry_context))
+    root = _root_stated(claims, cause.root)
     return ExecutorEvidenceV2(
-        claims=_claims_number(drafts, _flagged(request.retry_context)),
-        hypotheses=hypotheses_write(notable, cause.root, top, chunks, lang),
-        recommended_actions=actions_write(top, notable, cause.root, chunks, lang),
-        missing_info=missing_write(
-            evidence, suspects, cause.root, weak, bool(chunks), lang, tied=tied
-        ),
+        claims=claims,
+        hypotheses=hypotheses_write(notable, root, top, chunks, lang),
+        recommended_actions=actions_write(top, notable, root, chunks, lang),
+        missing_info=missing_write(evidence, suspects, root, weak, bool(chunks), lang, tied=tied),
     )
+
+
+def _root_stated(claims: list[Claim], root: str | None) -> str | None:
+    """The root cause, if a claim still states it: a retry leaves out the claims the previous
+    attempt's checks flagged (``_flagged``), and a root whose claim was left out is the
+    leading hypothesis again, as its flagged claim was on that attempt.
+
+    A retry asks for more evidence; it must not lose what the first attempt found. The same
+    evidence ranks the same services: leaving the root out of both the claims and the
+    hypotheses would rank on less of it, and a caller would lead in its place."""
+    stated = any(c.claim_type == "root_cause" and c.entity == root for c in claims)
+    return root if stated else None
 
 
 def _cause_write(

@@ -54,9 +54,9 @@ def _shown(signal: MetricSignal | LogSignal, entry: Suspect) -> MetricSignal | L
 
 
 def _telling(entry: Suspect) -> list[MetricSignal]:
-    return sorted(
-        entry.abnormal_metrics, key=lambda m: (not m.strong, -metric_relevance(m), m.metric)
-    )
+    """Its shifts that can show a fault (``Suspect.own_metrics``), most telling first: a basis
+    never cites a series that eased (fewer failures, more success) as a cause's evidence."""
+    return sorted(entry.own_metrics, key=lambda m: (not m.strong, -metric_relevance(m), m.metric))
 
 
 def _kind_signals(entry: Suspect) -> list[MetricSignal | LogSignal]:

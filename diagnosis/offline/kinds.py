@@ -235,7 +235,7 @@ def _harmful(signal: MetricSignal, family: str, metrics: list[MetricSignal]) -> 
             signal.at_limit or signal.strong or signal.anomaly >= RESOURCE_MIN
         )
     if family == "errors":
-        return signal.direction == ("down" if signal.subkind == "health" else "up")
+        return signal.direction == signal.harm_direction
     return signal.direction == "up"  # latency, and network failures, losses and delays
 
 

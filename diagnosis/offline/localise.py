@@ -183,10 +183,8 @@ def harmful(signal: MetricSignal) -> bool:
     """An abnormal shift in the direction that hurts: slower, more errors, less health."""
     if not signal.abnormal or _num(signal.window_mean) is None:
         return False  # a series that stopped reporting is a gap, not a symptom
-    if signal.kind == "errors":
-        return signal.direction == ("down" if signal.subkind == "health" else "up")
-    if signal.kind == "latency":
-        return signal.direction == "up"
+    if signal.harm_direction:
+        return signal.direction == signal.harm_direction
     if signal.kind == "restart":
         return True
     if signal.kind == "resource":
