@@ -24,11 +24,15 @@ class Chunk:
 
 
 def knowledge_query(top: Suspect | None, suspects: list[Suspect], plan: dict[str, Any]) -> str:
+    """The runbook search for the leading suspect: its fault's subkind, the series and
+    templates that show its fault (``Suspect.own_metrics``: a series that eased is a change
+    but no fault, and a runbook for it is not one for this incident), and the question's
+    symptoms."""
     words: list[str] = []
     if top is not None:
         if top.subkind:
             words += [subkind_names("zh")[top.subkind], subkind_names("en")[top.subkind]]
-        for metric in top.abnormal_metrics[:2]:
+        for metric in top.own_metrics[:2]:
             words.append(metric.metric)
         for lg in top.abnormal_logs[:2]:
             words.append(short_text(lg.template, 60))

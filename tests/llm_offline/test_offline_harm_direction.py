@@ -112,3 +112,23 @@ def test_a_rising_success_share_is_never_the_basis_of_a_hypothesis(seed, metric)
     (entry,) = suspects_rank([metrics_call([share]), logs_call([warning])], [service])
     for lang in ("zh", "en"):
         assert metric not in hypothesis_build(entry, lang, None).basis
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_the_runbook_search_never_asks_for_a_series_that_eased(seed):
+    from diagnosis.offline.knowledge import knowledge_query
+
+    rng = random.Random(seed)
+    service = f"svc-{rng.randrange(100, 999)}"
+    eased = summary_series(
+        service, "request_success_ratio", base=rng.uniform(0.3, 0.6), level=0.99,
+        change="2026-03-02T10:22:00Z", score=60,
+    )  # fmt: skip
+    harm = summary_series(
+        service, "process_cpu_usage_percent", base=rng.uniform(10, 20), level=95.0,
+        change="2026-03-02T10:22:00Z", score=30,
+    )  # fmt: skip
+    (entry,) = suspects_rank([metrics_call([eased, harm])], [service])
+    query = knowledge_query(entry, [entry], {})
+    assert "process_cpu_usage_percent" in query
+    assert "request_success_ratio" not in query
