@@ -434,14 +434,16 @@ def _token_facts(token: str, start: int, services: set[str], after: str) -> list
     return []
 
 
-_COMPOUND = re.compile(r"[A-Za-z]+(?:-[A-Za-z]+)+")
+# Words as prose writes them (lower case, capitalised or all capitals), joined by hyphens.
+_WORD = r"(?:[A-Za-z][a-z]*|[A-Z]+)"
+_COMPOUND = re.compile(rf"{_WORD}(?:-{_WORD})+")
 
 
 def fact_is_compound(fact: Fact) -> bool:
-    """Whether ``fact`` is an identifier written as letters joined by hyphens alone
-    (``round-trip``, ``knock-on``, ``payment-service``): the form English compounds and
-    service names share, unlike a token with a digit, ``_``, ``.``, ``/`` or CamelCase, which
-    prose never writes."""
+    """Whether ``fact`` is an identifier written as words joined by hyphens alone
+    (``round-trip``, ``knock-on``, ``TCP-level``, ``payment-service``): the form English
+    compounds and service names share, unlike a token with a digit, ``_``, ``.``, ``/`` or a
+    CamelCase word (``HikariPool-Main``), which prose never writes."""
     return fact.kind == FactKind.IDENTIFIER and _COMPOUND.fullmatch(fact.text) is not None
 
 

@@ -365,14 +365,15 @@ def test_a_hypothesis_in_english_prose_keeps_its_compounds_but_not_an_invented_i
     prose = {
         "hypothesis_text": f"{service}'s callers slowed as a knock-on effect of its CPU",
         "entity": service,
-        "basis": "no round-trip time or client-side latency was exported; ratio 17.6x",
+        "basis": "no round-trip time, TCP-level or client-side latency was exported; ratio 17.6x",
     }
     invented = {"hypothesis_text": f"{service} exhausted HikariPool-7", "entity": service}
-    parsed = executor_output_parse(executor_json(hypotheses=[prose, invented]))
+    camel = {"hypothesis_text": f"{service} exhausted HikariPool-Main", "entity": service}
+    parsed = executor_output_parse(executor_json(hypotheses=[prose, invented, camel]))
     report = gatekeeper_run(session=session, parsed=parsed)
     flagged = [
         (f.detail_params["hypothesis"], f.detail_params["part"], f.detail_params["fact"])
         for f in report.findings
         if f.code == "hypothesis_fact_unbound"
     ]
-    assert flagged == [(1, "text", "HikariPool-7")]
+    assert flagged == [(1, "text", "HikariPool-7"), (2, "text", "HikariPool-Main")]
