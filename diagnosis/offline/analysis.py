@@ -14,6 +14,7 @@ import re
 from collections.abc import Callable, Hashable, Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
+from functools import cached_property
 from typing import Any, TypeVar
 
 from diagnosis.evidence import vocab
@@ -258,7 +259,7 @@ class LogSignal:
     def onset(self) -> datetime | None:
         return time_parse(self.first_seen)
 
-    @property
+    @cached_property
     def excess(self) -> float | None:
         """How many standard deviations its window count lies above what its baseline rate
         gives (the log tool's own test, ``template_excess``), over the call's window and

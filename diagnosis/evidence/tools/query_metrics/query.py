@@ -122,9 +122,10 @@ def _candidates_unread(screen: FleetScreen) -> str:
     """The error of a fleet view whose engine screened the fleet but did not return the
     candidates' series within the call's deadline: which services the screens found, so the
     next call can ask for one of them (a narrower query), instead of a bare timeout."""
-    named = [c for c in screen.candidates if c][:CANDIDATES_NAMED]
-    more = len([c for c in screen.candidates if c]) - len(named)
-    listed = ", ".join(named) + (f" and {more} more" if more > 0 else "")
+    named = [c for c in screen.candidates if c]
+    listed = ", ".join(named[:CANDIDATES_NAMED])
+    if len(named) > CANDIDATES_NAMED:
+        listed += f" and {len(named) - CANDIDATES_NAMED} more"
     return (
         "the metrics engine screened the fleet but did not return the candidate services' "
         f"series within the deadline; the screens found changes in {listed}: "
