@@ -19,9 +19,13 @@ Pack sets: ``demo`` (the five demo packs), ``petshop`` (the 20 PetShop train pac
 fault kind, the root at depths 1–3, callers showing the fault at once or a sample per
 call later), generated into the run's temporary folder; ``bare`` (BARE generated systems of
 46 services with no call graph at all: no topology.json, no traces, no callers' logs or
-client-side latency; every kind, depths 1–3, lag 0 and 1); ``spill`` (as many fleets, each
-fault spilling into the root's other families as faults physically do, named by the real
-schemes in turn: cAdvisor, node exporter, JVM/Micrometer, OpenTelemetry, Go, Python).
+client-side latency; every kind, depths 1–3, lag 0 and 1); ``busy`` (the ``bare`` systems
+with three services outside the fault's path changing on their own, as a real fleet's do
+during any incident: a batch job's CPU and memory rising short of their limits minutes
+before the onset, a service whose latency bursts all along, a redeploy); ``spill`` (as many
+fleets, each fault spilling into the root's other families as faults physically do, named
+by the real schemes in turn: cAdvisor, node exporter, JVM/Micrometer, OpenTelemetry, Go,
+Python).
 
 The gate: every transform within GATE AC@1 of the set's ``none`` row; the rows that are
 not are marked and the exit status is 1.
@@ -77,6 +81,7 @@ SETS: dict[str, list[Path]] = {
     ),
     "fleet": [],  # generated at the start of a run (fleets_write)
     "bare": [],  # generated at the start of a run (bare_fleets_write)
+    "busy": [],  # generated at the start of a run (bare_fleets_write, with distractors)
     "spill": [],  # generated at the start of a run (spill_fleets_write)
 }
 FLEETS = 12
@@ -104,9 +109,10 @@ def fleets_write(folder: Path) -> list[Path]:
     return packs
 
 
-def bare_fleets_write(folder: Path) -> list[Path]:
+def bare_fleets_write(folder: Path, distractors: int = 0) -> list[Path]:
     """BARE generated systems with nothing that declares a call: seeds 1..BARE, 46 services,
-    each kind in turn (twice: once at lag 0, once at lag 1), depths 1-3."""
+    each kind in turn (twice: once at lag 0, once at lag 1), depths 1-3; ``distractors``
+    services outside the fault's path changing on their own (``fleet.DISTRACTIONS``)."""
     sys.path.insert(0, str(ROOT / "scenarios" / "_generator"))
     from fleet import KINDS, fleet_pack_write
 
@@ -119,6 +125,7 @@ def bare_fleets_write(folder: Path) -> list[Path]:
             depth=1 + seed % 3,
             lag=seed % 2,
             topology=False,
+            distractors=distractors,
         ).path
         for seed in range(1, BARE + 1)
     ]
@@ -210,6 +217,8 @@ def main() -> int:
             SETS["fleet"] = fleets_write(Path(tmp) / "generated")
         if "bare" in args.sets:
             SETS["bare"] = bare_fleets_write(Path(tmp) / "generated-bare")
+        if "busy" in args.sets:
+            SETS["busy"] = bare_fleets_write(Path(tmp) / "generated-busy", distractors=3)
         if "spill" in args.sets:
             SETS["spill"] = spill_fleets_write(Path(tmp) / "generated-spill")
         for name in args.sets:

@@ -20,6 +20,7 @@ from typing import Any, TypeVar
 from diagnosis.evidence import vocab
 from diagnosis.evidence.tools.query_logs.render import template_excess
 
+from . import capacity
 from .common import attr, time_parse
 
 # Three robust scales: the tools' own threshold (ANOMALY_THRESHOLD in query_metrics'
@@ -155,6 +156,8 @@ class MetricSignal:
     resolution_s: float = 60.0
     # seconds before its onset that no sample covered: the change may lie that much earlier
     onset_unseen_s: float = 0.0
+    # a resource use that stayed short of its observed capacity (``capacity.spare``): load
+    spare: bool = False
 
     @property
     def abnormal(self) -> bool:
@@ -340,9 +343,10 @@ class Suspect:
 
     @property
     def own_metrics(self) -> list[MetricSignal]:
-        """Its abnormal series but those that eased (``MetricSignal.eases``): the shifts that
+        """Its abnormal series but those that eased (``MetricSignal.eases``) and the resource
+        uses that stayed short of their capacity (``MetricSignal.spare``): the shifts that
         can make it a suspect and say what kind of fault it has."""
-        return [m for m in self.abnormal_metrics if not m.eases]
+        return [m for m in self.abnormal_metrics if not m.eases and not m.spare]
 
     @property
     def abnormal_logs(self) -> list[LogSignal]:
@@ -941,6 +945,8 @@ def suspects_rank(
 
     for entry in suspects.values():
         _mark_limits(entry.metrics)
+        for signal in entry.metrics:
+            signal.spare = capacity.spare(signal, entry.metrics)
         _score(entry)
     _earliness(list(suspects.values()))
     _cascade(suspects)

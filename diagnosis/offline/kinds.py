@@ -40,6 +40,7 @@ from enum import StrEnum
 from diagnosis.evidence import families, vocab
 
 from .analysis import RESOURCE_MIN, LogSignal, MetricSignal, Suspect, in_flight_load
+from .capacity import cpu_saturated, metric_family, near_capacity
 
 Signal = MetricSignal | LogSignal
 
@@ -61,10 +62,6 @@ DISTINCT_FACTOR = 1.5
 # noisy samples early (seen: four 1-minute samples before a clean step), and a lead
 # shorter than that is no order.
 LEAD_RESOLUTIONS = 3
-# CPU use from which requests queue for it: an M/M/1 server at utilisation 0.8 makes a
-# request wait four times its service time (rho / (1 - rho)), and the wait grows without
-# bound above; below it, more CPU use is mostly more work done.
-SATURATED = 0.8
 # A log template that was absent from the baseline, or surged, is as significant as a
 # series shift is ever scored (localise.SIGNIFICANCE_CAP): it did not happen before.
 LOG_SIGNIFICANCE = 10.0
@@ -108,107 +105,6 @@ class KindVerdict:
     alternative: str = ""
     alternative_evidence: Signal | None = None
     ambiguity: Ambiguity | None = None
-
-
-def metric_family(signal: MetricSignal) -> str:
-    """What a series measures (``families.series_family``), with what the reading adds: a
-    histogram's counts read as a latency (``analysis.histogram_tails``), and a gauge in
-    seconds that no family names is a latency."""
-    kind, _ = vocab.metric_kind(signal.metric, signal.labels)
-    if kind == "traffic" and signal.kind == "latency":
-        return "latency"
-    family = families.series_family(signal.metric, signal.labels)
-    if not family and kind == "other" and signal.unit == "seconds" and not signal.rate:
-        return "latency"
-    return family
-
-
-def _number(value: object) -> float | None:
-    try:
-        number = float(value)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        return None
-    return number if math.isfinite(number) else None
-
-
-def _level(signal: MetricSignal) -> float | None:
-    """Where the series stood in the window: the tools' shift level, else its peak."""
-    level = _number(signal.window_level)
-    return level if level is not None else _number(signal.window_max)
-
-
-def _mode_share(signal: MetricSignal, metrics: list[MetricSignal]) -> float | None:
-    """The busy share of a CPU counted per mode (node exporter's ``node_cpu_seconds_total``
-    by ``mode``): the modes of one counter add up to the CPUs there are, so its use is one
-    minus the idle modes' share of their sum. None where no mode's sibling is observed."""
-    if not any(k in signal.labels for k in vocab.MODE_LABELS):
-        return None
-    siblings = [m for m in metrics if m.metric == signal.metric]
-    levels = [(m, _level(m)) for m in siblings]
-    total = sum(level for _m, level in levels if level is not None and level > 0)
-    idle = sum(
-        level
-        for m, level in levels
-        if level is not None and level > 0 and vocab.is_free_metric(m.metric, m.labels)
-    )
-    if total <= 0 or len(siblings) < 2 or idle == total:
-        return None
-    return 1.0 - idle / total
-
-
-def cpu_saturated(signal: MetricSignal, metrics: list[MetricSignal]) -> bool:
-    """CPU use near its capacity: at its limit, throttled, or at SATURATED of its range
-    (a share), of its limit series or of the CPUs its per-mode counter counts. Unknown
-    capacity: not shown to be saturated."""
-    name = signal.metric.lower()
-    if signal.at_limit or "throttl" in name:
-        return True
-    share = _mode_share(signal, metrics)
-    if share is not None:
-        return share >= SATURATED
-    level = _level(signal)
-    if level is None:
-        return False
-    if vocab.is_ratio_metric(name) or signal.unit in {"percent", "ratio"}:
-        base = _number(signal.baseline_median) or _number(signal.baseline_mean) or 0.0
-        return level >= SATURATED * (100.0 if max(level, base) > 1.0 else 1.0)
-    limits = [
-        _number(m.window_max)
-        for m in metrics
-        if m is not signal and vocab.is_limit_metric(m.metric) and metric_family(m) == "cpu"
-    ]
-    return any(cap is not None and cap > 0 and level >= SATURATED * cap for cap in limits)
-
-
-def near_capacity(signal: MetricSignal, family: str, metrics: list[MetricSignal]) -> bool | None:
-    """Whether a memory or disk use came within SATURATED of its capacity, where a limit
-    series of the same family and unit is observed (None: no capacity known).
-
-    Physical: memory fails (an allocation, the OOM killer) or slows (a collector's work per
-    allocated byte grows as 1 / (1 - occupancy): at 0.8 full it collects five times as often
-    as at empty) only near its limit, and a disk fails writes only when full; far from its
-    limit a use that grew by half (a small heap holding more requests in flight) is load,
-    not a fault, however large its relative change. The use is judged at its peak (an
-    allocation fails at the peak, not on average); free capacity by its low point."""
-    if not vocab.is_level_metric(signal.metric):
-        return None
-    caps = [
-        cap
-        for m in metrics
-        if m is not signal
-        and vocab.is_limit_metric(m.metric)
-        and metric_family(m) == family
-        and m.unit == signal.unit
-        and (cap := _number(m.window_max)) is not None
-        and cap > 0
-    ]
-    if not caps:
-        return None
-    if vocab.is_free_metric(signal.metric, signal.labels):
-        low = _number(signal.window_min)
-        return low is not None and any(low <= (1.0 - SATURATED) * cap for cap in caps)
-    peak = _number(signal.window_max)
-    return peak is not None and any(peak >= SATURATED * cap for cap in caps)
 
 
 def _harmful(signal: MetricSignal, family: str, metrics: list[MetricSignal]) -> bool:

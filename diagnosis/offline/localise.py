@@ -188,8 +188,9 @@ def harmful(signal: MetricSignal) -> bool:
     if signal.kind == "restart":
         return True
     if signal.kind == "resource":
-        # work in flight below capacity is the slowdown's echo, not a resource of its own
-        return signal.bad_direction and not in_flight_load(signal)
+        # work in flight below capacity is the slowdown's echo, not a resource of its own;
+        # a use short of its observed capacity is work done (capacity.spare)
+        return signal.bad_direction and not in_flight_load(signal) and not signal.spare
     return False
 
 

@@ -240,6 +240,7 @@ def fleet_pack_write(
     network_counters: bool = True,
     spill: bool = False,
     naming: str = "",
+    distractors: int = 0,
 ) -> FleetPack:
     """``lag``: samples each call hop adds before a caller shows its callee's fault (0: at
     once, as latency added to the same requests shows; queues and retries take longer).
@@ -259,7 +260,12 @@ def fleet_pack_write(
     the collector burn CPU and slows requests later (or the container is OOM-killed and
     restarts), a code fault does less work... ``naming``: one of ``REAL_SCHEMES`` (cAdvisor,
     node exporter, JVM/Micrometer, OpenTelemetry, Go and Python client defaults: counters of
-    CPU seconds, free memory, latency histograms) instead of the seed's ``SCHEMES``."""
+    CPU seconds, free memory, latency histograms) instead of the seed's ``SCHEMES``.
+    ``distractors``: as many services outside the fault's path change on their own, as
+    services of a real fleet do during any incident (``DISTRACTIONS``, in turn): a batch
+    job's CPU and memory step up a few minutes before or after the onset, a service's
+    latency bursts at random all along, a service is redeployed minutes before the onset.
+    None of them reaches the symptom, so none may lead the ranking."""
     rng = random.Random(seed)
     names = _names(max(services, 3), rng)
     level, edges = _graph(names, rng)
@@ -281,6 +287,7 @@ def fleet_pack_write(
     gap_callee = min((b for a, b in edges if a == root), default="")
     added_latency = rng.choice((0.4, 0.8, 1.5))
     error_rate = rng.choice((0.05, 0.2, 0.5))
+    distracted = _distractors_pick(names, root, affected, distractors, seed)
     for name in names:
         srng = random.Random(f"{seed}-{name}")
         base_latency = srng.uniform(0.02, 0.3)
@@ -338,6 +345,10 @@ def fleet_pack_write(
                 )  # fmt: skip
             if stray and t == stray_at:
                 latency *= 4
+            if name in distracted:
+                latency, cpu, memory = _distract(
+                    distracted[name], t - onset, (latency, cpu, memory), cpu_limit, srng
+                )
             if kind in EXTENDED_KINDS:
                 _extended_sample(
                     lines,
@@ -401,6 +412,7 @@ def fleet_pack_write(
         text.append("# EOF")
         if not (unobserved_root and name == root):
             (out / "metrics" / f"{name}.om").write_text("\n".join(text) + "\n", encoding="utf-8")
+    _deploys_write(out, [n for n, (how, _) in distracted.items() if how == "deploy"], onset)
     if kind in EXTENDED_KINDS and not unobserved_root:
         faults = network_counters or kind != "network"
         _logs_write(
@@ -718,6 +730,54 @@ _FAULT_LOGS = {
 }
 
 
+# What an unrelated service does during an incident, and when (minutes from the onset).
+DISTRACTIONS = (("batch", -4), ("spiky", 0), ("deploy", -3), ("batch", 5), ("spiky", 0))
+
+
+def _distractors_pick(
+    names: list[str], root: str, affected: set[str], count: int, seed: int
+) -> dict[str, tuple[str, int]]:
+    """``count`` services outside the fault's path (not the root, not a caller it reaches,
+    not the entry) -> (what they do, minutes from the onset), ``DISTRACTIONS`` in turn."""
+    free = [n for n in names[1:] if n != root and n not in affected]
+    picked = random.Random(f"distract-{seed}").sample(free, min(count, len(free)))
+    return {n: DISTRACTIONS[i % len(DISTRACTIONS)] for i, n in enumerate(picked)}
+
+
+def _distract(
+    what: tuple[str, int],
+    since: int,
+    values: tuple[float, float, float],
+    cpu_limit: float,
+    srng: random.Random,
+) -> tuple[float, float, float]:
+    """A distractor's sample (``since``: seconds after the incident's onset): a batch job
+    holds 0.7 of the CPU limit and a fifth more memory from its start; a spiky service's
+    latency is 2-5 times its level in one sample in twelve, baseline and window alike; a
+    redeployed service changes nothing but its log (``_deploys_write``)."""
+    latency, cpu, memory = values
+    how, minutes = what
+    if how == "batch" and since >= minutes * STEP:
+        cpu = max(cpu, 0.7 * cpu_limit * srng.uniform(0.97, 1.03))
+        memory *= 1.2
+    elif how == "spiky" and srng.random() < 1 / 12:
+        latency *= srng.uniform(2.0, 5.0)
+    return latency, cpu, memory
+
+
+def _deploys_write(out: Path, services: list[str], onset: int) -> None:
+    """A routine rollout of each service, three minutes before the onset."""
+    if not services:
+        return
+    (out / "logs").mkdir(parents=True, exist_ok=True)
+    stamp = datetime.fromtimestamp(onset - 3 * STEP, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    with (out / "logs" / "deploys.jsonl").open("w", encoding="utf-8") as handle:
+        for service in sorted(services):
+            message = "Deployed version 2.14.3 (rollout complete, 3/3 replicas ready)"
+            record = {"ts": stamp, "service": service, "level": "INFO", "message": message}
+            handle.write(json.dumps(record) + "\n")
+
+
 def _caller_logs_write(
     out: Path,
     edges: list[tuple[str, str]],
@@ -815,6 +875,9 @@ def main() -> None:
     )
     parser.add_argument("--spill", action="store_true", help="the fault spills into other families")
     parser.add_argument("--naming", choices=sorted(REAL_SCHEMES), default="", help="real names")
+    parser.add_argument(
+        "--distractors", type=int, default=0, help="services changing outside the fault's path"
+    )
     args = parser.parse_args()
     pack = fleet_pack_write(
         out=args.out,
@@ -831,6 +894,7 @@ def main() -> None:
         network_counters=not args.no_network_counters,
         spill=args.spill,
         naming=args.naming,
+        distractors=args.distractors,
     )
     size = len(pack.services)
     print(f"{pack.path}: {size} services, root {pack.root} ({pack.kind}, depth {pack.depth})")
