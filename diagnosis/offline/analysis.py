@@ -198,15 +198,20 @@ class MetricSignal:
     @property
     def harm_direction(self) -> str:
         """The direction in which this series shows harm, where what it measures fixes one:
-        up for failures and latency, down for a health share (availability, success rate);
-        "" for the rest (resources read by ``bad_direction``, traffic, other measures).
+        up for failures and latency, down for a health share (availability, success rate),
+        up for the network's failures, losses and delays (retransmits, drops, resets: the
+        series ``families.series_family`` reads as ``network``); "" for the rest (resources
+        read by ``bad_direction``, traffic, other measures).
 
         Definitional: more failed requests or slower answers are a service doing worse, a
-        success share falls only as failures rise; so their other direction is the service
-        doing better, or starting to serve (a share from no traffic, 0 %, to 100 %)."""
+        success share falls only as failures rise, and every retransmit or drop is a failure
+        of the service's network path; so their other direction is the service doing
+        better, or starting to serve (a share from no traffic, 0 %, to 100 %)."""
         if self.kind == "errors":
             return "down" if self.subkind == "health" else "up"
-        return "up" if self.kind == "latency" else ""
+        if self.kind == "latency" or capacity.metric_family(self) == "network":
+            return "up"
+        return ""
 
     @property
     def eases(self) -> bool:

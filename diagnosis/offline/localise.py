@@ -194,6 +194,18 @@ def harmful(signal: MetricSignal) -> bool:
     return False
 
 
+def _symptom_kind(signal: MetricSignal) -> str:
+    """The kind of symptom a harmful shift is, for what it passes on (``INHERITS``): a
+    restart, and a failing network path of the service's own (retransmits, drops: neither
+    a latency nor an error count of its requests), are the service's own mechanism, as a
+    saturated resource is, and show in its callers as their latency or errors."""
+    if signal.kind == "restart":
+        return "resource"
+    if signal.kind not in {"latency", "errors"} and signal.harm_direction:
+        return "resource"
+    return signal.kind
+
+
 @dataclass
 class Symptom:
     kind: str
@@ -325,8 +337,8 @@ def service_states(suspects: list[Suspect]) -> dict[str, ServiceState]:
         for signal in entry.metrics:
             if not harmful(signal):
                 continue
-            kind = "resource" if signal.kind == "restart" else signal.kind
-            found = Symptom(kind, _strength(signal), signal.onset, signal)
+            found = Symptom(_symptom_kind(signal), _strength(signal), signal.onset, signal)
+            kind = found.kind
             state.shifts.append(found)
             if kind == "latency":
                 state.all_latency.append(found)

@@ -342,7 +342,7 @@ def metrics_evidence(
 
 def call_tree(rng: random.Random) -> tuple[list[str], list[tuple[str, str]], str, list[str]]:
     """A random call tree: its services (entry first), edges, a root below the entry and
-    the root's transitive callers (entry to root)."""
+    the root's transitive callers (its direct caller first, the entry last)."""
     names = [f"{rng.choice('abcdefgh')}{n:02d}-{rng.randrange(100, 999)}" for n in range(8)]
     rng.shuffle(names)
     edges = [(names[rng.randrange(i)], names[i]) for i in range(1, len(names))]
