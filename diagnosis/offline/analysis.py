@@ -156,7 +156,8 @@ class MetricSignal:
     resolution_s: float = 60.0
     # seconds before its onset that no sample covered: the change may lie that much earlier
     onset_unseen_s: float = 0.0
-    # a resource use that stayed short of its observed capacity (``capacity.spare``): load
+    # a resource use short of its observed capacity on a service whose own requests
+    # stayed unharmed (``capacity.spare``): load
     spare: bool = False
 
     @property
@@ -352,6 +353,15 @@ class Suspect:
         uses that stayed short of their capacity (``MetricSignal.spare``): the shifts that
         can make it a suspect and say what kind of fault it has."""
         return [m for m in self.abnormal_metrics if not m.eases and not m.spare]
+
+    @property
+    def requests_harmed(self) -> bool:
+        """Its own requests slowed or failed: a latency or failure series of its own shifted
+        the way that hurts, or a severe log template of its own surged."""
+        return bool(self.abnormal_logs) or any(
+            m.abnormal and m.kind in {"latency", "errors"} and m.direction == m.harm_direction
+            for m in self.metrics
+        )
 
     @property
     def abnormal_logs(self) -> list[LogSignal]:
@@ -950,8 +960,9 @@ def suspects_rank(
 
     for entry in suspects.values():
         _mark_limits(entry.metrics)
+        harmed = entry.requests_harmed
         for signal in entry.metrics:
-            signal.spare = capacity.spare(signal, entry.metrics)
+            signal.spare = capacity.spare(signal, entry.metrics, requests_harmed=harmed)
         _score(entry)
     _earliness(list(suspects.values()))
     _cascade(suspects)

@@ -133,15 +133,23 @@ def near_capacity(signal: MetricSignal, family: str, metrics: list[MetricSignal]
     return peak is not None and any(peak >= SATURATED * cap for cap in caps)
 
 
-def spare(signal: MetricSignal, metrics: list[MetricSignal]) -> bool:
+def spare(signal: MetricSignal, metrics: list[MetricSignal], *, requests_harmed: bool) -> bool:
     """A use of CPU, memory or disk that rose but stayed short of SATURATED of a capacity
-    that is observed (``metrics``: the service's series, its limits among them): load.
+    that is observed (``metrics``: the service's series, its limits among them) while the
+    service's own requests stayed as fast and as good as before (``requests_harmed``
+    False): load.
 
-    Physical (the module's principle): below SATURATED of its capacity a resource serves
-    what is asked of it, so a rise there is more work done, the way work in flight below
-    capacity is (``analysis.in_flight_load``): evidence of no fault, neither a suspect's
-    nor a kind's. At its limit, throttled, or with no capacity observed it is not spare:
-    an unknown capacity proves nothing either way and the shift counts as before."""
+    Physical and causal: below SATURATED of its capacity a resource serves what is asked
+    of it, and a rise that left the service's own requests unharmed did nothing to them,
+    so nothing through them to the services that call it: it is more work done (a batch
+    job, more traffic), the way work in flight below capacity is
+    (``analysis.in_flight_load``), and evidence of no fault. Where the service's own
+    requests did slow or fail, the rise may be their mechanism (the wait for a CPU grows
+    smoothly with its use; SATURATED is only where it grows steep) and it counts. At its
+    limit, throttled, or with no capacity observed it is not spare: an unknown capacity
+    proves nothing either way."""
+    if requests_harmed:
+        return False
     if signal.kind != "resource" or signal.at_limit or not signal.bad_direction:
         return False
     if vocab.is_limit_metric(signal.metric):

@@ -47,7 +47,7 @@ def _system(seed: int) -> tuple[str, list[str], list[tuple[str, str]], list[dict
     """A root whose network path fails at 10:18 and whose own latency shows it only at 10:30
     (coarsely sampled or slow to cross its noise); its callers slow from 10:21 on."""
     rng = random.Random(seed)
-    names, edges, root, callers = call_tree(rng)
+    _names, edges, root, callers = call_tree(rng)
     series = [
         summary_series(
             root, rng.choice(RETRANSMITS), base=1.0, level=rng.uniform(20, 60),

@@ -1,10 +1,12 @@
 """A resource use that rose but stayed short of its capacity is load, not a fault.
 
-Physical: a CPU queues requests, memory fails allocations and a disk fails writes only near
-their capacity (``capacity.SATURATED``). A batch job that takes more CPU and memory than
-usual, far from its limits, slows and fails nothing, so it is no candidate for a root cause,
-whenever it began and however significant its rise; at its limit it is one, and where no
-capacity is observed the rise counts as before (an unknown capacity proves nothing).
+Physical and causal: a CPU queues requests, memory fails allocations and a disk fails writes
+only near their capacity (``capacity.SATURATED``), and a rise that left the service's own
+requests as fast and as good as before did nothing through them to anyone. A batch job that
+takes more CPU and memory than usual, far from its limits, with its own requests unharmed,
+is no candidate for a root cause, whenever it began and however significant its rise; at
+its limit it is one, where its own requests slowed the rise counts, and where no capacity is
+observed it counts as before (an unknown capacity proves nothing).
 Properties over random systems, with and without a call graph, and on generated fleets
 whose unrelated services change on their own (``fleet_pack_write(distractors=...)``).
 """
@@ -153,6 +155,22 @@ def test_the_same_rise_to_its_capacity_is_a_candidate_with_a_cpu_fault(seed):
     found = {s.service: s for s in ranked}
     assert batch in found
     assert found[batch].root_kind == "cpu"
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_a_rise_short_of_capacity_counts_where_the_services_own_requests_slowed(seed):
+    # the wait for a CPU grows smoothly with its use: with its own requests slower, the
+    # rise may be their mechanism
+    root, batch, series = _system(seed, share=0.6, form="limit")
+    for item in series:
+        if item["service"] == batch and item["metric"] == "http_server_latency_seconds":
+            item.update(summary_series(
+                batch, item["metric"], base=0.08, level=0.4, change=_at(17), score=80, now=NOW
+            ))  # fmt: skip
+    ranked = _ranked(series, named=root)
+    found = {s.service: s for s in ranked}
+    assert batch in found
+    assert any(m.metric == "process_cpu_usage_cores" for m in found[batch].own_metrics)
 
 
 @pytest.mark.parametrize("seed", range(4))
