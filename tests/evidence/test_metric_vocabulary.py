@@ -15,6 +15,8 @@ import pytest
 
 from diagnosis.evidence import vocab
 from diagnosis.evidence.families import series_family
+from diagnosis.offline.analysis import Call, MetricSignal
+from diagnosis.offline.kinds import cpu_saturated
 
 # Real names, from the exporters and conventions that use them, with the family each
 # measures. Those marked ``# was: ...`` were misread before the family was read from words.
@@ -144,6 +146,48 @@ def test_a_cpu_counter_by_mode_stays_the_cpus_whatever_the_mode():
         assert vocab.metric_kind("node_cpu_seconds_total", {"mode": mode}) == ("resource", "cpu")
     assert vocab.is_free_metric("node_cpu_seconds_total", {"mode": "idle"})
     assert not vocab.is_free_metric("node_cpu_seconds_total", {"mode": "iowait"})
+
+
+def _mode_series(mode: str, level: float) -> MetricSignal:
+    call = Call(
+        tool_name="query_metrics",
+        arguments={"service": "svc-a"},
+        invocation_id=1,
+        trace_ref="trace-1",
+        status="ok",
+        output="",
+        summary={},
+    )
+    kind, subkind = vocab.metric_kind("node_cpu_seconds_total", {"mode": mode})
+    return MetricSignal(
+        call=call,
+        service="svc-a",
+        metric="node_cpu_seconds_total",
+        labels={"mode": mode},
+        line="",
+        baseline_mean=level,
+        window_max=level,
+        window_max_at="",
+        window_min=level,
+        window_mean=level,
+        change_point="",
+        direction="up",
+        anomaly=9.0,
+        ratio=None,
+        kind=kind,
+        subkind=subkind,
+        rate=True,
+    )
+
+
+@pytest.mark.parametrize(
+    ("idle", "saturated"), [(0.02, True), (0.6, False)], ids=["idle-gone", "idle-left"]
+)
+def test_a_per_mode_cpu_counter_is_busy_by_its_modes_iowait_included(idle, saturated):
+    busy = 1.0 - idle
+    modes = {"user": busy * 0.8, "system": busy * 0.1, "iowait": busy * 0.1, "idle": idle}
+    series = [_mode_series(mode, level) for mode, level in modes.items()]
+    assert cpu_saturated(series[0], series) is saturated
 
 
 def test_a_limit_series_of_several_resources_is_read_by_its_resource_label():
