@@ -152,8 +152,9 @@ RESOURCE_LABELS = ("resource",)
 # What a second, narrower query asks for when a service's first answer was cut short: every
 # series the vocabulary reads as a resource, its limits and restarts. A regex of Prometheus'
 # RE2 (no lookaround), matched against the whole name: a fragment anywhere, a short word only
-# between separators (any but a letter or digit: ``_``, or ``.`` in a UTF-8 name).
-_SELECTOR_SEPARATOR = "[^a-zA-Z0-9]"
+# between separators (``_``, or ``.`` in a UTF-8 name). Kept short: the selector is quoted in
+# every request that shows the call.
+_SELECTOR_SEPARATOR = "[._]"
 
 
 def _name_selector(fragments: tuple[str, ...], words: tuple[str, ...]) -> str:
