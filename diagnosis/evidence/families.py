@@ -17,11 +17,7 @@ from diagnosis.evidence import vocab
 # What ran out, by the vocabulary's resource subkinds: a pool, threads, descriptors or a
 # queue all have a fixed capacity that can be used up.
 EXHAUSTIBLE = frozenset({"pool", "threads", "fd", "queue"})
-_NETWORK_WORDS = frozenset(
-    {"network", "net", "tcp", "udp", "dns", "icmp", "packet", "packets", "socket", "sockets"}
-    | {"retrans", "retransmit", "retransmits", "retransmitted", "retransmission"}
-    | {"retransmissions", "conntrack", "netstat", "rx", "tx", "nic", "resolver"}
-)
+_NETWORK_WORDS = vocab.NETWORK_WORDS
 _CONNECTION_WORDS = frozenset({"connection", "connections", "connect", "conn"})
 # The words that make a network series a symptom: failures, losses and delays. Bytes and
 # packets moved are load, not a fault, whichever way they go.
@@ -48,19 +44,19 @@ _GC_LOG = ("[gc", "gc pause", "pause full", "pause young", "full gc", "garbage c
 _SLOW_LOG = ("slow", "took too long", "latency", "慢", "耗时")
 
 
-def _tokens(text: str) -> set[str]:
-    return {t for t in re.split(r"[^a-z0-9]+", text.lower()) if t}
-
-
 def series_family(metric: str, labels: dict[str, str] | None = None) -> str:
     """What a series measures, by its name's words and labels: cpu, memory, disk, network,
     resource_exhaustion, errors, latency, change, or "" (traffic, versions, anything else).
 
+    The words are the name's whatever its convention joins them by (``vocab.name_words``:
+    ``_``, ``.``, ``-``, capitals), so ``jvm.gc.duration`` reads as ``jvm_gc_duration`` does.
+
     A network series counts only as a failure, loss or delay (``NETWORK_FAULT``): bytes and
     packets moved are load. An OOM kill is memory; a pool's connections are the pool's.
     """
-    name = (metric or "").lower()
-    words = _tokens(name)
+    # matched on the words rejoined by ``_``, so that no fragment spans two camelCase words
+    name = vocab.name_padded(metric)
+    words = set(vocab.name_words(metric))
     kind, subkind = vocab.metric_kind(metric, labels)
     if kind == "change":
         return "change"

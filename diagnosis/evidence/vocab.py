@@ -15,29 +15,89 @@ from diagnosis.evidence.tools.query_metrics import series as query_metrics_serie
 from diagnosis.evidence.topology import call_label_pairs as call_label_pairs
 from diagnosis.facts import text_normalize
 
-# resource subkind -> metric-name fragments (matched on the lower-case name)
+# --- a metric name's words --------------------------------------------------------------
+# A metric name is words joined by separators. The naming convention changes the separator,
+# not the words: Prometheus joins them with ``_`` (``jvm_gc_pause_seconds``), OpenTelemetry
+# with ``.`` (``jvm.gc.duration``), JMX and node exporter's meminfo fields by capitals
+# (``node_memory_MemAvailable_bytes``), others with ``-``. So a name is read from its words,
+# split once by ``name_words`` and joined back with ``_`` (``name_padded``): a fragment of the
+# vocabulary below then means the same in every convention.
+#
+# Two kinds of entry. A fragment (``RESOURCE_METRIC``, ``LATENCY_METRIC``...) matches
+# anywhere in the ``_``-joined name: the prefix or stem of a real word (``hikari``,
+# ``throttl``, ``retrans``) or words written with their ``_``s (``working_set``). A short
+# abbreviation matches only as a whole word or run of words (``RESOURCE_WORDS``,
+# ``LATENCY_WORDS``): inside a longer word it is part of another word (``mem`` in
+# ``member``, ``ram`` in ``param``, ``rt`` in ``start``, ``io`` in ``ratio``).
+_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
+_SEPARATORS = re.compile(r"[^a-z0-9]+")
+
+
+def name_words(name: str) -> tuple[str, ...]:
+    """The lower-case words of a metric name (or label value), whatever joins them: any
+    character other than a letter or digit, or a capital starting a word (``MemAvailable``,
+    ``HTTPServer``). Digits stay with their word (``load1``, ``p99``, ``5xx``)."""
+    return tuple(w for w in _SEPARATORS.split(_CAMEL.sub("_", name or "").lower()) if w)
+
+
+def name_padded(name: str) -> str:
+    """The name's words joined by ``_``, with a ``_`` at each end, so that a fragment's or a
+    whole word's ``_``s match at the name's ends too."""
+    return "_" + "_".join(name_words(name)) + "_"
+
+
+def _has_word(padded: str, words: tuple[str, ...]) -> bool:
+    """Whether ``padded`` (``name_padded``) holds one of ``words`` (a word, or words joined
+    by ``_``) whole: between separators, never inside a longer word."""
+    return any(f"_{w}_" in padded for w in words)
+
+
+# resource subkind -> metric-name fragments (matched on ``name_padded``). The order is the
+# order they are tried in: a memory pool (``jvm_memory_pool_bytes_used``) is memory; a CPU's
+# time waiting on IO (``cpu_iowait``) is the CPU's, as node exporter counts it by mode.
 RESOURCE_METRIC = {
+    # a buffer pool (client_java's ``jvm_buffer_pool_used_bytes``) holds direct memory
+    "memory": ("memory", "heap", "rss", "working_set", "oom", "swap", "jvm_mem", "buffer_pool"),
     "pool": (
         "hikari",
         "pool",
         "connections_active",
         "connections_pending",
         "db_connections",
+        # OpenTelemetry's connection-pool semantic conventions (``db.client.connections.usage``,
+        # later ``db.client.connection.count``)
+        "db_client_connection",
         "connections_used",
         "connection_pool",
         "pgbouncer",
         "max_connections",
         "threads_connected",
     ),
-    "memory": ("memory", "heap", "rss", "working_set", "oom", "gc_", "_gc", "swap", "jvm_mem"),
-    # "_fs_" a word of its own (the name is matched between underscores): cAdvisor's
-    # ``container_cpu_cfs_throttled_*`` is the CPU's Completely Fair Scheduler, not a disk
-    "disk": ("disk", "filesystem", "_fs_", "inode", "volume", "storage", "binlog"),
     "cpu": ("cpu", "throttl", "load1", "load5", "load15"),
+    # "fs" a word of its own (``RESOURCE_WORDS``): cAdvisor's ``container_cpu_cfs_throttled_*``
+    # is the CPU's Completely Fair Scheduler, not a disk
+    "disk": ("disk", "filesystem", "inode", "volume", "storage", "binlog"),
     "threads": ("thread", "goroutine", "worker_busy", "workers_busy", "executor_active"),
-    "fd": ("file_descriptor", "open_fds", "open_files", "_fds"),
+    "fd": ("file_descriptor", "open_fds", "open_files", "_fds", "filefd"),
     "queue": ("queue", "backlog", "lag"),
 }
+# resource subkind -> whole words (or runs of words) of it, short ones that are part of other
+# words when not whole: ``mem``/``ram`` (``mem_used_bytes``, ``ram_usage``), a load average,
+# IO (node exporter's pressure ``node_pressure_io_stalled_seconds_total``, ``iops``, cgroup v1's
+# ``blkio``), a descriptor count (``fd``).
+RESOURCE_WORDS = {
+    "memory": ("mem", "ram", "gc"),
+    "cpu": ("load_avg", "loadavg", "load_average"),
+    "disk": ("fs", "io", "iops", "iowait", "io_wait", "blkio"),
+    "fd": ("fd",),
+}
+# Words that make an "io" the network's: ``system.network.io`` counts bytes moved on a
+# network interface, not a disk's.
+NETWORK_WORDS = frozenset(
+    {"network", "net", "tcp", "udp", "dns", "icmp", "packet", "packets", "socket", "sockets"}
+    | {"retrans", "retransmit", "retransmits", "retransmitted", "retransmission"}
+    | {"retransmissions", "conntrack", "netstat", "rx", "tx", "nic", "resolver"}
+)
 LATENCY_METRIC = (
     "latency",
     "duration",
@@ -50,9 +110,17 @@ LATENCY_METRIC = (
     "slow_quer",
     "slow_requests",
 )
+# ``rt``: response time, as many systems name it (``avg_rt``, ``rt_ms``)
+LATENCY_WORDS = ("rt",)
 ERROR_METRIC = ("error", "5xx", "fail", "exception", "fault", "rejected", "timeout")
 # Health that is good when high: a drop is the error signal (availability, success rate, apdex).
 HEALTH_METRIC = ("availability", "success", "apdex", "uptime", "_ok_ratio", "slo_")
+# Replicas that are not serving (kube-state-metrics' ``kube_deployment_status_replicas_
+# unavailable``): an availability symptom that rises as pods fail. "deployment" there names
+# the object the series is of, not a deploy; a rollout shows in its generation or revision.
+UNAVAILABLE_WORDS = ("unavailable", "not_ready")
+# Their complement, good when high: a drop is the symptom.
+AVAILABLE_WORDS = ("replicas_available", "replicas_ready")
 TRAFFIC_METRIC = (
     "requests_total",
     "request_count",
@@ -81,10 +149,38 @@ FREE_WORDS = ("free", "avail", "idle", "remaining")
 MODE_LABELS = ("mode", "state")
 RESOURCE_LABELS = ("resource",)
 
-# What a second, narrower query asks for when a service's first answer was cut short.
-RESOURCE_SELECTOR = (
-    '{__name__=~".*(pool|connections|hikari|memory|heap|oom|disk|filesystem|inode|volume|'
-    'cpu|throttl|thread|goroutine|fds|open_files|queue|lag|limit|max|restart).*"}'
+# What a second, narrower query asks for when a service's first answer was cut short: every
+# series the vocabulary reads as a resource, its limits and restarts. A regex of Prometheus'
+# RE2 (no lookaround), matched against the whole name: a fragment anywhere, a short word only
+# between separators (``_``, or ``.`` in a UTF-8 name). Kept short: the selector is quoted in
+# every request that shows the call.
+_SELECTOR_SEPARATOR = "[._]"
+
+
+def _name_selector(fragments: tuple[str, ...], words: tuple[str, ...]) -> str:
+    """A ``__name__`` regex matching a name that holds one of ``fragments`` or ``words``."""
+    sep = _SELECTOR_SEPARATOR
+
+    def spelled(entry: str) -> str:
+        return re.escape(entry).replace("_", sep)
+
+    bare = tuple(dict.fromkeys(f.strip("_") for f in fragments))
+    # a fragment holding another adds nothing ("connections" finds "db_connections")
+    kept = [f for f in bare if not any(o != f and o in f for o in bare)]
+    anywhere = "|".join(spelled(f) for f in kept)
+    whole = "|".join(spelled(w) for w in words)
+    return f'{{__name__=~".*({anywhere}).*|(.*{sep})?({whole})({sep}.*)?"}}'
+
+
+RESOURCE_SELECTOR = _name_selector(
+    (
+        *dict.fromkeys(f for fragments in RESOURCE_METRIC.values() for f in fragments),
+        "connections",
+        "limit",
+        "max",
+        "restart",
+    ),
+    tuple(dict.fromkeys(w for words in RESOURCE_WORDS.values() for w in words)),
 )
 CHANGE_SELECTOR = '{__name__=~".*(build_info|version|deploy|release|revision|config_hash).*"}'
 CHANGE_LOG_QUERY = "/(?i)(deploy|rollout|revision|version|image|release|upgrade|starting|config)/"
@@ -300,31 +396,47 @@ def metric_kind(metric: str, labels: dict[str, str] | None = None) -> tuple[str,
     family, suffix = histogram_part(metric)
     if suffix in {"_count", "_bucket"} and metric_kind(family, labels) == ("latency", ""):
         return "traffic", HISTOGRAM_COUNT if suffix == "_count" else HISTOGRAM_BUCKET
-    name = (metric or "").lower()
+    name = name_padded(metric)
     label_text = " ".join(f"{k}={v}" for k, v in sorted((labels or {}).items())).lower()
     if _has_any(name, RESTART_METRIC):
         sub = "memory" if "oom" in name else ""
         return "restart", sub
+    if _has_word(name, UNAVAILABLE_WORDS):
+        return "errors", ""  # before the change words: "deployment" there is the object
+    if _has_word(name, AVAILABLE_WORDS):
+        return "errors", "health"
     if _has_any(name, CHANGE_METRIC):
         return "change", ""
-    padded = f"_{name}_"  # so a fragment's underscores also match at the name's ends
-    for sub, words in RESOURCE_METRIC.items():
-        if _has_any(padded, words):
-            # "pool" latency (connection acquire time) is still a pool signal
-            return "resource", sub
-    named = " ".join((labels or {}).get(k, "") for k in RESOURCE_LABELS).lower()
-    for sub, words in RESOURCE_METRIC.items():
-        if named and _has_any(f"_{named}_", words):
-            return "resource", sub  # a series of several resources, told by its label
+    sub = resource_subkind(name)
+    if sub:
+        return "resource", sub  # "pool" latency (connection acquire time) is still a pool signal
+    named = " ".join((labels or {}).get(k, "") for k in RESOURCE_LABELS)
+    sub = resource_subkind(name_padded(named)) if named.strip() else ""
+    if sub:
+        return "resource", sub  # a series of several resources, told by its label
     if _has_any(name, HEALTH_METRIC):
         return "errors", "health"
     if _has_any(name, ERROR_METRIC) or re.search(r'(?:status|code)="?5\d\d', label_text):
         return "errors", ""
-    if _has_any(name, LATENCY_METRIC):
+    if _has_any(name, LATENCY_METRIC) or _has_word(name, LATENCY_WORDS):
         return "latency", ""
     if _has_any(name, TRAFFIC_METRIC):
         return "traffic", ""
     return "other", ""
+
+
+def resource_subkind(padded: str) -> str:
+    """The resource a ``name_padded`` name measures by its fragments or whole words
+    (``RESOURCE_METRIC``, ``RESOURCE_WORDS``, tried in that order of subkinds), "" for none.
+    An "io" of a network (``system.network.io``) is the network's traffic, no disk's."""
+    network = not NETWORK_WORDS.isdisjoint(padded.split("_"))
+    for sub, fragments in RESOURCE_METRIC.items():
+        words = RESOURCE_WORDS.get(sub, ())
+        if network and sub == "disk":
+            words = tuple(w for w in words if w != "io")
+        if _has_any(padded, fragments) or _has_word(padded, words):
+            return sub
+    return ""
 
 
 def is_limit_metric(metric: str) -> bool:
@@ -373,7 +485,7 @@ def is_ratio_metric(metric: str) -> bool:
     name = (metric or "").lower()
     if name.endswith(_SHARE_SUFFIXES):
         return True
-    words = set(re.split(r"[^a-z0-9]+", name))
+    words = set(name_words(metric))
     if words & {"ratio", "utilization", "utilisation", "percent", "percentage", "pct", "fraction"}:
         return True
     return _has_any(
@@ -457,10 +569,17 @@ def _words(*groups: tuple[str, ...]) -> tuple[str, ...]:
 
 KIND_WORDS = {
     "memory": _words(
-        RESOURCE_METRIC["memory"], RESOURCE_LOG["memory"], ("mem", "garbage", "堆")
+        RESOURCE_METRIC["memory"], RESOURCE_LOG["memory"], ("mem", "gc_", "_gc", "garbage", "堆")
     ),
-    "cpu": _words(RESOURCE_METRIC["cpu"], RESOURCE_LOG["cpu"], ("load average", "处理器")),
-    "disk": _words(RESOURCE_METRIC["disk"], RESOURCE_LOG["disk"], ("fs_", "no space", "存储")),
+    # the whole words of ``RESOURCE_WORDS`` long enough not to sit inside prose's words
+    "cpu": _words(
+        RESOURCE_METRIC["cpu"], RESOURCE_LOG["cpu"],
+        ("load average", "loadavg", "load_avg", "处理器"),
+    ),
+    "disk": _words(
+        RESOURCE_METRIC["disk"], RESOURCE_LOG["disk"],
+        ("fs_", "iops", "iowait", "io_wait", "blkio", "no space", "存储"),
+    ),
     # a caller's client-side series on a peer: the time between the two ends of a call,
     # where the network is (a client wait over a flat callee is read as network)
     "network": _words(

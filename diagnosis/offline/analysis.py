@@ -756,7 +756,7 @@ def _mean_of(total: MetricSignal, count: MetricSignal) -> MetricSignal:
 
 
 def _tokens(metric: str) -> set[str]:
-    return {t for t in metric.lower().split("_") if t}
+    return set(vocab.name_words(metric))
 
 
 def _mark_limits(signals: list[MetricSignal]) -> None:

@@ -166,8 +166,10 @@ def test_text_with_no_statement_is_read_by_its_words():
 
 
 def test_the_engine_and_the_check_read_a_series_family_alike():
-    # every metric-name word of the vocabulary's resource families, as a series name
-    for subkind, words in vocab.RESOURCE_METRIC.items():
+    # every metric-name fragment and whole word of the vocabulary's resource families, as a
+    # series name
+    entries = [*vocab.RESOURCE_METRIC.items(), *vocab.RESOURCE_WORDS.items()]
+    for subkind, words in entries:
         for word in words:
             metric = f"app_{word.strip('_')}_total"
             family = series_family(metric)
