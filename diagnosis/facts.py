@@ -126,6 +126,19 @@ def text_normalize(text: str) -> str:
     return _SPACE_NEXT_TO_CJK.sub("", folded)
 
 
+def text_normalize_cased(text: str) -> str:
+    """``text_normalize`` with letter case kept, at the same positions: ``text_normalize(text)``
+    and this differ only in the case of their letters, so a span found in one is the same span
+    in the other. Where folding changed a length (``ß`` → ``ss``), ``text_normalize(text)``
+    itself: the positions matter more than the capitals."""
+    folded = text_normalize(text)
+    if text.isascii():
+        cased = " ".join(text.replace("'", '"').replace("`", '"').split())
+    else:
+        cased = text_normalize_mapped(text, fold=False)[0]
+    return cased if len(cased) == len(folded) else folded
+
+
 def text_normalize_mapped(text: str, *, fold: bool = True) -> tuple[str, list[int], list[int]]:
     """``text_normalize`` with, for each output character, its span in ``text``.
 

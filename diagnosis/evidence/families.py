@@ -122,17 +122,23 @@ KIND_FAMILIES = {
 # since …", or its trend line), a fleet view's top series ("top <metric> up anomaly score"),
 # a log template ("<service> ERROR template \"…\": 12 in window"). Each runs to the next. A
 # counter's identity ends " per-second rate" (query_metrics' ``SeriesFacts.identity``).
+# Case-insensitive: the text may keep its capitals (``facts.text_normalize_cased``), which
+# separate a name's words (``memUsedPercent``) as ``vocab.name_words`` reads them.
 _SERIES = re.compile(
     r"(?:^|(?<=\s))(?:\S+ )?(?P<metric>[a-z_:][a-z0-9_:.]*)(?P<labels>\{[^{}]*\})?"
-    r"(?: per-second rate)?(?:: (?P<rest>(?:new[^,]*, )?(?:up|down)\b|new\b)?| trend, )"
+    r"(?: per-second rate)?(?:: (?P<rest>(?:new[^,]*, )?(?:up|down)\b|new\b)?| trend, )",
+    re.IGNORECASE,
 )
 _FLEET_TOP = re.compile(
-    r"top (?P<metric>[a-z_:][a-z0-9_:.]*)(?P<labels>\{[^{}]*\})? (?:up|down) anomaly score"
+    r"top (?P<metric>[a-z_:][a-z0-9_:.]*)(?P<labels>\{[^{}]*\})? (?:up|down) anomaly score",
+    re.IGNORECASE,
 )
 _TEMPLATE = re.compile(
-    r'(?:^|(?<=\s))(?:(?P<service>\S+) (?:\S+ )?)?template "(?P<template>.*?)": \d+ in window'
+    r'(?:^|(?<=\s))(?:(?P<service>\S+) (?:\S+ )?)?template "(?P<template>.*?)": \d+ in window',
+    re.IGNORECASE,
 )
-_LABEL = re.compile(r'([a-z_][a-z0-9_.]*)="((?:[^"\\]|\\.)*)"')
+_CAMEL_INSIDE = re.compile(r"[a-z0-9][A-Z]")
+_LABEL = re.compile(r'([a-z_][a-z0-9_.]*)="((?:[^"\\]|\\.)*)"', re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -146,7 +152,8 @@ class Statement:
 
 
 def _labels(text: str | None) -> dict[str, str]:
-    return dict(_LABEL.findall(text or ""))
+    """A statement's labels, their names in lower case (as the vocabulary spells them)."""
+    return {k.lower(): v for k, v in _LABEL.findall(text or "")}
 
 
 def _series_shows(kind: str, metric: str, labels: dict[str, str]) -> bool:
@@ -169,25 +176,28 @@ def _series_kinds(metric: str, labels: str | None) -> frozenset[str]:
 
 
 def _template_kinds(template: str, own: str, services: tuple[str, ...]) -> frozenset[str]:
-    mentions = any(s and s != own and s in template for s in services)
+    lowered, own = template.lower(), own.lower()
+    mentions = any(s and s != own and s in lowered for s in services)
     log_kind, subkind = vocab.log_kind(template, mentions)
     family = template_family(template, log_kind, subkind, mentions)
     return frozenset(k for k, shown in KIND_FAMILIES.items() if family in shown)
 
 
 def statements_read(text: str, *, services: tuple[str, ...] = ()) -> list[Statement]:
-    """The series and template statements of the ``text_normalize``d tool output ``text``,
-    in order (``services``: the environment's normalised service names, so that a template
-    naming another service than its own is read as a call to it).
+    """The series and template statements of the normalised tool output ``text``, in order
+    (``services``: the environment's normalised service names, so that a template naming
+    another service than its own is read as a call to it). ``text`` is ``text_normalize``d,
+    or ``text_normalize_cased`` (the same positions, its capitals kept: they separate the
+    words of a name such as ``memUsedPercent``, as the engine reads it).
 
     A series shows its family's kinds only when it reports a shift (up, down, new): a
     series that held its baseline is evidence against its kind, and a trend line dates
-    nothing. A word before a colon with neither an underscore nor labels ("totals:") is no
-    series name."""
+    nothing. A word before a colon with neither an underscore, labels nor a capital inside
+    it ("totals:") is no series name."""
     found: list[tuple[int, frozenset[str]]] = []
     for match in _SERIES.finditer(text):
         metric = match.group("metric")
-        if "_" not in metric and not match.group("labels"):
+        if "_" not in metric and not match.group("labels") and not _CAMEL_INSIDE.search(metric):
             continue
         shifted = bool(match.group("rest"))
         found.append(

@@ -22,7 +22,7 @@ from diagnosis.evidence.families import (
     series_family,
     statements_read,
 )
-from diagnosis.facts import text_normalize
+from diagnosis.facts import text_normalize, text_normalize_cased
 from diagnosis.flow.parsing import executor_output_parse
 from diagnosis.models import DiagnosisSession, Environment, ToolInvocation
 from tests.support.gatekeeper import gatekeeper_run
@@ -50,10 +50,13 @@ def _names(seed: int) -> tuple[str, str]:
 
 
 def _shows(kind: str, output: str, quoted: str, services: tuple[str, ...] = ()) -> bool:
+    """As the Gatekeeper reads it: the statements from the output with its capitals kept, at
+    the normalised text's positions (``ClaimChecker.statements``)."""
     text = text_normalize(output)
     region = text_normalize(quoted)
     start = text.index(region)
-    statements = statements_read(text, services=tuple(text_normalize(s) for s in services))
+    cased = text_normalize_cased(output)
+    statements = statements_read(cased, services=tuple(text_normalize(s) for s in services))
     return kind_evidenced(kind, text, (start, start + len(region)), statements)
 
 
@@ -177,6 +180,33 @@ def test_the_engine_and_the_check_read_a_series_family_alike():
             shown = {k for k in KIND_FAMILIES if _shows(k, output, f"svc-a {metric}")}
             expected = {k for k, fams in KIND_FAMILIES.items() if family in fams}
             assert shown == expected, (subkind, metric, family)
+
+
+# names whose only family word shows through their capitals, and the kind the engine reads
+CAMEL = [
+    ("memUsedPercent", "memory"),
+    ("avgRt", "latency"),
+    ("cpuLoadAvg", "cpu"),
+    ("fsUsedBytes", "disk"),
+    ("openFd", "resource_exhaustion"),
+]
+
+
+@pytest.mark.parametrize(("metric", "family_kind"), CAMEL)
+def test_a_camel_case_series_shows_the_family_the_engine_reads_in_it(metric, family_kind):
+    assert series_family(metric) in KIND_FAMILIES[family_kind]
+    output = f'svc-a {metric}{{pod="p-0"}}: {SHIFT}\nsvc-a widget_items: {SHIFT}\n'
+    shown = {k for k in KIND_FAMILIES if _shows(k, output, f"svc-a {metric}")}
+    assert shown == {family_kind}
+    # held at its baseline, it shows nothing
+    assert not _shows(family_kind, f"svc-a {metric}: {FLAT}\n", f"svc-a {metric}")
+
+
+def test_the_cased_text_keeps_the_normalised_positions():
+    for output in ("Svc  memUsedPercent:\t up ", "服务 A  memUsed ’x’ ", "Straße memUsed: up"):
+        folded, cased = text_normalize(output), text_normalize_cased(output)
+        assert len(cased) == len(folded)
+        assert cased.casefold() == folded or cased == folded
 
 
 # -- through the Gatekeeper ------------------------------------------------------------

@@ -30,6 +30,7 @@ from diagnosis.facts import (
     fact_is_compound,
     facts_extract,
     text_normalize,
+    text_normalize_cased,
 )
 from diagnosis.flow.gatekeeper.excerpts import MatchResult, _match, excerpt_fragments
 from diagnosis.flow.gatekeeper.instructions import excerpt_is_instruction
@@ -55,6 +56,14 @@ def _where(record: InvocationRecord, chunk: str | None) -> dict[str, str]:
 class _Target:
     record: InvocationRecord
     block: tuple[int, int] | None  # span of the chunk's block, or None for the whole output
+
+
+def _target_output(target: _Target) -> str:
+    """The tool output a target points into: the whole output, or its block."""
+    output = target.record.output or ""
+    if target.block is not None:
+        output = output[target.block[0] : target.block[1]]
+    return output
 
 
 @dataclass
@@ -144,10 +153,7 @@ class ClaimChecker:
         key = (target.record.id, target.block)
         cached = self._normalized.get(key)
         if cached is None:
-            output = target.record.output or ""
-            if target.block is not None:
-                output = output[target.block[0] : target.block[1]]
-            cached = self._normalized[key] = text_normalize(output)
+            cached = self._normalized[key] = text_normalize(_target_output(target))
         return cached
 
     def statements(self, target: _Target) -> list[Statement]:
@@ -156,7 +162,9 @@ class ClaimChecker:
         cached = self._statements.get(key)
         if cached is None:
             services = tuple(self.services_normalized)
-            text = self.normalized(target)
+            # its capitals kept, at the normalised text's positions: they separate a name's
+            # words (``memUsedPercent``) as the engine reads them
+            text = text_normalize_cased(_target_output(target))
             cached = self._statements[key] = statements_read(text, services=services)
         return cached
 
