@@ -12,6 +12,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from diagnosis.llm.base import ExecutorRequest
 from diagnosis.offline.analysis import Call
 from diagnosis.offline.gather import Evidence
 from diagnosis.offline.localise import topology_build
@@ -365,4 +366,28 @@ def logs_call(templates: list[dict[str, Any]], *, invocation_id: int = 2) -> Cal
         status="ok",
         output="\n".join(item["line"] for item in templates),
         summary={"window": WINDOW, "baseline": BASELINE, "templates": templates},
+    )
+
+
+# The window the property suites ask about: half an hour to 10:40 on one day.
+WINDOW_END = "2026-03-02T10:40:00Z"
+
+
+def at_minute(minute: int) -> str:
+    """That minute past 10:00 of the window's day."""
+    return f"2026-03-02T10:{minute:02d}:00Z"
+
+
+def window_request(
+    services: list[str], named: str, *, trouble: str = "出错变慢"
+) -> ExecutorRequest:
+    """A first attempt's request about ``named``'s ``trouble`` from about 10:20."""
+    return ExecutorRequest(
+        question=f"{named} 在 10:20 左右开始{trouble}，帮我定位根因服务",
+        language="zh-CN",
+        now=WINDOW_END,
+        window={"start": "2026-03-02T10:10:00Z", "end": WINDOW_END},
+        plan={"services": [named]},
+        services=services,
+        attempt=1,
     )

@@ -18,24 +18,19 @@ from typing import Any
 import pytest
 
 from diagnosis.evaluation import pack_evaluate
-from diagnosis.llm.base import ExecutorRequest
 from diagnosis.offline.analysis import Suspect
 from diagnosis.offline.executor import evidence_write
 from diagnosis.offline.gather import Evidence, suspects_localise
 from diagnosis.offline.localise import leaders_tied
 
-from .fakes import metrics_evidence, summary_series
+from .fakes import WINDOW_END, at_minute, metrics_evidence, summary_series, window_request
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scenarios" / "_generator"))
 from fleet import fleet_pack_write
 
-NOW = "2026-03-02T10:40:00Z"
+NOW = WINDOW_END
 WORDS = ("pay", "cart", "auth", "geo", "feed", "bill", "ship", "tax", "mail", "rank")
 ROLES = ("api", "svc", "db", "cache", "worker", "gateway")
-
-
-def _at(minute: int) -> str:
-    return f"2026-03-02T10:{minute:02d}:00Z"
 
 
 def _names(rng: random.Random, count: int) -> list[str]:
@@ -80,18 +75,6 @@ def _cpu_limited(service: str, *, change: str, score: float) -> list[dict[str, A
     return [use]
 
 
-def _request(services: list[str], named: str) -> ExecutorRequest:
-    return ExecutorRequest(
-        question=f"{named} 在 10:20 左右开始出错变慢，帮我定位根因服务",
-        language="zh-CN",
-        now=NOW,
-        window={"start": "2026-03-02T10:10:00Z", "end": NOW},
-        plan={"services": [named]},
-        services=services,
-        attempt=1,
-    )
-
-
 def _evidence(series: list[dict[str, Any]]) -> Evidence:
     evidence = metrics_evidence(series)
     assert not evidence.topology.known
@@ -101,7 +84,7 @@ def _evidence(series: list[dict[str, Any]]) -> Evidence:
 def _ranked(series: list[dict[str, Any]], named: str) -> tuple[list[Suspect], Evidence]:
     services = sorted({s["service"] for s in series})
     evidence = _evidence(series)
-    ranked = suspects_localise(_request(services, named), evidence, [named])
+    ranked = suspects_localise(window_request(services, named), evidence, [named])
     return [s for s in ranked if s.score > 0 or s.graph_score > 0], evidence
 
 
@@ -111,14 +94,16 @@ def _system(seed: int) -> tuple[str, list[str], list[dict[str, Any]]]:
     rng = random.Random(seed)
     root, *later = _names(rng, rng.randint(3, 7))
     series = [
-        _symptom(root, rng.choice(["latency", "errors"]), change=_at(20), score=400, factor=50)
+        _symptom(
+            root, rng.choice(["latency", "errors"]), change=at_minute(20), score=400, factor=50
+        )
     ]
     for name in later:
         series.append(
             _symptom(
                 name,
                 rng.choice(["latency", "errors"]),
-                change=_at(20 + rng.randint(5, 8)),
+                change=at_minute(20 + rng.randint(5, 8)),
                 score=rng.uniform(15, 25),
                 factor=rng.uniform(2, 4),
             )
@@ -165,13 +150,13 @@ def _evidence_of(entry: Suspect) -> tuple[object, ...]:
 def test_two_services_that_began_together_are_a_tie_whatever_their_names(names):
     one, two = names
     series = [
-        _symptom(one, "errors", change=_at(20), score=200, factor=10),
-        _symptom(two, "errors", change=_at(20), score=200, factor=10),
+        _symptom(one, "errors", change=at_minute(20), score=200, factor=10),
+        _symptom(two, "errors", change=at_minute(20), score=200, factor=10),
     ]
     ranked, evidence = _ranked(series, named=one)
     assert not any(s.follows for s in ranked)
     assert {s.service for s in leaders_tied(ranked)} == {one, two}
-    request = _request([one, two], one)
+    request = window_request([one, two], one)
     output = evidence_write(request, evidence, ranked, [])
     assert not [c for c in output.claims if c.claim_type == "root_cause"]
     assert any("根因未定" in line for line in output.missing_info)
@@ -181,9 +166,9 @@ def test_a_later_service_whose_own_resource_moved_first_is_no_effect_of_the_lead
     # its CPU reached its limit before the leader's errors began: its own fault, maybe the
     # first one; beginning "after" the leader is not shown for every shift of its own
     series = [
-        _symptom("svc-a", "errors", change=_at(20), score=400, factor=30),
-        _symptom("svc-b", "latency", change=_at(27), score=20, factor=3),
-        *_cpu_limited("svc-b", change=_at(18), score=20),
+        _symptom("svc-a", "errors", change=at_minute(20), score=400, factor=30),
+        _symptom("svc-b", "latency", change=at_minute(27), score=20, factor=3),
+        *_cpu_limited("svc-b", change=at_minute(18), score=20),
     ]
     ranked, _ = _ranked(series, named="svc-a")
     assert all(s.follows == [] for s in ranked)
@@ -198,7 +183,7 @@ def test_a_shift_dated_within_both_onsets_dating_is_no_effect_of_the_leader():
             "http_server_latency_seconds",
             base=0.05,
             level=0.9,
-            change=_at(20),
+            change=at_minute(20),
             score=90,
             samples_every=5,
             now=NOW,
@@ -208,7 +193,7 @@ def test_a_shift_dated_within_both_onsets_dating_is_no_effect_of_the_leader():
             "http_server_latency_seconds",
             base=0.05,
             level=0.2,
-            change=_at(28),
+            change=at_minute(28),
             score=15,
             samples_every=5,
             now=NOW,
@@ -223,9 +208,9 @@ def test_connections_in_use_rising_below_capacity_name_no_candidate():
     # Little's law: more connections in use at no limit is load, not the cause of the
     # errors that began later elsewhere
     series = [
-        _pool("pool-holder", change=_at(17), score=40),
+        _pool("pool-holder", change=at_minute(17), score=40),
         _symptom("pool-holder", "latency", change=None, score=0, factor=1),
-        _symptom("code-root", "errors", change=_at(20), score=30, factor=6),
+        _symptom("code-root", "errors", change=at_minute(20), score=30, factor=6),
     ]
     ranked, _ = _ranked(series, named="code-root")
     assert ranked[0].service == "code-root"
@@ -235,7 +220,7 @@ def test_connections_in_use_rising_below_capacity_name_no_candidate():
 def test_the_answer_says_the_calls_were_unknown_and_never_reasons_along_them():
     root, later, series = _system(3)
     ranked, evidence = _ranked(series, named=later[0])
-    request = _request(sorted({s["service"] for s in series}), later[0])
+    request = window_request(sorted({s["service"] for s in series}), later[0])
     output = evidence_write(request, evidence, ranked, [])
     unknown = [line for line in output.missing_info if line.startswith("调用关系未知")]
     assert len(unknown) == 1 and root in unknown[0]

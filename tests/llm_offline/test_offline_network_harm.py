@@ -14,33 +14,23 @@ from typing import Any
 
 import pytest
 
-from diagnosis.llm.base import ExecutorRequest
 from diagnosis.offline.gather import suspects_localise
 
-from .fakes import call_tree, metrics_evidence, summary_series
+from .fakes import (
+    WINDOW_END,
+    at_minute,
+    call_tree,
+    metrics_evidence,
+    summary_series,
+    window_request,
+)
 
-NOW = "2026-03-02T10:40:00Z"
+NOW = WINDOW_END
 RETRANSMITS = (
     "tcp_retrans_segments_rate",
     "node_netstat_Tcp_RetransSegs",
     "container_network_transmit_packets_dropped_total",
 )
-
-
-def _at(minute: int) -> str:
-    return f"2026-03-02T10:{minute:02d}:00Z"
-
-
-def _request(services: list[str], named: str) -> ExecutorRequest:
-    return ExecutorRequest(
-        question=f"{named} 在 10:20 左右开始变慢，帮我定位根因服务",
-        language="zh-CN",
-        now=NOW,
-        window={"start": "2026-03-02T10:10:00Z", "end": NOW},
-        plan={"services": [named]},
-        services=services,
-        attempt=1,
-    )
 
 
 def _system(seed: int) -> tuple[str, list[str], list[tuple[str, str]], list[dict[str, Any]]]:
@@ -51,18 +41,18 @@ def _system(seed: int) -> tuple[str, list[str], list[tuple[str, str]], list[dict
     series = [
         summary_series(
             root, rng.choice(RETRANSMITS), base=1.0, level=rng.uniform(20, 60),
-            change=_at(18), score=rng.uniform(60, 300), now=NOW,
+            change=at_minute(18), score=rng.uniform(60, 300), now=NOW,
         ),
         summary_series(
             root, "http_server_latency_seconds", base=0.05, level=0.05 * rng.uniform(4, 9),
-            change=_at(30), score=rng.uniform(8, 20), now=NOW,
+            change=at_minute(30), score=rng.uniform(8, 20), now=NOW,
         ),
     ]  # fmt: skip
     for depth, caller in enumerate(callers):  # its direct caller first, the entry last
         series.append(
             summary_series(
                 caller, "http_server_latency_seconds", base=0.08, level=0.08 * rng.uniform(3, 6),
-                change=_at(21 + depth), score=rng.uniform(15, 40), now=NOW,
+                change=at_minute(21 + depth), score=rng.uniform(15, 40), now=NOW,
             )
         )  # fmt: skip
     return root, callers, edges, series
@@ -73,7 +63,9 @@ def test_a_root_whose_network_path_failed_first_leads_its_callers(seed):
     root, callers, edges, series = _system(seed)
     services = sorted({s["service"] for s in series})
     ranked = suspects_localise(
-        _request(services, callers[-1]), metrics_evidence(series, edges), [callers[-1]]
+        window_request(services, callers[-1], trouble="变慢"),
+        metrics_evidence(series, edges),
+        [callers[-1]],
     )
     assert ranked[0].service == root
     leading = {s.service: s for s in ranked}
@@ -90,7 +82,9 @@ def test_fewer_retransmits_are_no_fault(seed):
             item.update(direction="down", window_level=0.1, window_mean=0.1, window_min=0.1)
     services = sorted({s["service"] for s in series})
     ranked = suspects_localise(
-        _request(services, callers[-1]), metrics_evidence(series, edges), [callers[-1]]
+        window_request(services, callers[-1], trouble="变慢"),
+        metrics_evidence(series, edges),
+        [callers[-1]],
     )
     root_entry = next(s for s in ranked if s.service == root)
     assert root_entry.fault_kind != "network"

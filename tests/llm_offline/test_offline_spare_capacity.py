@@ -21,22 +21,17 @@ from typing import Any
 import pytest
 
 from diagnosis.evaluation import pack_evaluate
-from diagnosis.llm.base import ExecutorRequest
 from diagnosis.offline.analysis import Suspect
 from diagnosis.offline.gather import suspects_localise
 
-from .fakes import metrics_evidence, summary_series
+from .fakes import WINDOW_END, at_minute, metrics_evidence, summary_series, window_request
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scenarios" / "_generator"))
 from fleet import fleet_pack_write
 
-NOW = "2026-03-02T10:40:00Z"
+NOW = WINDOW_END
 WORDS = ("pay", "cart", "auth", "geo", "feed", "bill", "ship", "tax", "mail", "rank")
 ROLES = ("api", "svc", "db", "cache", "worker", "gateway")
-
-
-def _at(minute: int) -> str:
-    return f"2026-03-02T10:{minute:02d}:00Z"
 
 
 def _series(service: str, metric: str, **kwargs: Any) -> dict[str, Any]:
@@ -49,13 +44,13 @@ def _root(service: str, kind: str, minute: int) -> list[dict[str, Any]]:
         return [
             _series(
                 service, "http_server_latency_seconds", base=0.05, level=0.9,
-                change=_at(minute), score=60,
+                change=at_minute(minute), score=60,
             )
         ]  # fmt: skip
     return [
         _series(
             service, "http_server_error_ratio", base=0.002, level=0.2,
-            change=_at(minute), score=60,
+            change=at_minute(minute), score=60,
         )
     ]  # fmt: skip
 
@@ -72,7 +67,7 @@ def _batch(service: str, rng: random.Random, *, share: float, form: str) -> list
     series = [
         _series(
             service, "container_memory_working_set_bytes", base=0.4 * memory_limit,
-            level=0.48 * memory_limit, change=_at(minute), score=score,
+            level=0.48 * memory_limit, change=at_minute(minute), score=score,
         ),
         _series(
             service, "container_spec_memory_limit_bytes", base=memory_limit,
@@ -86,14 +81,14 @@ def _batch(service: str, rng: random.Random, *, share: float, form: str) -> list
         series.append(
             _series(
                 service, "process_cpu_usage_ratio", base=base / limit, level=share,
-                change=_at(minute), score=score,
+                change=at_minute(minute), score=score,
             )
         )  # fmt: skip
         return series
     series.append(
         _series(
             service, "process_cpu_usage_cores", base=base, level=share * limit,
-            change=_at(minute), score=score,
+            change=at_minute(minute), score=score,
         )
     )  # fmt: skip
     if form == "limit":
@@ -106,21 +101,9 @@ def _batch(service: str, rng: random.Random, *, share: float, form: str) -> list
     return series
 
 
-def _request(services: list[str], named: str) -> ExecutorRequest:
-    return ExecutorRequest(
-        question=f"{named} 在 10:20 左右开始出错变慢，帮我定位根因服务",
-        language="zh-CN",
-        now=NOW,
-        window={"start": "2026-03-02T10:10:00Z", "end": NOW},
-        plan={"services": [named]},
-        services=services,
-        attempt=1,
-    )
-
-
 def _ranked(series: list[dict[str, Any]], named: str) -> list[Suspect]:
     services = sorted({s["service"] for s in series})
-    ranked = suspects_localise(_request(services, named), metrics_evidence(series), [named])
+    ranked = suspects_localise(window_request(services, named), metrics_evidence(series), [named])
     return [s for s in ranked if s.score > 0 or s.graph_score > 0]
 
 
@@ -165,7 +148,7 @@ def test_a_rise_short_of_capacity_counts_where_the_services_own_requests_slowed(
     for item in series:
         if item["service"] == batch and item["metric"] == "http_server_latency_seconds":
             item.update(summary_series(
-                batch, item["metric"], base=0.08, level=0.4, change=_at(17), score=80, now=NOW
+                batch, item["metric"], base=0.08, level=0.4, change=at_minute(17), score=80, now=NOW
             ))  # fmt: skip
     ranked = _ranked(series, named=root)
     found = {s.service: s for s in ranked}
