@@ -7,6 +7,7 @@ from __future__ import annotations
 import gc
 import itertools
 import math
+import operator
 import re
 import threading
 from collections.abc import Iterable, Iterator, Mapping
@@ -202,11 +203,39 @@ def grid_evaluate(samples: list[tuple[float, float]], grid: Grid) -> list[tuple[
     return points
 
 
+def repeat_length(values: list[float]) -> int:
+    """Grid points per raw sample: the shortest run of equal values inside the series.
+
+    A sample coarser than the grid is repeated at every grid time of its lookback (a
+    5-minute sample fills five 1-minute points); a series that changes at every point
+    gives 1. Runs touching either end may be cut, so only inner runs count.
+    """
+    # Where a value differs from the one before; an inner run lies between two such places.
+    # (map and compress keep the loop in C: this runs for every series of a fleet.)
+    changes = list(itertools.compress(itertools.count(1), map(operator.ne, values, values[1:])))
+    if len(changes) < 2:
+        return 1
+    return min(map(operator.sub, changes[1:], changes))
+
+
 def counter_to_rate(points: list[tuple[float, float]]) -> list[tuple[float, float]]:
-    """Per-second increase between consecutive grid points, resets counted from zero."""
+    """Per-second increase of a counter at each grid time, over one raw sample interval;
+    a reset counted from zero.
+
+    A sample coarser than the grid is held at every grid time of its lookback
+    (``repeat_length`` points: a 5-minute sample fills five 1-minute points), so the increase
+    between consecutive grid points is nothing where one sample is held and the whole
+    interval's increase where the next one arrives: a rate alternating between zero and
+    several times the real one, whose median is zero whatever the traffic. The increase is
+    taken over one sample interval instead (the value now minus the value that many grid
+    points before, over the seconds between them), as Prometheus' ``rate`` over a range of
+    one interval reads it; at one sample per grid point that is consecutive points, as
+    before."""
+    values = [v for _, v in points]
+    span = repeat_length(values)
     return [
         (t1, (v1 - v0 if v1 >= v0 else v1) / (t1 - t0))
-        for (t0, v0), (t1, v1) in itertools.pairwise(points)
+        for (t0, v0), (t1, v1) in zip(points, points[span:], strict=False)
         if t1 > t0
     ]
 

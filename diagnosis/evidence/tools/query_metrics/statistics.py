@@ -6,7 +6,6 @@ from __future__ import annotations
 import functools
 import itertools
 import math
-import operator
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -18,7 +17,12 @@ from diagnosis.evidence.common import (
     quantity_format,
 )
 from diagnosis.evidence.timeutil import duration_format, unix_format
-from diagnosis.evidence.tools.query_metrics.series import LOOKBACK_SECONDS, RawSeries, unit_detect
+from diagnosis.evidence.tools.query_metrics.series import (
+    LOOKBACK_SECONDS,
+    RawSeries,
+    repeat_length,
+    unit_detect,
+)
 
 TREND_POINTS = 12
 ANOMALY_THRESHOLD = 3.0  # robust-scale units a level must move to count as a shift
@@ -174,21 +178,6 @@ def _flat_spread(median: float, level: float, upper: float | None) -> float:
     if upper is None:
         return RELATIVE_SCALE_FLOOR * abs(level)
     return _flat_share_spread(median, level, upper)
-
-
-def repeat_length(values: list[float]) -> int:
-    """Grid points per raw sample: the shortest run of equal values inside the series.
-
-    A sample coarser than the grid is repeated at every grid time of its lookback (a
-    5-minute sample fills five 1-minute points); a series that changes at every point
-    gives 1. Runs touching either end may be cut, so only inner runs count.
-    """
-    # Where a value differs from the one before; an inner run lies between two such places.
-    # (map and compress keep the loop in C: this runs for every series of a fleet.)
-    changes = list(itertools.compress(itertools.count(1), map(operator.ne, values, values[1:])))
-    if len(changes) < 2:
-        return 1
-    return min(map(operator.sub, changes[1:], changes))
 
 
 def _sustain_length(window_points: int, repeat: int) -> int:
