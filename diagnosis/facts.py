@@ -105,38 +105,42 @@ _SPACE_NEXT_TO_CJK = re.compile(f" (?:(?<=[{_CJK}] )|(?=[{_CJK}]))")
 
 def text_normalize(text: str) -> str:
     """NFKC, casefold, quotes/dashes unified, whitespace collapsed, no spaces next to CJK."""
+    return _normalized(text, fold=True)
+
+
+def text_normalize_cased(text: str, folded: str | None = None) -> str:
+    """``text_normalize`` with letter case kept, at the same positions: ``text_normalize(text)``
+    (``folded``, when the caller has it) and this differ only in the case of their letters, so
+    a span found in one is the same span in the other. Where folding changed a length (``ß``
+    → ``ss``: folding only ever lengthens), ``text_normalize(text)`` itself: the positions
+    matter more than the capitals."""
+    if folded is None:
+        folded = text_normalize(text)
+    cased = _normalized(text, fold=False)
+    return cased if len(cased) == len(folded) else folded
+
+
+def _normalized(text: str, *, fold: bool) -> str:
+    """``text_normalize``, its case folding only where ``fold``."""
     if not text:
         return ""
     if text.isascii():
-        folded = text.lower()
-        if "'" in folded or "`" in folded:
-            folded = folded.replace("'", '"').replace("`", '"')
-        return " ".join(folded.split())
+        out = text.lower() if fold else text
+        if "'" in out or "`" in out:
+            out = out.replace("'", '"').replace("`", '"')
+        return " ".join(out.split())
     if not unicodedata.is_normalized("NFKC", text):
         text = unicodedata.normalize("NFKC", text)
-    folded = text.casefold()
+    out = text.casefold() if fold else text
     for ch in _NON_ASCII_PUNCT:
-        if ch in folded:
-            folded = folded.replace(ch, _PUNCT[ch])
-    if "'" in folded or "`" in folded:
-        folded = folded.replace("'", '"').replace("`", '"')
-    folded = " ".join(folded.split())
-    if folded.isascii():
-        return folded
-    return _SPACE_NEXT_TO_CJK.sub("", folded)
-
-
-def text_normalize_cased(text: str) -> str:
-    """``text_normalize`` with letter case kept, at the same positions: ``text_normalize(text)``
-    and this differ only in the case of their letters, so a span found in one is the same span
-    in the other. Where folding changed a length (``ß`` → ``ss``), ``text_normalize(text)``
-    itself: the positions matter more than the capitals."""
-    folded = text_normalize(text)
-    if text.isascii():
-        cased = " ".join(text.replace("'", '"').replace("`", '"').split())
-    else:
-        cased = text_normalize_mapped(text, fold=False)[0]
-    return cased if len(cased) == len(folded) else folded
+        if ch in out:
+            out = out.replace(ch, _PUNCT[ch])
+    if "'" in out or "`" in out:
+        out = out.replace("'", '"').replace("`", '"')
+    out = " ".join(out.split())
+    if out.isascii():
+        return out
+    return _SPACE_NEXT_TO_CJK.sub("", out)
 
 
 def text_normalize_mapped(text: str, *, fold: bool = True) -> tuple[str, list[int], list[int]]:

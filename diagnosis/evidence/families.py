@@ -17,7 +17,6 @@ from diagnosis.evidence import vocab
 # What ran out, by the vocabulary's resource subkinds: a pool, threads, descriptors or a
 # queue all have a fixed capacity that can be used up.
 EXHAUSTIBLE = frozenset({"pool", "threads", "fd", "queue"})
-_NETWORK_WORDS = vocab.NETWORK_WORDS
 _CONNECTION_WORDS = frozenset({"connection", "connections", "connect", "conn"})
 # The words that make a network series a symptom: failures, losses and delays. Bytes and
 # packets moved are load, not a fault, whichever way they go.
@@ -64,7 +63,7 @@ def series_family(metric: str, labels: dict[str, str] | None = None) -> str:
         return "memory" if subkind == "memory" else ""
     if kind == "resource" and subkind == "pool":
         return "resource_exhaustion"  # connections of a pool: what ran out is the pool
-    if words & _NETWORK_WORDS or (
+    if words & vocab.NETWORK_WORDS or (
         words & _CONNECTION_WORDS and re.search(r"err|fail|refus|reset|timeout", name)
     ):
         return "network" if NETWORK_FAULT.search(name) else ""

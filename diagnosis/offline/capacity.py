@@ -37,7 +37,11 @@ def metric_family(signal: MetricSignal) -> str:
     return family
 
 
-def _number(value: object) -> float | None:
+def finite_number(value: object) -> float | None:
+    """A tool summary's figure as a finite float; None for anything else (a flag, a missing
+    value, text, an infinity): summaries are data, never trusted."""
+    if isinstance(value, bool) or value is None:
+        return None
     try:
         number = float(value)  # type: ignore[arg-type]
     except (TypeError, ValueError):
@@ -47,8 +51,8 @@ def _number(value: object) -> float | None:
 
 def _level(signal: MetricSignal) -> float | None:
     """Where the series stood in the window: the tools' shift level, else its peak."""
-    level = _number(signal.window_level)
-    return level if level is not None else _number(signal.window_max)
+    level = finite_number(signal.window_level)
+    return level if level is not None else finite_number(signal.window_max)
 
 
 def _mode_share(signal: MetricSignal, metrics: list[MetricSignal]) -> float | None:
@@ -84,13 +88,13 @@ def cpu_share(signal: MetricSignal, metrics: list[MetricSignal]) -> float | None
     if level is None:
         return None
     if vocab.is_ratio_metric(name) or signal.unit in {"percent", "ratio"}:
-        base = _number(signal.baseline_median) or _number(signal.baseline_mean) or 0.0
+        base = finite_number(signal.baseline_median) or finite_number(signal.baseline_mean) or 0.0
         return level / (100.0 if max(level, base) > 1.0 else 1.0)
     limits = [
         cap
         for m in metrics
         if m is not signal and vocab.is_limit_metric(m.metric) and metric_family(m) == "cpu"
-        if (cap := _number(m.window_max)) is not None and cap > 0
+        if (cap := finite_number(m.window_max)) is not None and cap > 0
     ]
     return level / min(limits) if limits else None
 
@@ -121,15 +125,15 @@ def near_capacity(signal: MetricSignal, family: str, metrics: list[MetricSignal]
         and vocab.is_limit_metric(m.metric)
         and metric_family(m) == family
         and m.unit == signal.unit
-        and (cap := _number(m.window_max)) is not None
+        and (cap := finite_number(m.window_max)) is not None
         and cap > 0
     ]
     if not caps:
         return None
     if vocab.is_free_metric(signal.metric, signal.labels):
-        low = _number(signal.window_min)
+        low = finite_number(signal.window_min)
         return low is not None and any(low <= (1.0 - SATURATED) * cap for cap in caps)
-    peak = _number(signal.window_max)
+    peak = finite_number(signal.window_max)
     return peak is not None and any(peak >= SATURATED * cap for cap in caps)
 
 

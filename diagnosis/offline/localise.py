@@ -34,6 +34,7 @@ from .analysis import (
     in_flight_load,
     metric_signals,
 )
+from .capacity import finite_number
 from .kinds import client_gap_decide, kinds_decide
 
 # Each kind of own symptom, and the callee kinds that can pass it up to a caller. Causal:
@@ -181,7 +182,7 @@ def client_gap_waits(
 
 def harmful(signal: MetricSignal) -> bool:
     """An abnormal shift in the direction that hurts: slower, more errors, less health."""
-    if not signal.abnormal or _num(signal.window_mean) is None:
+    if not signal.abnormal or finite_number(signal.window_mean) is None:
         return False  # a series that stopped reporting is a gap, not a symptom
     if signal.harm_direction:
         return signal.direction == signal.harm_direction
@@ -250,25 +251,15 @@ SIGNIFICANCE_CAP = 10.0
 RESOLVABLE = 1e-3
 
 
-def _num(value: object) -> float | None:
-    if isinstance(value, bool) or value is None:
-        return None
-    try:
-        number = float(value)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        return None
-    return number if math.isfinite(number) else None
-
-
 def _levels(signal: MetricSignal) -> tuple[float | None, float | None]:
     """(baseline, window) levels: the tools' robust pair (baseline median, level of the
     shift) when reported, else the baseline mean and the window extreme."""
-    base, level = _num(signal.baseline_median), _num(signal.window_level)
+    base, level = finite_number(signal.baseline_median), finite_number(signal.window_level)
     if base is not None and level is not None:
         return base, level
-    base = _num(signal.baseline_mean)
+    base = finite_number(signal.baseline_mean)
     extreme = signal.window_min if _falls(signal) else signal.window_max
-    return base, _num(extreme)
+    return base, finite_number(extreme)
 
 
 def _falls(signal: MetricSignal) -> bool:
@@ -484,11 +475,11 @@ def _traffic(signals: list[MetricSignal]) -> tuple[float | None, float | None, b
     for signal in signals:
         if signal.kind != "traffic":
             continue
-        base = _num(signal.baseline_median)
-        base = base if base is not None else _num(signal.baseline_mean)
+        base = finite_number(signal.baseline_median)
+        base = base if base is not None else finite_number(signal.baseline_mean)
         if base is not None and base > 0:
-            level = _num(signal.window_level)
-            level = level if level is not None else _num(signal.window_mean)
+            level = finite_number(signal.window_level)
+            level = level if level is not None else finite_number(signal.window_mean)
             found.append((base, level, signal.rate))
     if not found:
         return None, None, False

@@ -207,6 +207,9 @@ def test_the_cased_text_keeps_the_normalised_positions():
         folded, cased = text_normalize(output), text_normalize_cased(output)
         assert len(cased) == len(folded)
         assert cased.casefold() == folded or cased == folded
+    # the capitals survive in text that is not ASCII, and the caller's folded text is reused
+    assert text_normalize_cased("服务 A  memUsed ’x’ ") == '服务A memUsed "x"'
+    assert text_normalize_cased("Svc memUsed", "svc memused") == "Svc memUsed"
 
 
 # -- through the Gatekeeper ------------------------------------------------------------

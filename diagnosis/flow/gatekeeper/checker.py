@@ -164,7 +164,7 @@ class ClaimChecker:
             services = tuple(self.services_normalized)
             # its capitals kept, at the normalised text's positions: they separate a name's
             # words (``memUsedPercent``) as the engine reads them
-            text = text_normalize_cased(_target_output(target))
+            text = text_normalize_cased(_target_output(target), self.normalized(target))
             cached = self._statements[key] = statements_read(text, services=services)
         return cached
 
