@@ -1,7 +1,8 @@
 """Gatekeeper throughput: 200 claims × 3 bindings against 50 invocations of 5 MB and 50 MB.
 
 Calls ``gatekeeper_check`` directly with ``InvocationRecord`` objects (no
-database, no Django set-up). The outputs are realistic: log template lines with
+database; Django's apps loaded, as the kind check's vocabulary needs them). The
+outputs are realistic: log template lines with
 about one Chinese line in ten, metric series lines, and Chinese runbook chunks.
 Each claim binds one real log excerpt, one real metric excerpt, and either a
 runbook chunk or an excerpt with a wrong number (which forces the number-masked
@@ -36,9 +37,14 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from diagnosis.flow.gatekeeper import InvocationRecord, gatekeeper_check
-from diagnosis.flow.gatekeeper.checker import ClaimChecker
-from diagnosis.flow.parsing import executor_output_parse
+from bench._django import django_apps_setup
+
+# The kind check reads the metric vocabulary, which the tool registry (and its models) loads.
+django_apps_setup()
+
+from diagnosis.flow.gatekeeper import InvocationRecord, gatekeeper_check  # noqa: E402
+from diagnosis.flow.gatekeeper.checker import ClaimChecker  # noqa: E402
+from diagnosis.flow.parsing import executor_output_parse  # noqa: E402
 
 SESSION_ID = 1
 N_INVOCATIONS = 50
